@@ -1,0 +1,35 @@
+// What every input format becomes: a normalized config, the tokenizer assets and the weights, all backed by
+// memory mappings that this object keeps alive.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loader/quant_tensor.hpp"
+#include "models/model_config.hpp"
+
+namespace qrt {
+
+enum class SourceKind { kUqff, kGguf, kOllama, kHfCheckpoint };
+
+// Tokenizer inputs as found: HF JSON files (text) and/or GGUF `tokenizer.ggml.*` metadata (kept by the GGUF
+// reader); the tokenizer module turns them into a tokenizer.
+struct TokenizerAssets {
+  std::string tokenizer_json;         // contents of tokenizer.json, if present
+  std::string tokenizer_config_json;  // contents of tokenizer_config.json, if present
+  std::string chat_template;          // chat_template.jinja or tokenizer_config's template, if present
+  std::string generation_config_json;
+};
+
+struct ModelSource {
+  SourceKind kind = SourceKind::kGguf;
+  std::string path;       // what the user named
+  ModelConfig config;
+  TokenizerAssets tokenizer;
+  TensorTable tensors;
+  // Owners of the mappings the tensors point into (files, kept open for the source's lifetime).
+  std::vector<std::shared_ptr<const void>> keep_alive;
+};
+
+}  // namespace qrt
