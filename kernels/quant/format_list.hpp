@@ -17,8 +17,25 @@
 #define QRT_FORMAT_LIST(X)                                                              \
   /* unquantized (GGML F32/F16/BF16, UQFF Unquant, HF dense) */                         \
   X(F32, "f32") X(F16, "f16") X(BF16, "bf16")                                           \
+  /* MLX affine (AFQ; UQFF tag 4, Ollama int4/int8): afq.hpp */                         \
+  X(AFQ2, "afq2") X(AFQ3, "afq3") X(AFQ4, "afq4") X(AFQ5, "afq5") X(AFQ6, "afq6")       \
+  X(AFQ8, "afq8")                                                                       \
+  /* microscaled floats (OCP MXFP4 = UQFF tag 6; Ollama mxfp8, nvfp4): mx.hpp */        \
+  X(MXFP4, "mxfp4") X(MXFP8, "mxfp8") X(NVFP4, "nvfp4")                                 \
+  /* FP8 E4M3 (per tensor: UQFF tag 3; HF 128x128 blocks; F8Q8: UQFF tag 5): fp8.hpp */ \
+  X(FP8, "fp8") X(FP8_BLOCK, "fp8_block") X(F8Q8, "f8q8")                               \
+  /* HQQ axis 0 (UQFF tag 2): hqq.hpp */                                                \
+  X(HQQ4, "hqq4") X(HQQ8, "hqq8")                                                       \
   /* GGML 32-element blocks */                                                          \
-  X(Q8_0, "q8_0")
+  X(Q4_0, "q4_0") X(Q4_1, "q4_1") X(Q5_0, "q5_0") X(Q5_1, "q5_1")                       \
+  X(Q8_0, "q8_0") X(Q8_1, "q8_1")                                                       \
+  /* GGML K-quants (256-element super-blocks) */                                        \
+  X(Q2_K, "q2_k") X(Q3_K, "q3_k") X(Q4_K, "q4_k") X(Q5_K, "q5_k") X(Q6_K, "q6_k")       \
+  X(Q8_K, "q8_k")                                                                       \
+  /* GGML i-quants / ternary / MXFP4 */                                                 \
+  X(IQ1_S, "iq1_s") X(IQ1_M, "iq1_m") X(IQ2_XXS, "iq2_xxs") X(IQ2_XS, "iq2_xs")         \
+  X(IQ2_S, "iq2_s") X(IQ3_XXS, "iq3_xxs") X(IQ3_S, "iq3_s") X(IQ4_NL, "iq4_nl")         \
+  X(IQ4_XS, "iq4_xs") X(TQ1_0, "tq1_0") X(TQ2_0, "tq2_0") X(MXFP4_GGML, "mxfp4_ggml")
 
 namespace qrt::quant {
 

@@ -4,9 +4,17 @@
 
 #include <optional>
 
+#include "kernels/quant/afq.hpp"
 #include "kernels/quant/dense.hpp"
 #include "kernels/quant/format_list.hpp"
+#include "kernels/quant/fp8.hpp"
 #include "kernels/quant/ggml_legacy.hpp"
+#include "kernels/quant/ggml_kquants.hpp"
+#include "kernels/quant/ggml_iquants.hpp"
+#include "kernels/quant/ggml_nl.hpp"
+#include "kernels/quant/ggml_ternary.hpp"
+#include "kernels/quant/hqq.hpp"
+#include "kernels/quant/mx.hpp"
 
 namespace qrt::quant {
 
