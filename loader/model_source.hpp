@@ -11,6 +11,8 @@
 
 namespace qrt {
 
+class GgufMetadata;  // loader/gguf_metadata.hpp
+
 enum class SourceKind { kUqff, kGguf, kOllama, kHfCheckpoint };
 
 // Tokenizer inputs as found: HF JSON files (text) and/or GGUF `tokenizer.ggml.*` metadata (kept by the GGUF
@@ -26,8 +28,12 @@ struct ModelSource {
   SourceKind kind = SourceKind::kGguf;
   std::string path;       // what the user named
   ModelConfig config;
+  std::string hf_config_json;  // config.json as found (UQFF, HF checkpoints, Ollama tensor models); models/ maps it
   TokenizerAssets tokenizer;
   TensorTable tensors;
+  // GGUF and Ollama sources: every metadata key (architecture keys, tokenizer.ggml.*), for models/ and the
+  // tokenizer; null for other kinds.
+  std::shared_ptr<const GgufMetadata> gguf_metadata;
   // Owners of the mappings the tensors point into (files, kept open for the source's lifetime).
   std::vector<std::shared_ptr<const void>> keep_alive;
 };

@@ -45,6 +45,7 @@ qrt_find_dependency(qrt::json HEADER nlohmann/json.hpp PACKAGE "nlohmann_json (n
 qrt_find_dependency(qrt::cli11 HEADER CLI/CLI.hpp PACKAGE "CLI11 (libcli11-dev)")
 qrt_find_dependency(qrt::pcre2 HEADER pcre2.h LIBS pcre2-8 PACKAGE "PCRE2 (libpcre2-dev)")
 target_compile_definitions(qrt::pcre2 INTERFACE PCRE2_CODE_UNIT_WIDTH=8)
+qrt_find_dependency(qrt::crypto HEADER openssl/evp.h LIBS crypto PACKAGE "OpenSSL libcrypto (libssl-dev)")
 if(QRT_BUILD_TESTS)
   qrt_find_dependency(qrt::gtest HEADER gtest/gtest.h LIBS gtest PACKAGE "GoogleTest (libgtest-dev)"
                       DEPENDS Threads::Threads)

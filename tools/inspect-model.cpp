@@ -1,0 +1,122 @@
+// inspect-model: what a model is — source kind, architecture and config, tokenizer summary, and every tensor
+// (name as stored, format, logical shape, bytes, file). --json prints the same as JSON; --dump writes one tensor
+// dequantized to little-endian float32 in row-major logical order.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/quant_reference.hpp"
+#include "kernels/quant/formats.hpp"
+#include "loader/gguf_metadata.hpp"
+#include "loader/open_model.hpp"
+
+namespace {
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  return 1;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+nlohmann::json describe(const qrt::ModelSource& src) {
+  nlohmann::json j;
+  j["source"] = qrt::source_kind_name(src.kind);
+  j["path"] = src.path;
+  nlohmann::json config = nlohmann::json::parse(src.hf_config_json, nullptr, false);
+  if (!src.hf_config_json.empty() && !config.is_discarded()) {
+    j["config"] = config;
+    if (config.contains("architectures") && config["architectures"].is_array() && !config["architectures"].empty())
+      j["architecture"] = config["architectures"][0];
+    else if (config.contains("model_type"))
+      j["architecture"] = config["model_type"];
+  }
+  nlohmann::json tok;
+  if (src.gguf_metadata) {
+    const auto& md = *src.gguf_metadata;
+    if (auto arch = md.get_string("general.architecture"); arch.ok()) j["architecture"] = *arch;
+    j["metadata_keys"] = md.size();
+    if (auto model = md.get_string("tokenizer.ggml.model"); model.ok()) tok["gguf_model"] = *model;
+    if (auto pre = md.get_string("tokenizer.ggml.pre"); pre.ok()) tok["gguf_pre"] = *pre;
+    if (auto tokens = md.get_string_array("tokenizer.ggml.tokens"); tokens.ok()) tok["tokens"] = (*tokens)->size();
+  }
+  tok["tokenizer_json"] = !src.tokenizer.tokenizer_json.empty();
+  tok["tokenizer_config_json"] = !src.tokenizer.tokenizer_config_json.empty();
+  tok["chat_template"] = !src.tokenizer.chat_template.empty();
+  j["tokenizer"] = tok;
+  nlohmann::json tensors = nlohmann::json::array();
+  uint64_t total = 0;
+  for (const auto& [name, t] : src.tensors) {
+    tensors.push_back({{"name", name},
+                       {"format", std::string(qrt::quant::format_name(t.format))},
+                       {"shape", t.shape},
+                       {"bytes", t.bytes()},
+                       {"file", t.file}});
+    total += t.bytes();
+  }
+  j["tensors"] = tensors;
+  j["tensor_bytes"] = total;
+  return j;
+}
+
+void print_text(const nlohmann::json& j) {
+  std::printf("source:       %s (%s)\n", j["source"].get<std::string>().c_str(), j["path"].get<std::string>().c_str());
+  if (j.contains("architecture")) std::printf("architecture: %s\n", j["architecture"].get<std::string>().c_str());
+  if (j.contains("metadata_keys")) std::printf("metadata:     %zu GGUF keys\n", j["metadata_keys"].get<size_t>());
+  std::printf("tokenizer:    %s\n", j["tokenizer"].dump().c_str());
+  std::printf("tensors:      %zu, %.3f MB\n\n", j["tensors"].size(), j["tensor_bytes"].get<double>() / 1e6);
+  std::printf("%-56s %-10s %-22s %12s  %s\n", "name", "format", "shape", "bytes", "file");
+  for (const auto& t : j["tensors"]) {
+    std::printf("%-56s %-10s %-22s %12llu  %s\n", t["name"].get<std::string>().c_str(),
+                t["format"].get<std::string>().c_str(), shape_text(t["shape"].get<std::vector<int64_t>>()).c_str(),
+                static_cast<unsigned long long>(t["bytes"].get<uint64_t>()), t["file"].get<std::string>().c_str());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"inspect-model: show what a model is (UQFF, GGUF, Ollama name:tag, or HF checkpoint)"};
+  std::string model, dump, out;
+  bool json = false, verify = false;
+  app.add_option("model", model, "UQFF directory or shard, GGUF file, Ollama name:tag, or HF checkpoint directory")
+      ->required();
+  app.add_flag("--json", json, "print as JSON");
+  app.add_flag("--verify", verify, "Ollama models: check every blob against its sha256 digest");
+  app.add_option("--dump", dump, "tensor name (as stored in the file) to write dequantized");
+  app.add_option("--out", out, "output file for --dump (little-endian float32, row-major)");
+  CLI11_PARSE(app, argc, argv);
+  if (!dump.empty() && out.empty()) return fail("--dump needs --out FILE");
+
+  qrt::OpenOptions options;
+  options.verify_digests = verify;
+  auto src = qrt::open_model_source(model, options);
+  if (!src.ok()) return fail(src.status().message());
+  if (!dump.empty()) {
+    auto it = src->tensors.find(dump);
+    if (it == src->tensors.end()) return fail("no tensor named '" + dump + "' in " + model);
+    const qrt::QuantTensor& t = it->second;
+    std::vector<float> values(static_cast<size_t>(t.numel()));
+    qrt::Status s = qrt::cpu::dequantize(t.format, t.view(), values.data());
+    if (!s.ok()) return fail("cannot dequantize '" + dump + "': " + s.message());
+    std::ofstream f(out, std::ios::binary);
+    if (!f.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * 4)))
+      return fail("cannot write " + out);
+    return 0;
+  }
+  const nlohmann::json j = describe(*src);
+  if (json) {
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    print_text(j);
+  }
+  return 0;
+}
