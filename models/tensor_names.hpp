@@ -1,0 +1,86 @@
+// Canonical tensor names (GGUF's, without the ".weight" suffix) and the maps from Hugging Face and GGUF file
+// names to them. The transformer only ever asks for canonical names.
+//
+//   token_embd, output_norm, output, rope_freqs
+//   blk.N.attn_norm, blk.N.attn_q, blk.N.attn_k, blk.N.attn_v, blk.N.attn_output, blk.N.attn_q_norm,
+//   blk.N.attn_k_norm, blk.N.ffn_norm, blk.N.ffn_gate, blk.N.ffn_up, blk.N.ffn_down, blk.N.ffn_gate_inp,
+//   blk.N.ffn_gate_exps, blk.N.ffn_up_exps, blk.N.ffn_down_exps        (+ ".bias" for biases)
+//
+// Expert tensors are stacked: blk.N.ffn_gate_exps is [experts, expert_ffn, hidden]. Hugging Face MoE
+// checkpoints store one tensor per expert (mlp.experts.E.gate_proj); canonicalize() stacks them.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loader/quant_tensor.hpp"
+#include "qrt/status.hpp"
+
+namespace qrt::names {
+
+inline constexpr std::string_view kTokenEmbd = "token_embd";
+inline constexpr std::string_view kOutputNorm = "output_norm";
+inline constexpr std::string_view kOutput = "output";
+inline constexpr std::string_view kRopeFreqs = "rope_freqs";
+inline constexpr std::string_view kBiasSuffix = ".bias";
+
+enum class LayerTensor {
+  kAttnNorm,
+  kAttnQ,
+  kAttnK,
+  kAttnV,
+  kAttnOutput,
+  kAttnQNorm,
+  kAttnKNorm,
+  kFfnNorm,
+  kFfnGate,
+  kFfnUp,
+  kFfnDown,
+  kFfnGateInp,
+  kFfnGateExps,
+  kFfnUpExps,
+  kFfnDownExps,
+};
+
+// "attn_q", "ffn_gate_exps", ...
+std::string_view layer_tensor_suffix(LayerTensor t);
+// "blk.3.attn_q"
+std::string layer_tensor(int layer, LayerTensor t);
+// "blk.3.attn_q.bias"
+std::string bias_of(std::string_view weight_name);
+
+// Where a file tensor goes: a canonical name, and for one expert's slice of a stacked tensor, its index.
+struct CanonicalName {
+  std::string name;
+  int expert = -1;  // >= 0: expert slice of the stacked tensor `name`
+  bool operator==(const CanonicalName&) const = default;
+};
+
+// Hugging Face names (model.layers.N.self_attn.q_proj.weight, model.embed_tokens.weight, lm_head.weight,
+// model.norm.weight, mlp.experts.E.{gate,up,down}_proj / block_sparse_moe.experts.E.w{1,3,2} ...).
+// nullopt for names the transformer does not use (e.g. rotary_emb.inv_freq).
+std::optional<CanonicalName> canonical_from_hf(std::string_view hf_name);
+
+// GGUF names (blk.N.attn_q.weight, token_embd.weight, ...; legacy per-expert blk.N.ffn_gate.E.weight).
+std::optional<CanonicalName> canonical_from_gguf(std::string_view gguf_name);
+
+enum class NameScheme { kHuggingFace, kGguf };
+
+// A table keyed by canonical names. Each QuantTensor keeps its file name for error messages. Stacked expert
+// tensors built here own their bytes through `storage`, which must outlive the table's spans.
+struct CanonicalTensors {
+  TensorTable tensors;
+  std::vector<std::shared_ptr<const std::vector<uint8_t>>> storage;
+  std::vector<std::string> ignored;  // file tensors with no canonical name
+};
+
+// Renames every tensor of `source` and stacks per-expert tensors into [experts, out, in] (all experts of one
+// tensor must be present, with the same format, shape and params). Stacking copies the packed parts
+// unchanged, expert after expert, which is the layout of a stacked tensor for every format whose parts are
+// row-major. A source that already presents experts stacked (GGUF ffn_*_exps) is passed through.
+Result<CanonicalTensors> canonicalize(const TensorTable& source, NameScheme scheme);
+
+}  // namespace qrt::names

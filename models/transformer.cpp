@@ -1,0 +1,362 @@
+#include "models/transformer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "kernels/cpu/quant_reference.hpp"
+#include "models/tensor_names.hpp"
+
+namespace qrt {
+namespace {
+
+using names::LayerTensor;
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Scratch buffers of a Sequence, each with room for `rows` tokens of `per_token` elements.
+enum Scratch : int {
+  kX,            // residual stream [n, hidden]
+  kH,            // normed input of a sublayer [n, hidden]
+  kQ,            // [n, heads * hd]
+  kK,            // [n, kv_heads * hd]
+  kV,            // [n, kv_heads * hd]
+  kAttn,         // attention output [n, heads * hd]
+  kProj,         // output of o / down / expert combine [n, hidden]
+  kGate,         // [n, ffn] or [n * top_k, expert_ffn]
+  kUp,           // same as kGate
+  kExpertOut,    // [n * top_k, hidden]
+  kRouter,       // router logits [n, experts]
+  kExpertIds,    // int32 [n, top_k]
+  kExpertW,      // [n, top_k]
+  kTokens,       // int32 [n]
+  kLogits,       // [n, vocab]
+  kScratchCount,
+};
+
+}  // namespace
+
+struct Transformer::Layer {
+  WeightHandle attn_norm, q, k, v, o, q_bias, k_bias, v_bias, o_bias, q_norm, k_norm;
+  WeightHandle ffn_norm, gate, up, down, gate_bias, up_bias, down_bias;
+  WeightHandle router, gate_exps, up_exps, down_exps;
+};
+
+Transformer::Transformer(Backend& backend, const ModelConfig& config) : backend_(backend), config_(config) {}
+
+Transformer::~Transformer() {
+  for (WeightHandle h : uploaded_) backend_.free_weight(h);
+}
+
+Result<std::unique_ptr<Transformer>> Transformer::create(Backend& backend, const ModelConfig& config,
+                                                         const TensorTable& tensors,
+                                                         const TransformerOptions& options) {
+  std::unique_ptr<Transformer> t(new Transformer(backend, config));
+  Status s = t->load(tensors, options);
+  if (!s.ok()) return s.with_context("building the " + (config.architecture.empty() ? "" : config.architecture + " ") +
+                                     "transformer");
+  return t;
+}
+
+Status Transformer::load(const TensorTable& tensors, const TransformerOptions& options) {
+  ModelConfig& c = config_;
+  if (c.head_dim == 0 && c.heads > 0) c.head_dim = c.hidden / c.heads;
+  auto require = [](bool ok, const std::string& what) { return ok ? ok_status() : invalid_argument("config: " + what); };
+  QRT_TRY(require(c.vocab_size > 0 && c.hidden > 0 && c.layers > 0, "vocab_size, hidden and layers must be positive"));
+  QRT_TRY(require(c.heads > 0 && c.kv_heads > 0 && c.heads % c.kv_heads == 0,
+                  "heads (" + std::to_string(c.heads) + ") must be a positive multiple of kv_heads (" +
+                      std::to_string(c.kv_heads) + ")"));
+  QRT_TRY(require(c.head_dim > 0, "head_dim must be positive"));
+  QRT_TRY(require(c.norm_eps > 0.0f, "norm_eps must be positive"));
+  QRT_TRY(require(c.sliding_window >= 0, "sliding_window must not be negative"));
+  const bool moe = c.experts > 0;
+  if (moe) {
+    QRT_TRY(require(c.experts_used >= 1 && c.experts_used <= c.experts && c.expert_ffn > 0,
+                    "MoE needs 1 <= experts_used (" + std::to_string(c.experts_used) + ") <= experts (" +
+                        std::to_string(c.experts) + ") and expert_ffn > 0"));
+    if (c.mlp_bias) return unsupported("MoE experts with biases");
+  } else {
+    QRT_TRY(require(c.ffn > 0, "ffn must be positive for a dense MLP"));
+  }
+  if (options.tp.world != 1 || options.tp.rank != 0)
+    return unsupported("tensor parallelism (world size " + std::to_string(options.tp.world) + ") is not implemented");
+  heads_ = c.heads / options.tp.world;
+  kv_heads_ = c.kv_heads / options.tp.world;
+  head_dim_ = c.head_dim;
+  ffn_ = c.ffn / options.tp.world;
+  expert_ffn_ = c.expert_ffn / options.tp.world;
+
+  std::set<std::string> consumed;
+  // Uploads tensor `name` after checking its shape; an absent optional tensor gives an invalid handle.
+  auto take = [&](const std::string& name, std::vector<int64_t> shape, bool required) -> Result<WeightHandle> {
+    auto it = tensors.find(name);
+    if (it == tensors.end()) {
+      if (required) return not_found("tensor " + name + " " + shape_string(shape) + " is missing");
+      return WeightHandle{};
+    }
+    consumed.insert(name);
+    if (it->second.shape != shape)
+      return invalid_argument("tensor " + name + " (" + it->second.name + "): expected shape " + shape_string(shape) +
+                              ", found " + shape_string(it->second.shape));
+    auto h = backend_.upload_weight(it->second);
+    if (!h.ok()) return h.status();
+    uploaded_.push_back(*h);
+    return *h;
+  };
+  const int64_t hidden = c.hidden, q_dim = int64_t{heads_} * head_dim_, kv_dim = int64_t{kv_heads_} * head_dim_;
+
+  QRT_ASSIGN_OR_RETURN(token_embd_, take(std::string(names::kTokenEmbd), {c.vocab_size, hidden}, true));
+  QRT_ASSIGN_OR_RETURN(output_norm_, take(std::string(names::kOutputNorm), {hidden}, true));
+  const bool has_output = tensors.count(std::string(names::kOutput)) != 0;
+  if (c.tied_embeddings || !has_output) {
+    output_ = token_embd_;  // a stored copy of a tied output matrix is redundant and not uploaded
+    if (has_output) consumed.insert(std::string(names::kOutput));
+  } else {
+    QRT_ASSIGN_OR_RETURN(output_, take(std::string(names::kOutput), {c.vocab_size, hidden}, true));
+  }
+
+  layers_.resize(static_cast<size_t>(c.layers));
+  for (int l = 0; l < c.layers; ++l) {
+    Layer& L = layers_[static_cast<size_t>(l)];
+    auto n = [&](LayerTensor t) { return names::layer_tensor(l, t); };
+    auto b = [&](LayerTensor t) { return names::bias_of(names::layer_tensor(l, t)); };
+    QRT_ASSIGN_OR_RETURN(L.attn_norm, take(n(LayerTensor::kAttnNorm), {hidden}, true));
+    QRT_ASSIGN_OR_RETURN(L.q, take(n(LayerTensor::kAttnQ), {q_dim, hidden}, true));
+    QRT_ASSIGN_OR_RETURN(L.k, take(n(LayerTensor::kAttnK), {kv_dim, hidden}, true));
+    QRT_ASSIGN_OR_RETURN(L.v, take(n(LayerTensor::kAttnV), {kv_dim, hidden}, true));
+    QRT_ASSIGN_OR_RETURN(L.o, take(n(LayerTensor::kAttnOutput), {hidden, q_dim}, true));
+    if (c.attention_bias) {
+      QRT_ASSIGN_OR_RETURN(L.q_bias, take(b(LayerTensor::kAttnQ), {q_dim}, true));
+      QRT_ASSIGN_OR_RETURN(L.k_bias, take(b(LayerTensor::kAttnK), {kv_dim}, true));
+      QRT_ASSIGN_OR_RETURN(L.v_bias, take(b(LayerTensor::kAttnV), {kv_dim}, true));
+    }
+    if (c.attention_out_bias) {
+      QRT_ASSIGN_OR_RETURN(L.o_bias, take(b(LayerTensor::kAttnOutput), {hidden}, true));
+    }
+    if (c.qk_norm) {
+      QRT_ASSIGN_OR_RETURN(L.q_norm, take(n(LayerTensor::kAttnQNorm), {head_dim_}, true));
+      QRT_ASSIGN_OR_RETURN(L.k_norm, take(n(LayerTensor::kAttnKNorm), {head_dim_}, true));
+    }
+    QRT_ASSIGN_OR_RETURN(L.ffn_norm, take(n(LayerTensor::kFfnNorm), {hidden}, true));
+    if (moe) {
+      const int64_t e = c.experts, f = expert_ffn_;
+      QRT_ASSIGN_OR_RETURN(L.router, take(n(LayerTensor::kFfnGateInp), {e, hidden}, true));
+      QRT_ASSIGN_OR_RETURN(L.gate_exps, take(n(LayerTensor::kFfnGateExps), {e, f, hidden}, true));
+      QRT_ASSIGN_OR_RETURN(L.up_exps, take(n(LayerTensor::kFfnUpExps), {e, f, hidden}, true));
+      QRT_ASSIGN_OR_RETURN(L.down_exps, take(n(LayerTensor::kFfnDownExps), {e, hidden, f}, true));
+    } else {
+      QRT_ASSIGN_OR_RETURN(L.gate, take(n(LayerTensor::kFfnGate), {ffn_, hidden}, true));
+      QRT_ASSIGN_OR_RETURN(L.up, take(n(LayerTensor::kFfnUp), {ffn_, hidden}, true));
+      QRT_ASSIGN_OR_RETURN(L.down, take(n(LayerTensor::kFfnDown), {hidden, ffn_}, true));
+      if (c.mlp_bias) {
+        QRT_ASSIGN_OR_RETURN(L.gate_bias, take(b(LayerTensor::kFfnGate), {ffn_}, true));
+        QRT_ASSIGN_OR_RETURN(L.up_bias, take(b(LayerTensor::kFfnUp), {ffn_}, true));
+        QRT_ASSIGN_OR_RETURN(L.down_bias, take(b(LayerTensor::kFfnDown), {hidden}, true));
+      }
+    }
+  }
+
+  // RoPE frequencies, with GGUF's per-pair rope_freqs factors (Llama 3.1 files) when present.
+  const int rot_dim = c.rope.rot_dim == 0 ? head_dim_ : c.rope.rot_dim;
+  std::vector<float> freq_factors;
+  const std::string rope_freqs(names::kRopeFreqs);
+  if (auto it = tensors.find(rope_freqs); it != tensors.end()) {
+    consumed.insert(rope_freqs);
+    const QuantTensor& t = it->second;
+    if (t.shape != std::vector<int64_t>{rot_dim / 2})
+      return invalid_argument("tensor " + rope_freqs + " (" + t.name + "): expected shape [" +
+                              std::to_string(rot_dim / 2) + "], found " + shape_string(t.shape));
+    auto parts = cpu::part_sizes(t.format, 1, t.cols(), t.params);
+    if (!parts.ok()) return parts.status().with_context("tensor " + t.name);
+    if (parts->data != t.data.size || parts->scales != t.scales.size || parts->biases != t.biases.size ||
+        (t.data.size && !t.data.data))
+      return format_error("tensor " + t.name + ": part sizes do not match its format and shape");
+    freq_factors.resize(static_cast<size_t>(t.cols()));
+    QRT_TRY(cpu::dequantize(t.format, t.view(), freq_factors.data()));
+  }
+  QRT_ASSIGN_OR_RETURN(rope_, make_rope_table(c.rope, head_dim_, freq_factors.empty() ? nullptr : &freq_factors));
+  QRT_ASSIGN_OR_RETURN(rope_inv_freq_, allocate_scoped(backend_, rope_.inv_freq.size() * sizeof(float)));
+  QRT_TRY(backend_.upload(rope_.inv_freq.data(), rope_inv_freq_.buffer().ptr, rope_.inv_freq.size() * sizeof(float)));
+
+  // Every tensor must be used: a leftover one means the config does not describe these weights (a bias or a
+  // q/k norm the flags leave out would otherwise be silently dropped).
+  std::string unused;
+  int unused_count = 0;
+  for (const auto& [name, t] : tensors) {
+    if (consumed.count(name)) continue;
+    if (unused_count++ < 5) unused += (unused.empty() ? "" : ", ") + name;
+  }
+  if (unused_count > 0)
+    return invalid_argument(std::to_string(unused_count) + " tensor(s) not used by this config: " + unused +
+                            (unused_count > 5 ? ", ..." : ""));
+  return ok_status();
+}
+
+Result<std::unique_ptr<Sequence>> Transformer::new_sequence(int64_t capacity) {
+  const int64_t kv_dim = int64_t{kv_heads_} * head_dim_;
+  // Bound the request before multiplying so that no capacity can overflow the byte count.
+  if (capacity <= 0 || capacity > (int64_t{1} << 40) / (int64_t{config_.layers} * kv_dim * 4))
+    return invalid_argument("sequence capacity " + std::to_string(capacity) + " is not positive or too large");
+  std::unique_ptr<Sequence> seq(new Sequence());
+  seq->capacity_ = capacity;
+  const uint64_t kv_bytes = static_cast<uint64_t>(config_.layers) * capacity * kv_dim * sizeof(float);
+  QRT_ASSIGN_OR_RETURN(seq->k_cache_, allocate_scoped(backend_, kv_bytes));
+  QRT_ASSIGN_OR_RETURN(seq->v_cache_, allocate_scoped(backend_, kv_bytes));
+  QRT_ASSIGN_OR_RETURN(seq->positions_, allocate_scoped(backend_, static_cast<uint64_t>(capacity) * sizeof(int32_t)));
+  return seq;
+}
+
+Status Transformer::ensure_scratch(Sequence& seq, int64_t tokens) {
+  if (tokens <= seq.scratch_tokens_) return ok_status();
+  const ModelConfig& c = config_;
+  const int64_t top_k = c.experts > 0 ? c.experts_used : 0;
+  const int64_t ffn_width = std::max<int64_t>(ffn_, top_k * expert_ffn_);
+  int64_t per_token[kScratchCount] = {};
+  per_token[kX] = per_token[kH] = per_token[kProj] = c.hidden;
+  per_token[kQ] = per_token[kAttn] = int64_t{heads_} * head_dim_;
+  per_token[kK] = per_token[kV] = int64_t{kv_heads_} * head_dim_;
+  per_token[kGate] = per_token[kUp] = ffn_width;
+  per_token[kExpertOut] = top_k * c.hidden;
+  per_token[kRouter] = c.experts;
+  per_token[kExpertIds] = per_token[kExpertW] = top_k;
+  per_token[kTokens] = 1;
+  per_token[kLogits] = c.vocab_size;
+  seq.scratch_.clear();
+  seq.scratch_tokens_ = 0;
+  for (int i = 0; i < kScratchCount; ++i) {
+    QRT_ASSIGN_OR_RETURN(ScopedBuffer b, allocate_scoped(backend_, static_cast<uint64_t>(tokens * per_token[i]) * 4));
+    seq.scratch_.push_back(std::move(b));
+  }
+  seq.scratch_tokens_ = tokens;
+  return ok_status();
+}
+
+Status Transformer::forward(Sequence& seq, std::span<const int32_t> tokens, LogitsFor which,
+                            std::vector<float>* logits) {
+  std::vector<int32_t> positions(tokens.size());
+  for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int32_t>(seq.length() + static_cast<int64_t>(i));
+  return forward(seq, tokens, positions, which, logits);
+}
+
+Status Transformer::forward(Sequence& seq, std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                            LogitsFor which, std::vector<float>* logits) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return invalid_argument("forward: no tokens");
+  if (positions.size() != tokens.size())
+    return invalid_argument("forward: " + std::to_string(positions.size()) + " positions for " + std::to_string(n) +
+                            " tokens");
+  if (seq.length_ + n > seq.capacity_)
+    return out_of_range("forward: " + std::to_string(n) + " tokens do not fit the sequence (" +
+                        std::to_string(seq.length_) + " of " + std::to_string(seq.capacity_) + " used)");
+  // The device cannot report a bad id, so every id is checked here before upload.
+  for (int64_t i = 0; i < n; ++i) {
+    if (tokens[static_cast<size_t>(i)] < 0 || tokens[static_cast<size_t>(i)] >= config_.vocab_size)
+      return out_of_range("forward: token id " + std::to_string(tokens[static_cast<size_t>(i)]) +
+                          " outside the vocabulary of " + std::to_string(config_.vocab_size));
+    if (positions[static_cast<size_t>(i)] < 0)
+      return out_of_range("forward: negative position " + std::to_string(positions[static_cast<size_t>(i)]));
+  }
+  QRT_TRY(ensure_scratch(seq, n));
+  auto f32 = [&](int which_buffer, int64_t rows, int64_t cols) {
+    return seq.scratch_[static_cast<size_t>(which_buffer)].view<float>(rows, cols);
+  };
+  const I32View token_ids = seq.scratch_[kTokens].view<int32_t>(n, 1);
+  QRT_TRY(backend_.upload(tokens.data(), token_ids.data, static_cast<uint64_t>(n) * sizeof(int32_t)));
+  const I32View all_positions = seq.positions_.view<int32_t>(seq.capacity_, 1);
+  QRT_TRY(backend_.upload(positions.data(), all_positions.row_range(seq.length_, n).data,
+                          static_cast<uint64_t>(n) * sizeof(int32_t)));
+
+  const F32View x = f32(kX, n, config_.hidden);
+  QRT_TRY(backend_.embed(token_embd_, token_ids, x));
+  for (int l = 0; l < config_.layers; ++l) {
+    Status s = run_layer(seq, l, n, x);
+    if (!s.ok()) return s.with_context("layer " + std::to_string(l));
+  }
+
+  // Final norm and output projection, on the last row only unless every position's logits are wanted.
+  const int64_t first_row = which == LogitsFor::kAll ? 0 : n - 1;
+  const int64_t rows = n - first_row;
+  const F32View h = f32(kH, n, config_.hidden).row_range(first_row, rows);
+  QRT_TRY(backend_.rms_norm(x.row_range(first_row, rows), output_norm_, config_.norm_eps, h));
+  const F32View out = f32(kLogits, rows, config_.vocab_size);
+  QRT_TRY(backend_.linear(h, output_, WeightHandle{}, out));
+  logits->resize(static_cast<size_t>(rows * config_.vocab_size));
+  QRT_TRY(backend_.download(out.data, logits->data(), logits->size() * sizeof(float)));
+  seq.length_ += n;
+  return ok_status();
+}
+
+Status Transformer::run_layer(Sequence& seq, int layer_index, int64_t n, F32View x) {
+  const ModelConfig& c = config_;
+  const Layer& L = layers_[static_cast<size_t>(layer_index)];
+  Backend& be = backend_;
+  auto f32 = [&](int which_buffer, int64_t rows, int64_t cols) {
+    return seq.scratch_[static_cast<size_t>(which_buffer)].view<float>(rows, cols);
+  };
+  const int64_t hidden = c.hidden, q_dim = int64_t{heads_} * head_dim_, kv_dim = int64_t{kv_heads_} * head_dim_;
+  const F32View h = f32(kH, n, hidden), q = f32(kQ, n, q_dim), k = f32(kK, n, kv_dim), v = f32(kV, n, kv_dim);
+  const F32View attn = f32(kAttn, n, q_dim), proj = f32(kProj, n, hidden);
+
+  // Attention block.
+  QRT_TRY(be.rms_norm(x, L.attn_norm, c.norm_eps, h));
+  QRT_TRY(be.linear(h, L.q, L.q_bias, q));
+  QRT_TRY(be.linear(h, L.k, L.k_bias, k));
+  QRT_TRY(be.linear(h, L.v, L.v_bias, v));
+  if (c.qk_norm) {
+    const F32View q_heads = q.reshaped(n * heads_, head_dim_), k_heads = k.reshaped(n * kv_heads_, head_dim_);
+    QRT_TRY(be.rms_norm(q_heads, L.q_norm, c.norm_eps, q_heads));
+    QRT_TRY(be.rms_norm(k_heads, L.k_norm, c.norm_eps, k_heads));
+  }
+  const I32View all_positions = seq.positions_.view<int32_t>(seq.capacity_, 1);
+  const ConstI32View q_positions = all_positions.row_range(seq.length_, n);
+  const RopeParams rope{rope_.layout, head_dim_, rope_.rot_dim, rope_.attn_factor,
+                        rope_inv_freq_.view<const float>(static_cast<int64_t>(rope_.inv_freq.size()), 1)};
+  QRT_TRY(be.rope(q, heads_, q_positions, rope));
+  QRT_TRY(be.rope(k, kv_heads_, q_positions, rope));
+  const int64_t layer_offset = int64_t{layer_index} * seq.capacity_ * kv_dim;
+  const KvLayerView cache{
+      F32View{seq.k_cache_.view<float>(0).data + layer_offset, seq.capacity_, kv_dim},
+      F32View{seq.v_cache_.view<float>(0).data + layer_offset, seq.capacity_, kv_dim},
+      all_positions,
+  };
+  QRT_TRY(be.kv_write(cache, seq.length_, k, v));
+  const AttentionParams attention{heads_, kv_heads_, head_dim_, static_cast<float>(1.0 / std::sqrt(head_dim_)),
+                                  c.sliding_window};
+  QRT_TRY(be.attention(q, q_positions, cache, seq.length_ + n, attention, attn));
+  QRT_TRY(be.linear(attn, L.o, L.o_bias, proj));
+  QRT_TRY(be.all_reduce_sum(proj));
+  QRT_TRY(be.add(x, proj, x));
+
+  // MLP block.
+  QRT_TRY(be.rms_norm(x, L.ffn_norm, c.norm_eps, h));
+  if (c.experts == 0) {
+    const F32View gate = f32(kGate, n, ffn_), up = f32(kUp, n, ffn_);
+    QRT_TRY(be.linear(h, L.gate, L.gate_bias, gate));
+    QRT_TRY(be.linear(h, L.up, L.up_bias, up));
+    QRT_TRY(be.silu_mul(gate, up, gate));
+    QRT_TRY(be.linear(gate, L.down, L.down_bias, proj));
+  } else {
+    const int64_t top_k = c.experts_used;
+    const F32View router = f32(kRouter, n, c.experts), weights = f32(kExpertW, n, top_k);
+    const I32View ids = seq.scratch_[kExpertIds].view<int32_t>(n, top_k);
+    QRT_TRY(be.linear(h, L.router, WeightHandle{}, router));
+    QRT_TRY(be.moe_route(router, c.normalize_topk, ids, weights));
+    const F32View gate = f32(kGate, n * top_k, expert_ffn_), up = f32(kUp, n * top_k, expert_ffn_);
+    const F32View expert_out = f32(kExpertOut, n * top_k, hidden);
+    QRT_TRY(be.linear_experts(h, L.gate_exps, ids, gate));
+    QRT_TRY(be.linear_experts(h, L.up_exps, ids, up));
+    QRT_TRY(be.silu_mul(gate, up, gate));
+    QRT_TRY(be.linear_experts(gate, L.down_exps, ids, expert_out));
+    QRT_TRY(be.moe_combine(expert_out, weights, proj));
+  }
+  QRT_TRY(be.all_reduce_sum(proj));
+  QRT_TRY(be.add(x, proj, x));
+  return ok_status();
+}
+
+}  // namespace qrt

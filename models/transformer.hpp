@@ -1,0 +1,119 @@
+// The one decoder-only transformer. Every supported architecture is this code driven by ModelConfig flags:
+//
+//   x = token_embd[tokens]                                   x: [n, hidden]
+//   per layer:
+//     h = rms_norm(x, attn_norm)
+//     q, k, v = h·Wqᵀ (+bq), h·Wkᵀ (+bk), h·Wvᵀ (+bv)       q: [n, heads*hd], k/v: [n, kv_heads*hd]
+//     q, k = rms_norm per head (qk_norm)                     on [n*heads, hd]
+//     q, k = rope(q, k, positions)
+//     append k, v to the KV cache; a = attention(q, cache)  a: [n, heads*hd]
+//     x += a·Woᵀ (+bo)
+//     h = rms_norm(x, ffn_norm)
+//     dense: x += (silu(h·Wgᵀ) * h·Wuᵀ)·Wdᵀ
+//     MoE:   route = top_k(softmax(h·Wrᵀ)); x += sum_s w_s * expert_{id_s}(h)
+//   logits = rms_norm(x, output_norm)·Woutᵀ                  (Wout = token_embd when "output" is absent)
+//
+// Weights are uploaded once in Transformer::create; a Sequence holds the KV cache and scratch buffers on the
+// device. A forward pass issues only device ops, uploads the token ids and positions, and downloads the logits.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "loader/quant_tensor.hpp"
+#include "models/model_config.hpp"
+#include "models/rope.hpp"
+#include "runtime/src/backend/backend.hpp"
+
+namespace qrt {
+
+// This rank's share of a tensor-parallel model. Only world = 1 is implemented; the layer code already works
+// on local sizes (heads, kv_heads, ffn, experts' ffn divided by world) so that sliced weights fit in later.
+struct TensorParallel {
+  int rank = 0;
+  int world = 1;
+};
+
+struct TransformerOptions {
+  TensorParallel tp;
+};
+
+class Transformer;
+
+// One token stream's state on the device: KV cache for every layer, the positions of its slots and scratch
+// buffers sized for the largest batch seen so far. Must not outlive the Transformer (and its Backend).
+class Sequence {
+ public:
+  ~Sequence() = default;
+  Sequence(const Sequence&) = delete;
+  Sequence& operator=(const Sequence&) = delete;
+
+  int64_t length() const { return length_; }      // tokens in the KV cache
+  int64_t capacity() const { return capacity_; }  // the most tokens it can hold
+  // Forgets every cached token (the memory is kept).
+  void reset() { length_ = 0; }
+
+ private:
+  friend class Transformer;
+  Sequence() = default;
+
+  int64_t length_ = 0;
+  int64_t capacity_ = 0;
+  ScopedBuffer k_cache_, v_cache_;  // [layers, capacity, kv_heads * head_dim]
+  ScopedBuffer positions_;          // [capacity] int32
+  int64_t scratch_tokens_ = 0;      // rows the scratch buffers hold
+  std::vector<ScopedBuffer> scratch_;
+};
+
+enum class LogitsFor {
+  kLast,  // logits of the last token: [vocab]
+  kAll,   // logits of every token of the call: [tokens, vocab]
+};
+
+class Transformer {
+ public:
+  // Uploads the weights named in canonical form (models/tensor_names.hpp) and checks every shape against the
+  // config. Tensors the config does not use are an error (a config that does not describe the weights).
+  static Result<std::unique_ptr<Transformer>> create(Backend& backend, const ModelConfig& config,
+                                                     const TensorTable& canonical_tensors,
+                                                     const TransformerOptions& options = {});
+  ~Transformer();
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  Backend& backend() const { return backend_; }
+
+  // A sequence able to hold `capacity` tokens.
+  Result<std::unique_ptr<Sequence>> new_sequence(int64_t capacity);
+
+  // Runs `tokens` through the model at `positions` (same length), appending them to the sequence's cache
+  // slots [length, length + n). A key is visible to a query when its position is not greater (and within the
+  // sliding window); the usual caller passes positions length, length + 1, .... Writes the logits to *logits.
+  // On error the sequence keeps its previous length.
+  Status forward(Sequence& seq, std::span<const int32_t> tokens, std::span<const int32_t> positions, LogitsFor which,
+                 std::vector<float>* logits);
+  // The same at positions length, length + 1, ....
+  Status forward(Sequence& seq, std::span<const int32_t> tokens, LogitsFor which, std::vector<float>* logits);
+
+ private:
+  struct Layer;
+  Transformer(Backend& backend, const ModelConfig& config);
+  Status load(const TensorTable& tensors, const TransformerOptions& options);
+  Status ensure_scratch(Sequence& seq, int64_t tokens);
+  Status run_layer(Sequence& seq, int layer_index, int64_t tokens, F32View x);
+
+  Backend& backend_;
+  ModelConfig config_;
+  // Local (this rank's) sizes.
+  int heads_ = 0, kv_heads_ = 0, head_dim_ = 0, ffn_ = 0, expert_ffn_ = 0;
+  WeightHandle token_embd_, output_norm_, output_;
+  std::vector<Layer> layers_;
+  std::vector<WeightHandle> uploaded_;  // every handle to free
+  RopeTable rope_;
+  ScopedBuffer rope_inv_freq_;  // [rot_dim / 2]
+};
+
+}  // namespace qrt

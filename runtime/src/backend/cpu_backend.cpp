@@ -1,0 +1,418 @@
+#include "runtime/src/backend/cpu_backend.hpp"
+
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "kernels/cpu/ops.hpp"
+#include "kernels/cpu/quant_reference.hpp"
+#include "kernels/quant/formats.hpp"
+
+namespace qrt {
+namespace {
+
+std::string shape_string(int64_t rows, int64_t cols) {
+  return "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+template <class T>
+std::string view_string(const DeviceView<T>& v) {
+  return shape_string(v.rows, v.cols);
+}
+
+Status shape_error(const char* op, const std::string& what) { return invalid_argument(std::string(op) + ": " + what); }
+
+template <class A, class B>
+bool overlaps(const DeviceView<A>& a, const DeviceView<B>& b) {
+  const auto* a0 = reinterpret_cast<const uint8_t*>(a.data);
+  const auto* b0 = reinterpret_cast<const uint8_t*>(b.data);
+  const auto* a1 = a0 + a.numel() * static_cast<int64_t>(sizeof(A));
+  const auto* b1 = b0 + b.numel() * static_cast<int64_t>(sizeof(B));
+  return a0 < b1 && b0 < a1;
+}
+
+// Decodes row `row` of a packed matrix into out[0 .. v.cols).
+void decode_row(quant::FormatId format, const quant::QuantView& v, int64_t row, float* out) {
+  quant::dispatch_format(format, [&](auto tag) {
+    using T = typename decltype(tag)::Traits;
+    const int be = quant::block_elems_for(T::block_elems, v.params);
+    for (int64_t b = 0; b < v.cols / be; ++b) T::decode_block(v, row, b, out + b * be);
+  });
+}
+
+}  // namespace
+
+// A weight as uploaded: the packed parts copied unchanged, plus f32 values for 1-D tensors.
+struct CpuBackend::Weight {
+  quant::FormatId format = quant::FormatId::kF32;
+  std::vector<int64_t> shape;
+  quant::QuantParams params;
+  std::vector<uint8_t> data, scales, biases;
+  quant::PartSizes matrix_parts;  // part sizes of one [shape[-2], shape[-1]] matrix (one expert when stacked)
+  std::vector<float> values;      // decoded, 1-D tensors only
+
+  int64_t cols() const { return shape.back(); }
+  int64_t rows() const {
+    int64_t n = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) n *= shape[i];
+    return n;
+  }
+  // The 2-D view of all rows, or of one expert's [out, in] matrix of a stacked tensor.
+  quant::QuantView view() const {
+    quant::QuantView v;
+    v.data = data.data();
+    v.scales = scales.empty() ? nullptr : scales.data();
+    v.biases = biases.empty() ? nullptr : biases.data();
+    v.rows = rows();
+    v.cols = cols();
+    v.params = params;
+    return v;
+  }
+  quant::QuantView expert_view(int64_t e) const {
+    quant::QuantView v = view();
+    v.data += e * matrix_parts.data;
+    if (v.scales) v.scales += e * matrix_parts.scales;
+    if (v.biases) v.biases += e * matrix_parts.biases;
+    v.rows = shape[shape.size() - 2];
+    return v;
+  }
+};
+
+CpuBackend::CpuBackend() = default;
+
+CpuBackend::~CpuBackend() {
+  for (auto& [start, bytes] : allocations_) ::operator delete(reinterpret_cast<void*>(start), std::align_val_t(64));
+}
+
+size_t CpuBackend::live_weights() const {
+  size_t n = 0;
+  for (const auto& w : weights_) n += w != nullptr;
+  return n;
+}
+
+Result<DeviceBuffer> CpuBackend::allocate(uint64_t bytes) {
+  if (bytes == 0) return DeviceBuffer{};
+  void* p = ::operator new(bytes, std::align_val_t(64), std::nothrow);
+  if (p == nullptr) return out_of_range("cpu backend: cannot allocate " + std::to_string(bytes) + " bytes");
+  allocations_[reinterpret_cast<uintptr_t>(p)] = bytes;
+  return DeviceBuffer{p, bytes};
+}
+
+void CpuBackend::deallocate(DeviceBuffer buffer) {
+  if (buffer.ptr == nullptr) return;
+  auto it = allocations_.find(reinterpret_cast<uintptr_t>(buffer.ptr));
+  if (it == allocations_.end()) return;  // not ours or already freed: never free foreign memory
+  ::operator delete(buffer.ptr, std::align_val_t(64));
+  allocations_.erase(it);
+}
+
+Status CpuBackend::check_range(const void* p, uint64_t bytes, const char* op, const char* what) const {
+  if (bytes == 0) return ok_status();
+  const auto start = reinterpret_cast<uintptr_t>(p);
+  auto it = allocations_.upper_bound(start);
+  if (p != nullptr && it != allocations_.begin()) {
+    --it;
+    if (start >= it->first && start - it->first <= it->second && bytes <= it->second - (start - it->first))
+      return ok_status();
+  }
+  return out_of_range(std::string(op) + ": " + what + " (" + std::to_string(bytes) +
+                      " bytes) is not inside a device allocation");
+}
+
+template <class T>
+Status CpuBackend::check_view(const DeviceView<T>& v, const char* op, const char* what) const {
+  if (v.rows < 0 || v.cols < 0) return shape_error(op, std::string(what) + " has a negative shape " + view_string(v));
+  return check_range(v.data, static_cast<uint64_t>(v.numel()) * sizeof(T), op, what);
+}
+
+Status CpuBackend::upload(const void* host, void* device, uint64_t bytes) {
+  QRT_TRY(check_range(device, bytes, "upload", "destination"));
+  if (bytes) std::memcpy(device, host, bytes);
+  return ok_status();
+}
+
+Status CpuBackend::download(const void* device, void* host, uint64_t bytes) {
+  QRT_TRY(check_range(device, bytes, "download", "source"));
+  if (bytes) std::memcpy(host, device, bytes);
+  return ok_status();
+}
+
+Result<WeightHandle> CpuBackend::upload_weight(const QuantTensor& t) {
+  const std::string where = "uploading " + t.name + (t.file.empty() ? "" : " from " + t.file);
+  if (t.shape.empty() || t.shape.size() > 3)
+    return invalid_argument(where + ": expected 1 to 3 dims, found " + shape_string(t.shape));
+  for (int64_t d : t.shape)
+    if (d <= 0) return invalid_argument(where + ": non-positive dim in shape " + shape_string(t.shape));
+  auto w = std::make_unique<Weight>();
+  w->format = t.format;
+  w->shape = t.shape;
+  w->params = t.params;
+  const int64_t matrix_rows = t.shape.size() >= 2 ? t.shape[t.shape.size() - 2] : 1;
+  auto parts = cpu::part_sizes(t.format, matrix_rows, w->cols(), t.params);
+  if (!parts.ok()) return parts.status().with_context(where);
+  w->matrix_parts = *parts;
+  const uint64_t matrices = static_cast<uint64_t>(w->rows() / matrix_rows);
+  const quant::PartSizes expected{parts->data * matrices, parts->scales * matrices, parts->biases * matrices};
+  auto check_part = [&](const ByteSpan& span, uint64_t want, const char* part) -> Status {
+    if (span.size != want)
+      return format_error(where + ": " + std::string(quant::format_name(t.format)) + " " + shape_string(t.shape) +
+                          " needs " + std::to_string(want) + " bytes of " + part + ", found " +
+                          std::to_string(span.size));
+    if (span.size != 0 && span.data == nullptr) return invalid_argument(where + ": null " + part + " span");
+    return ok_status();
+  };
+  QRT_TRY(check_part(t.data, expected.data, "data"));
+  QRT_TRY(check_part(t.scales, expected.scales, "scales"));
+  QRT_TRY(check_part(t.biases, expected.biases, "biases"));
+  w->data.assign(t.data.data, t.data.data + t.data.size);
+  if (t.scales.size) w->scales.assign(t.scales.data, t.scales.data + t.scales.size);
+  if (t.biases.size) w->biases.assign(t.biases.data, t.biases.data + t.biases.size);
+  if (t.shape.size() == 1) {
+    w->values.resize(static_cast<size_t>(t.shape[0]));
+    Status s = cpu::dequantize(t.format, w->view(), w->values.data());
+    if (!s.ok()) return s.with_context(where);
+  }
+  weights_.push_back(std::move(w));
+  return WeightHandle{static_cast<uint32_t>(weights_.size())};
+}
+
+Result<const CpuBackend::Weight*> CpuBackend::find_weight(WeightHandle h, const char* op, const char* role) const {
+  if (!h.valid() || h.id > weights_.size() || weights_[h.id - 1] == nullptr)
+    return invalid_argument(std::string(op) + ": " + role + " is not a live weight handle (" + std::to_string(h.id) +
+                            ")");
+  return weights_[h.id - 1].get();
+}
+
+Result<WeightInfo> CpuBackend::weight_info(WeightHandle h) const {
+  QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(h, "weight_info", "weight"));
+  return WeightInfo{w->format, w->shape};
+}
+
+void CpuBackend::free_weight(WeightHandle h) {
+  if (h.valid() && h.id <= weights_.size()) weights_[h.id - 1].reset();
+}
+
+Status CpuBackend::embed(WeightHandle table, ConstI32View tokens, F32View out) {
+  const char* op = "embed";
+  QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(table, op, "table"));
+  if (w->shape.size() != 2) return shape_error(op, "table must be [vocab, dim], found " + shape_string(w->shape));
+  if (tokens.cols != 1 || out.rows != tokens.rows || out.cols != w->cols())
+    return shape_error(op, "tokens " + view_string(tokens) + " and out " + view_string(out) + " do not match table " +
+                               shape_string(w->shape));
+  QRT_TRY(check_view(tokens, op, "tokens"));
+  QRT_TRY(check_view(out, op, "out"));
+  const quant::QuantView v = w->view();
+  for (int64_t t = 0; t < tokens.rows; ++t) {
+    const int32_t id = tokens.data[t];
+    if (id < 0 || id >= v.rows)
+      return out_of_range("embed: token id " + std::to_string(id) + " outside the vocabulary of " +
+                          std::to_string(v.rows));
+    decode_row(w->format, v, id, out.data + t * out.cols);
+  }
+  return ok_status();
+}
+
+Status CpuBackend::rms_norm(ConstF32View x, WeightHandle weight, float eps, F32View out) {
+  const char* op = "rms_norm";
+  QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(weight, op, "weight"));
+  if (w->shape.size() != 1 || w->shape[0] != x.cols || out.rows != x.rows || out.cols != x.cols)
+    return shape_error(op, "x " + view_string(x) + ", weight " + shape_string(w->shape) + ", out " + view_string(out));
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_TRY(check_view(out, op, "out"));
+  if (x.data != out.data && overlaps(x, out)) return shape_error(op, "out partially overlaps x");
+  cpu::rms_norm(x.data, w->values.data(), x.rows, x.cols, eps, out.data);
+  return ok_status();
+}
+
+Status CpuBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bias, F32View y) {
+  const char* op = "linear";
+  QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(weight, op, "weight"));
+  if (w->shape.size() != 2) return shape_error(op, "weight must be [out, in], found " + shape_string(w->shape));
+  if (x.cols != w->cols() || y.rows != x.rows || y.cols != w->rows())
+    return shape_error(op, "x " + view_string(x) + " · Wᵀ " + shape_string(w->shape) + " does not fit y " +
+                               view_string(y));
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_TRY(check_view(y, op, "y"));
+  if (overlaps(x, y)) return shape_error(op, "y overlaps x");
+  const Weight* b = nullptr;
+  if (bias.valid()) {
+    QRT_ASSIGN_OR_RETURN(b, find_weight(bias, op, "bias"));
+    if (b->shape.size() != 1 || b->shape[0] != y.cols)
+      return shape_error(op, "bias " + shape_string(b->shape) + " does not match y " + view_string(y));
+  }
+  QRT_TRY(cpu::matmul(w->format, w->view(), x.data, x.rows, y.data));
+  if (b != nullptr)
+    for (int64_t i = 0; i < y.rows; ++i) cpu::add(y.data + i * y.cols, b->values.data(), y.cols, y.data + i * y.cols);
+  return ok_status();
+}
+
+Status CpuBackend::rope(F32View x, int heads, ConstI32View positions, const RopeParams& p) {
+  const char* op = "rope";
+  if (heads <= 0 || p.head_dim <= 0 || x.cols != static_cast<int64_t>(heads) * p.head_dim)
+    return shape_error(op, "x " + view_string(x) + " is not [tokens, " + std::to_string(heads) + " * " +
+                               std::to_string(p.head_dim) + "]");
+  if (p.rot_dim <= 0 || p.rot_dim % 2 != 0 || p.rot_dim > p.head_dim)
+    return shape_error(op, "rot_dim " + std::to_string(p.rot_dim) + " must be even and within head_dim " +
+                               std::to_string(p.head_dim));
+  if (p.inv_freq.numel() != p.rot_dim / 2)
+    return shape_error(op, "inv_freq " + view_string(p.inv_freq) + " needs rot_dim / 2 = " +
+                               std::to_string(p.rot_dim / 2) + " values");
+  if (positions.cols != 1 || positions.rows != x.rows)
+    return shape_error(op, "positions " + view_string(positions) + " do not match x " + view_string(x));
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_TRY(check_view(positions, op, "positions"));
+  QRT_TRY(check_view(p.inv_freq, op, "inv_freq"));
+  cpu::rope(x.data, x.rows, heads, p.head_dim, p.rot_dim, positions.data, p.inv_freq.data, p.attn_factor,
+            p.layout == RopeLayout::kInterleaved);
+  return ok_status();
+}
+
+Status CpuBackend::kv_write(const KvLayerView& cache, int64_t first_slot, ConstF32View k, ConstF32View v) {
+  const char* op = "kv_write";
+  if (k.rows != v.rows || k.cols != cache.k.cols || v.cols != cache.v.cols || cache.k.rows != cache.v.rows)
+    return shape_error(op, "k " + view_string(k) + " / v " + view_string(v) + " do not fit cache " +
+                               view_string(cache.k) + " / " + view_string(cache.v));
+  if (first_slot < 0 || first_slot + k.rows > cache.k.rows)
+    return out_of_range("kv_write: slots [" + std::to_string(first_slot) + ", " + std::to_string(first_slot + k.rows) +
+                        ") exceed the cache capacity " + std::to_string(cache.k.rows));
+  QRT_TRY(check_view(k, op, "k"));
+  QRT_TRY(check_view(v, op, "v"));
+  QRT_TRY(check_view(cache.k, op, "cache k"));
+  QRT_TRY(check_view(cache.v, op, "cache v"));
+  std::memcpy(cache.k.data + first_slot * k.cols, k.data, static_cast<size_t>(k.numel()) * sizeof(float));
+  std::memcpy(cache.v.data + first_slot * v.cols, v.data, static_cast<size_t>(v.numel()) * sizeof(float));
+  return ok_status();
+}
+
+Status CpuBackend::attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, int64_t keys,
+                             const AttentionParams& p, F32View out) {
+  const char* op = "attention";
+  if (p.heads <= 0 || p.kv_heads <= 0 || p.head_dim <= 0 || p.heads % p.kv_heads != 0)
+    return shape_error(op, "heads " + std::to_string(p.heads) + " must be a positive multiple of kv_heads " +
+                               std::to_string(p.kv_heads));
+  const int64_t q_dim = static_cast<int64_t>(p.heads) * p.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(p.kv_heads) * p.head_dim;
+  if (q.cols != q_dim || out.rows != q.rows || out.cols != q_dim || q_positions.rows != q.rows ||
+      q_positions.cols != 1)
+    return shape_error(op, "q " + view_string(q) + ", positions " + view_string(q_positions) + ", out " +
+                               view_string(out) + " for " + std::to_string(p.heads) + " heads of " +
+                               std::to_string(p.head_dim));
+  if (cache.k.cols != kv_dim || cache.v.cols != kv_dim || cache.v.rows != cache.k.rows ||
+      cache.positions.rows < cache.k.rows || cache.positions.cols != 1)
+    return shape_error(op, "cache k " + view_string(cache.k) + " / v " + view_string(cache.v) + " / positions " +
+                               view_string(cache.positions) + " is not [capacity, " + std::to_string(kv_dim) + "]");
+  if (keys < 0 || keys > cache.k.rows)
+    return out_of_range("attention: " + std::to_string(keys) + " keys exceed the cache capacity " +
+                        std::to_string(cache.k.rows));
+  QRT_TRY(check_view(q, op, "q"));
+  QRT_TRY(check_view(q_positions, op, "q_positions"));
+  QRT_TRY(check_view(out, op, "out"));
+  QRT_TRY(check_view(cache.k, op, "cache k"));
+  QRT_TRY(check_view(cache.v, op, "cache v"));
+  QRT_TRY(check_view(cache.positions, op, "cache positions"));
+  if (overlaps(q, out)) return shape_error(op, "out overlaps q");
+  cpu::AttentionShape shape{p.heads, p.kv_heads, p.head_dim, p.scale, p.sliding_window};
+  cpu::attention(q.data, q_positions.data, q.rows, cache.k.data, cache.v.data, cache.positions.data, keys, shape,
+                 out.data);
+  return ok_status();
+}
+
+Status CpuBackend::silu_mul(ConstF32View gate, ConstF32View up, F32View out) {
+  const char* op = "silu_mul";
+  if (gate.rows != up.rows || gate.cols != up.cols || out.rows != gate.rows || out.cols != gate.cols)
+    return shape_error(op, "gate " + view_string(gate) + ", up " + view_string(up) + ", out " + view_string(out));
+  QRT_TRY(check_view(gate, op, "gate"));
+  QRT_TRY(check_view(up, op, "up"));
+  QRT_TRY(check_view(out, op, "out"));
+  cpu::silu_mul(gate.data, up.data, gate.numel(), out.data);
+  return ok_status();
+}
+
+Status CpuBackend::add(ConstF32View a, ConstF32View b, F32View out) {
+  const char* op = "add";
+  if (a.rows != b.rows || a.cols != b.cols || out.rows != a.rows || out.cols != a.cols)
+    return shape_error(op, "a " + view_string(a) + ", b " + view_string(b) + ", out " + view_string(out));
+  QRT_TRY(check_view(a, op, "a"));
+  QRT_TRY(check_view(b, op, "b"));
+  QRT_TRY(check_view(out, op, "out"));
+  cpu::add(a.data, b.data, a.numel(), out.data);
+  return ok_status();
+}
+
+Status CpuBackend::moe_route(ConstF32View logits, bool renormalize, I32View ids, F32View weights) {
+  const char* op = "moe_route";
+  if (ids.rows != logits.rows || weights.rows != logits.rows || ids.cols != weights.cols || ids.cols <= 0 ||
+      ids.cols > logits.cols)
+    return shape_error(op, "logits " + view_string(logits) + ", ids " + view_string(ids) + ", weights " +
+                               view_string(weights) + " (top_k must be in [1, experts])");
+  QRT_TRY(check_view(logits, op, "logits"));
+  QRT_TRY(check_view(ids, op, "ids"));
+  QRT_TRY(check_view(weights, op, "weights"));
+  cpu::moe_route(logits.data, logits.rows, static_cast<int>(logits.cols), static_cast<int>(ids.cols), renormalize,
+                 ids.data, weights.data);
+  return ok_status();
+}
+
+Status CpuBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32View ids, F32View y) {
+  const char* op = "linear_experts";
+  QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(weight, op, "weight"));
+  if (w->shape.size() != 3)
+    return shape_error(op, "weight must be [experts, out, in], found " + shape_string(w->shape));
+  const int64_t experts = w->shape[0], out_dim = w->shape[1], in_dim = w->shape[2];
+  const int64_t tokens = ids.rows, top_k = ids.cols;
+  const bool shared_input = x.rows == tokens;
+  if (top_k <= 0 || x.cols != in_dim || (!shared_input && x.rows != tokens * top_k) || y.rows != tokens * top_k ||
+      y.cols != out_dim)
+    return shape_error(op, "x " + view_string(x) + ", ids " + view_string(ids) + ", y " + view_string(y) +
+                               " do not fit weight " + shape_string(w->shape));
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_TRY(check_view(ids, op, "ids"));
+  QRT_TRY(check_view(y, op, "y"));
+  if (overlaps(x, y)) return shape_error(op, "y overlaps x");
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    if (ids.data[i] < 0 || ids.data[i] >= experts)
+      return out_of_range("linear_experts: expert id " + std::to_string(ids.data[i]) + " outside [0, " +
+                          std::to_string(experts) + ")");
+  // Gather the rows routed to each expert, multiply by that expert's matrix only, scatter the results back.
+  std::vector<int64_t> slots;
+  std::vector<float> xs, ys;
+  for (int64_t e = 0; e < experts; ++e) {
+    slots.clear();
+    for (int64_t i = 0; i < tokens * top_k; ++i)
+      if (ids.data[i] == e) slots.push_back(i);
+    if (slots.empty()) continue;
+    const int64_t m = static_cast<int64_t>(slots.size());
+    xs.resize(static_cast<size_t>(m * in_dim));
+    ys.resize(static_cast<size_t>(m * out_dim));
+    for (int64_t r = 0; r < m; ++r) {
+      const int64_t src = shared_input ? slots[static_cast<size_t>(r)] / top_k : slots[static_cast<size_t>(r)];
+      std::memcpy(xs.data() + r * in_dim, x.data + src * in_dim, static_cast<size_t>(in_dim) * sizeof(float));
+    }
+    QRT_TRY(cpu::matmul(w->format, w->expert_view(e), xs.data(), m, ys.data()));
+    for (int64_t r = 0; r < m; ++r)
+      std::memcpy(y.data + slots[static_cast<size_t>(r)] * out_dim, ys.data() + r * out_dim,
+                  static_cast<size_t>(out_dim) * sizeof(float));
+  }
+  return ok_status();
+}
+
+Status CpuBackend::moe_combine(ConstF32View y, ConstF32View weights, F32View out) {
+  const char* op = "moe_combine";
+  const int64_t tokens = weights.rows, top_k = weights.cols;
+  if (top_k <= 0 || y.rows != tokens * top_k || out.rows != tokens || out.cols != y.cols)
+    return shape_error(op, "y " + view_string(y) + ", weights " + view_string(weights) + ", out " + view_string(out));
+  QRT_TRY(check_view(y, op, "y"));
+  QRT_TRY(check_view(weights, op, "weights"));
+  QRT_TRY(check_view(out, op, "out"));
+  if (overlaps(y, out) || overlaps(weights, out)) return shape_error(op, "out overlaps an input");
+  cpu::moe_combine(y.data, weights.data, tokens, static_cast<int>(top_k), y.cols, out.data);
+  return ok_status();
+}
+
+}  // namespace qrt

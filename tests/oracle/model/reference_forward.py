@@ -1,0 +1,207 @@
+"""An independent numpy reference forward pass for decoder-only transformers, written from the Hugging Face
+modeling code conventions (modeling_llama / mistral / mixtral / qwen2 / qwen3 / qwen3_moe and
+modeling_rope_utils), in float64. It reads the Hugging Face config.json dict and Hugging Face tensor names.
+
+forward(config, weights, tokens, positions) -> logits [tokens, vocab] for every position, all tokens processed
+at once with a causal (and, where configured, sliding-window) mask over positions.
+"""
+
+import math
+
+import numpy as np
+
+
+def rms_norm(x, weight, eps):
+    # LlamaRMSNorm: x * rsqrt(mean(x^2) + eps) * weight
+    variance = np.mean(x * x, axis=-1, keepdims=True)
+    return x / np.sqrt(variance + eps) * weight
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def softmax(x, axis=-1):
+    m = np.max(x, axis=axis, keepdims=True)
+    e = np.exp(x - m)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def head_dim_of(cfg):
+    if cfg["model_type"] == "qwen3":
+        return cfg.get("head_dim", 128)
+    hd = cfg.get("head_dim")
+    return hd if hd else cfg["hidden_size"] // cfg["num_attention_heads"]
+
+
+def rope_parameters(cfg):
+    """(inv_freq [dim/2], attention_scaling, dim) as Hugging Face's ROPE_INIT_FUNCTIONS compute them."""
+    base = cfg.get("rope_theta", 10000.0)
+    head_dim = head_dim_of(cfg)
+    dim = int(head_dim * cfg.get("partial_rotary_factor", 1.0))
+    inv_freq = 1.0 / (base ** (np.arange(0, dim, 2, dtype=np.float64) / dim))
+    scaling = cfg.get("rope_scaling") or {}
+    rope_type = scaling.get("rope_type", scaling.get("type", "default"))
+    attention_scaling = 1.0
+    if rope_type == "default":
+        pass
+    elif rope_type == "linear":
+        inv_freq = inv_freq / scaling["factor"]
+    elif rope_type == "llama3":
+        factor = scaling["factor"]
+        low_freq_factor = scaling["low_freq_factor"]
+        high_freq_factor = scaling["high_freq_factor"]
+        old_context_len = scaling["original_max_position_embeddings"]
+        low_freq_wavelen = old_context_len / low_freq_factor
+        high_freq_wavelen = old_context_len / high_freq_factor
+        wavelen = 2 * math.pi / inv_freq
+        inv_freq_llama = np.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+        smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+        smoothed = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+        is_medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
+        inv_freq = np.where(is_medium, smoothed, inv_freq_llama)
+    elif rope_type == "yarn":
+        factor = scaling["factor"]
+        original = scaling.get("original_max_position_embeddings") or cfg["max_position_embeddings"]
+
+        def get_mscale(scale, mscale=1.0):
+            return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+        attention_scaling = scaling.get("attention_factor")
+        if attention_scaling is None:
+            if scaling.get("mscale") and scaling.get("mscale_all_dim"):
+                attention_scaling = get_mscale(factor, scaling["mscale"]) / get_mscale(factor, scaling["mscale_all_dim"])
+            else:
+                attention_scaling = get_mscale(factor)
+        beta_fast = scaling.get("beta_fast") or 32
+        beta_slow = scaling.get("beta_slow") or 1
+
+        def correction_dim(num_rotations):
+            return (dim * math.log(original / (num_rotations * 2 * math.pi))) / (2 * math.log(base))
+
+        low = max(math.floor(correction_dim(beta_fast)), 0)
+        high = min(math.ceil(correction_dim(beta_slow)), dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+        extrapolation_factor = 1 - ramp
+        pos_freqs = base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+        inv_extrapolation = 1.0 / pos_freqs
+        inv_interpolation = 1.0 / (factor * pos_freqs)
+        inv_freq = inv_interpolation * (1 - extrapolation_factor) + inv_extrapolation * extrapolation_factor
+    else:
+        raise ValueError("rope type " + rope_type)
+    return inv_freq, attention_scaling, dim
+
+
+def apply_rotary(x, positions, inv_freq, attention_scaling, dim):
+    """x: [tokens, heads, head_dim]; Hugging Face rotate_half over the first `dim` elements."""
+    freqs = np.outer(np.asarray(positions, dtype=np.float64), inv_freq)  # [tokens, dim/2]
+    emb = np.concatenate([freqs, freqs], axis=-1)
+    cos = (np.cos(emb) * attention_scaling)[:, None, :]
+    sin = (np.sin(emb) * attention_scaling)[:, None, :]
+    rot, rest = x[..., :dim], x[..., dim:]
+    x1, x2 = rot[..., : dim // 2], rot[..., dim // 2 :]
+    rotate_half = np.concatenate([-x2, x1], axis=-1)
+    return np.concatenate([rot * cos + rotate_half * sin, rest], axis=-1)
+
+
+def sliding_window_of(cfg):
+    mt = cfg["model_type"]
+    if mt in ("mistral", "mixtral"):
+        return cfg.get("sliding_window", 4096 if mt == "mistral" else None) or 0
+    if mt in ("qwen2", "qwen3", "qwen3_moe"):
+        if cfg.get("use_sliding_window", False) and cfg.get("max_window_layers", 28) == 0:
+            return cfg.get("sliding_window", 4096)
+        return 0
+    return 0
+
+
+def linear(x, w, b=None):
+    y = x @ w.T
+    return y if b is None else y + b
+
+
+def forward(cfg, W, tokens, positions):
+    mt = cfg["model_type"]
+    hidden = cfg["hidden_size"]
+    n_heads = cfg["num_attention_heads"]
+    n_kv = cfg.get("num_key_value_heads") or n_heads
+    hd = head_dim_of(cfg)
+    eps = cfg.get("rms_norm_eps", 1e-5 if mt == "mixtral" else 1e-6)
+    inv_freq, attention_scaling, rot_dim = rope_parameters(cfg)
+    window = sliding_window_of(cfg)
+    positions = np.asarray(positions)
+    T = len(tokens)
+
+    # Mask over positions: key s visible to query t when pos[s] <= pos[t] (and within the window).
+    dist = positions[:, None] - positions[None, :]
+    visible = dist >= 0
+    if window:
+        visible &= dist < window
+
+    x = W["model.embed_tokens.weight"][np.asarray(tokens)]
+    for layer in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d." % layer
+        get = W.get
+        h = rms_norm(x, W[p + "input_layernorm.weight"], eps)
+        q = linear(h, W[p + "self_attn.q_proj.weight"], get(p + "self_attn.q_proj.bias")).reshape(T, n_heads, hd)
+        k = linear(h, W[p + "self_attn.k_proj.weight"], get(p + "self_attn.k_proj.bias")).reshape(T, n_kv, hd)
+        v = linear(h, W[p + "self_attn.v_proj.weight"], get(p + "self_attn.v_proj.bias")).reshape(T, n_kv, hd)
+        if mt in ("qwen3", "qwen3_moe"):
+            q = rms_norm(q, W[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, W[p + "self_attn.k_norm.weight"], eps)
+        q = apply_rotary(q, positions, inv_freq, attention_scaling, rot_dim)
+        k = apply_rotary(k, positions, inv_freq, attention_scaling, rot_dim)
+        # repeat_kv: each kv head serves n_heads / n_kv consecutive query heads.
+        k = np.repeat(k, n_heads // n_kv, axis=1)
+        v = np.repeat(v, n_heads // n_kv, axis=1)
+        scores = np.einsum("thd,shd->hts", q, k) / math.sqrt(hd)
+        scores = np.where(visible[None, :, :], scores, -np.inf)
+        probs = softmax(scores, axis=-1)
+        attn = np.einsum("hts,shd->thd", probs, v).reshape(T, n_heads * hd)
+        x = x + linear(attn, W[p + "self_attn.o_proj.weight"], get(p + "self_attn.o_proj.bias"))
+
+        h = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
+        if mt in ("mixtral", "qwen3_moe"):
+            x = x + moe_block(cfg, W, p, h)
+        else:
+            gate = linear(h, W[p + "mlp.gate_proj.weight"], get(p + "mlp.gate_proj.bias"))
+            up = linear(h, W[p + "mlp.up_proj.weight"], get(p + "mlp.up_proj.bias"))
+            x = x + linear(silu(gate) * up, W[p + "mlp.down_proj.weight"], get(p + "mlp.down_proj.bias"))
+
+    x = rms_norm(x, W["model.norm.weight"], eps)
+    lm_head = W["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings", False) else W["lm_head.weight"]
+    return x @ lm_head.T
+
+
+def moe_block(cfg, W, p, h):
+    """MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock: softmax router, top-k, optional renormalization."""
+    if cfg["model_type"] == "mixtral":
+        router = W[p + "block_sparse_moe.gate.weight"]
+        n_experts, top_k, renorm = cfg["num_local_experts"], cfg["num_experts_per_tok"], True
+
+        def expert(e, x):
+            pe = p + "block_sparse_moe.experts.%d." % e
+            return linear(silu(linear(x, W[pe + "w1.weight"])) * linear(x, W[pe + "w3.weight"]), W[pe + "w2.weight"])
+    else:
+        router = W[p + "mlp.gate.weight"]
+        n_experts, top_k, renorm = cfg["num_experts"], cfg["num_experts_per_tok"], cfg.get("norm_topk_prob", False)
+
+        def expert(e, x):
+            pe = p + "mlp.experts.%d." % e
+            return linear(silu(linear(x, W[pe + "gate_proj.weight"])) * linear(x, W[pe + "up_proj.weight"]),
+                          W[pe + "down_proj.weight"])
+
+    assert router.shape[0] == n_experts
+    probs = softmax(h @ router.T, axis=-1)  # [T, E]
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        # torch.topk order: largest first; random weights make ties impossible in practice.
+        selected = np.argsort(-probs[t], kind="stable")[:top_k]
+        weights = probs[t, selected]
+        if renorm:
+            weights = weights / weights.sum()
+        for e, w in zip(selected, weights):
+            out[t] += w * expert(int(e), h[t : t + 1])[0]
+    return out

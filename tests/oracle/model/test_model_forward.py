@@ -1,0 +1,506 @@
+#!/usr/bin/env python3
+"""Model oracle: qrt's transformer against an independent numpy reference forward (reference_forward.py).
+
+For random tiny models of every supported architecture (llama with Llama 3 / linear rope scaling, tied
+embeddings, biases and MQA; mistral with a sliding window shorter than the sequence; qwen2 with biases and
+with a sliding window; qwen3 with q/k norms and an explicit head_dim; mixtral and qwen3-moe with 4 experts,
+top-2, with and without renormalization, and YaRN) this script writes a Hugging Face checkpoint (safetensors +
+config.json), runs qrt_model_forward, and compares the logits of every position with the float64 reference,
+within 1e-4 relative:
+  * with the prompt as one batch, then the prompt as a batch followed by single tokens through the KV cache,
+    and at positions that do not start at 0;
+  * with F32 weights and with quantized weights (every matrix in each listed format, and a per-tensor mix):
+    the tool dumps the dequantized weights it used and the reference runs on them, isolating the forward pass;
+  * in GGUF layout: GGUF tensor names, Q/K rows permuted for interleaved RoPE (llama family), stacked expert
+    tensors, rope_freqs factors instead of Llama 3 scaling metadata, and a GGUF metadata description of the
+    config; the logits must equal those of the Hugging Face layout.
+
+usage: test_model_forward.py <qrt_model_forward> <work dir>
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+try:
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+except ImportError as e:  # pragma: no cover
+    print("skipped: missing python module:", e)
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reference_forward as ref  # noqa: E402
+
+TOLERANCE = 1e-4
+
+# Quantized formats the forward pass is checked with: every matrix that fits the format is quantized by qrt's
+# reference quantizer. 32-element formats run on the small dense and MoE models too; every format runs on the
+# wide models, whose rows are multiples of 256 (K-quants, 128x128 FP8 blocks). "group" is the group size for
+# group-scaled formats. Add a format here when its quantizer lands (i-quants and ternary have none yet).
+SMALL_FORMATS = ["q8_0", "f16", "bf16", "q4_0", "q5_1"]
+WIDE_FORMATS = [
+    {"format": f} for f in ("f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q8_1", "q2_k", "q3_k", "q4_k",
+                            "q5_k", "q6_k", "q8_k", "mxfp4", "mxfp8", "nvfp4", "fp8", "fp8_block", "f8q8", "hqq4",
+                            "hqq8")
+] + [{"format": "afq%d" % bits, "group": 32} for bits in (2, 3, 4, 5, 6, 8)]
+
+
+def base_config(model_type, **overrides):
+    cfg = {
+        "model_type": model_type,
+        "vocab_size": 97,
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 96,
+        "max_position_embeddings": 64,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+    }
+    cfg.update(overrides)
+    return cfg
+
+
+CASES = {
+    "llama": base_config("llama"),
+    "llama_tied_llama3": base_config(
+        "llama",
+        tie_word_embeddings=True,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 16}),
+    "tinyllama_mqa_linear_bias": base_config(
+        "llama", num_key_value_heads=1, attention_bias=True, mlp_bias=True,
+        rope_scaling={"type": "linear", "factor": 2.0}),
+    "mistral_swa": base_config("mistral", sliding_window=4, head_dim=16),
+    "qwen2": base_config("qwen2", rope_theta=1000000.0, tie_word_embeddings=True),
+    "qwen2_swa": base_config("qwen2", use_sliding_window=True, sliding_window=5, max_window_layers=0),
+    "qwen3": base_config("qwen3", head_dim=32),
+    "mixtral": base_config("mixtral", num_local_experts=4, num_experts_per_tok=2, sliding_window=None,
+                           rope_theta=1000000.0),
+    "qwen3moe_norm_yarn": base_config(
+        "qwen3_moe", head_dim=32, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
+        norm_topk_prob=True,
+        rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}),
+    "qwen3moe_no_norm": base_config("qwen3_moe", num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
+                                    norm_topk_prob=False),
+}
+WIDE_CASES = {
+    "wide_llama": base_config("llama", hidden_size=256, intermediate_size=256, num_hidden_layers=1),
+    "wide_qwen3moe": base_config("qwen3_moe", hidden_size=256, intermediate_size=256, num_hidden_layers=1,
+                                 head_dim=64, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=256,
+                                 norm_topk_prob=True),
+}
+
+SEQ_LEN = 11
+
+
+def make_weights(cfg, rng):
+    """Random Hugging Face weights (float32), scaled so that activations stay O(1)."""
+    mt = cfg["model_type"]
+    hidden, n_heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    n_kv = cfg.get("num_key_value_heads", n_heads)
+    hd = ref.head_dim_of(cfg)
+    W = {}
+
+    def mat(rows, cols):
+        return rng.standard_normal((rows, cols)) / math.sqrt(cols)
+
+    def norm(n):
+        return 1.0 + 0.2 * rng.standard_normal(n)
+
+    def bias(n):
+        return 0.2 * rng.standard_normal(n)
+
+    W["model.embed_tokens.weight"] = rng.standard_normal((cfg["vocab_size"], hidden))
+    W["model.norm.weight"] = norm(hidden)
+    if not cfg.get("tie_word_embeddings", False):
+        W["lm_head.weight"] = mat(cfg["vocab_size"], hidden)
+    qkv_bias = mt == "qwen2" or cfg.get("attention_bias", False)
+    o_bias = mt != "qwen2" and cfg.get("attention_bias", False)
+    for layer in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d." % layer
+        W[p + "input_layernorm.weight"] = norm(hidden)
+        W[p + "post_attention_layernorm.weight"] = norm(hidden)
+        for name, rows in (("q_proj", n_heads * hd), ("k_proj", n_kv * hd), ("v_proj", n_kv * hd)):
+            W[p + "self_attn.%s.weight" % name] = mat(rows, hidden)
+            if qkv_bias:
+                W[p + "self_attn.%s.bias" % name] = bias(rows)
+        W[p + "self_attn.o_proj.weight"] = mat(hidden, n_heads * hd)
+        if o_bias:
+            W[p + "self_attn.o_proj.bias"] = bias(hidden)
+        if mt in ("qwen3", "qwen3_moe"):
+            W[p + "self_attn.q_norm.weight"] = norm(hd)
+            W[p + "self_attn.k_norm.weight"] = norm(hd)
+        if mt == "mixtral":
+            ffn = cfg["intermediate_size"]
+            W[p + "block_sparse_moe.gate.weight"] = 2.0 * mat(cfg["num_local_experts"], hidden)
+            for e in range(cfg["num_local_experts"]):
+                pe = p + "block_sparse_moe.experts.%d." % e
+                W[pe + "w1.weight"] = mat(ffn, hidden)
+                W[pe + "w3.weight"] = mat(ffn, hidden)
+                W[pe + "w2.weight"] = mat(hidden, ffn)
+        elif mt == "qwen3_moe":
+            ffn = cfg["moe_intermediate_size"]
+            W[p + "mlp.gate.weight"] = 2.0 * mat(cfg["num_experts"], hidden)
+            for e in range(cfg["num_experts"]):
+                pe = p + "mlp.experts.%d." % e
+                W[pe + "gate_proj.weight"] = mat(ffn, hidden)
+                W[pe + "up_proj.weight"] = mat(ffn, hidden)
+                W[pe + "down_proj.weight"] = mat(hidden, ffn)
+        else:
+            ffn = cfg["intermediate_size"]
+            W[p + "mlp.gate_proj.weight"] = mat(ffn, hidden)
+            W[p + "mlp.up_proj.weight"] = mat(ffn, hidden)
+            W[p + "mlp.down_proj.weight"] = mat(hidden, ffn)
+            if cfg.get("mlp_bias", False):
+                W[p + "mlp.gate_proj.bias"] = bias(ffn)
+                W[p + "mlp.up_proj.bias"] = bias(ffn)
+                W[p + "mlp.down_proj.bias"] = bias(hidden)
+    return {k: v.astype(np.float32) for k, v in W.items()}
+
+
+# ---- GGUF layout (spec/ggml.md §4) ---------------------------------------------------------------------------
+
+HF_TO_GGUF_LAYER = {
+    "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "ffn_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "self_attn.q_norm": "attn_q_norm",
+    "self_attn.k_norm": "attn_k_norm",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+    "mlp.gate": "ffn_gate_inp",
+    "block_sparse_moe.gate": "ffn_gate_inp",
+}
+EXPERT_PROJ = {"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps", "down_proj": "ffn_down_exps",
+               "w1": "ffn_gate_exps", "w3": "ffn_up_exps", "w2": "ffn_down_exps"}
+GGUF_ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
+             "qwen3_moe": "qwen3moe"}
+
+
+def permute_for_interleaved_rope(w, n_head):
+    """convert_hf_to_gguf's Q/K permutation: within each head, new row 2i <- row i, 2i+1 <- row i + hd/2."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def hf_to_canonical(name):
+    """Hugging Face name -> (GGUF base name without .weight/.bias, expert index or None, is_bias)."""
+    base, _, kind = name.rpartition(".")
+    is_bias = kind == "bias"
+    if base == "model.embed_tokens":
+        return "token_embd", None, is_bias
+    if base == "model.norm":
+        return "output_norm", None, is_bias
+    if base == "lm_head":
+        return "output", None, is_bias
+    parts = base.split(".")
+    layer = int(parts[2])
+    module = ".".join(parts[3:])
+    if module in HF_TO_GGUF_LAYER:
+        return "blk.%d.%s" % (layer, HF_TO_GGUF_LAYER[module]), None, is_bias
+    # mlp.experts.E.proj / block_sparse_moe.experts.E.proj
+    expert, proj = int(parts[-2]), parts[-1]
+    return "blk.%d.%s" % (layer, EXPERT_PROJ[proj]), expert, is_bias
+
+
+def canonical_to_hf_weights(hf_names, dumped):
+    """The tool's dump (canonical names, stacked experts) back to Hugging Face names for the reference."""
+    out = {}
+    for hf in hf_names:
+        base, expert, is_bias = hf_to_canonical(hf)
+        key = base + (".bias" if is_bias else "")
+        out[hf] = (dumped[key] if expert is None else dumped[key][expert]).astype(np.float64)
+    return out
+
+
+def to_gguf_layout(cfg, W):
+    """Hugging Face weights -> GGUF names, stacked experts and (llama family) permuted Q/K rows."""
+    llama_family = GGUF_ARCH[cfg["model_type"]] == "llama"
+    n_heads = cfg["num_attention_heads"]
+    n_kv = cfg.get("num_key_value_heads", n_heads)
+    G = {}
+    stacked = {}
+    for name, w in W.items():
+        base, expert, is_bias = hf_to_canonical(name)
+        if llama_family and base.endswith(".attn_q"):
+            w = permute_for_interleaved_rope(w, n_heads)
+        elif llama_family and base.endswith(".attn_k"):
+            w = permute_for_interleaved_rope(w, n_kv)
+        suffix = ".bias" if is_bias else ".weight"
+        if expert is None:
+            G[base + suffix] = w
+        else:
+            stacked.setdefault(base + suffix, {})[expert] = w
+    for name, experts in stacked.items():
+        G[name] = np.stack([experts[e] for e in range(len(experts))])
+    rope = cfg.get("rope_scaling") or {}
+    if rope.get("rope_type", rope.get("type")) == "llama3":
+        G["rope_freqs.weight"] = llama3_rope_factors(cfg).astype(np.float32)
+    return G
+
+
+def llama3_rope_factors(cfg):
+    """convert_hf_to_gguf's rope_freqs for Llama 3.1: a divisor per frequency."""
+    rope = cfg["rope_scaling"]
+    hd = ref.head_dim_of(cfg)
+    base = cfg.get("rope_theta", 10000.0)
+    freqs = 1.0 / (base ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+    factor, low, high = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"]
+    old = rope["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old / low, old / high
+    factors = []
+    for f in freqs:
+        wavelen = 2 * math.pi / f
+        if wavelen < high_wavelen:
+            factors.append(1.0)
+        elif wavelen > low_wavelen:
+            factors.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            factors.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.array(factors)
+
+
+def gguf_metadata(cfg, variant):
+    """GGUF metadata keys (spec/ggml.md §4.1) describing cfg."""
+    arch = GGUF_ARCH[cfg["model_type"]]
+    a = arch + "."
+    n_heads = cfg["num_attention_heads"]
+    hd = ref.head_dim_of(cfg)
+    md = {
+        "general.architecture": arch,
+        a + "block_count": cfg["num_hidden_layers"],
+        a + "embedding_length": cfg["hidden_size"],
+        a + "feed_forward_length": cfg["intermediate_size"],
+        a + "context_length": cfg["max_position_embeddings"],
+        a + "attention.head_count": n_heads,
+        a + "attention.head_count_kv": cfg.get("num_key_value_heads", n_heads),
+        a + "attention.layer_norm_rms_epsilon": cfg["rms_norm_eps"],
+        a + "rope.freq_base": cfg.get("rope_theta", 10000.0),
+    }
+    if hd != cfg["hidden_size"] // n_heads or variant % 2 == 0:
+        md[a + "attention.key_length"] = hd
+        md[a + "attention.value_length"] = hd
+    # Alternate between the explicit vocabulary size and the token list, and scalar vs per-layer head counts.
+    if variant % 2 == 0:
+        md[a + "vocab_size"] = cfg["vocab_size"]
+    else:
+        md["tokenizer.ggml.tokens"] = ["t%d" % i for i in range(cfg["vocab_size"])]
+        md[a + "attention.head_count"] = [n_heads] * cfg["num_hidden_layers"]
+    window = ref.sliding_window_of(cfg)
+    if window:
+        md[a + "attention.sliding_window"] = window
+    if cfg["model_type"] == "mixtral":
+        md[a + "expert_count"] = cfg["num_local_experts"]
+        md[a + "expert_used_count"] = cfg["num_experts_per_tok"]
+    if cfg["model_type"] == "qwen3_moe":
+        md[a + "expert_count"] = cfg["num_experts"]
+        md[a + "expert_used_count"] = cfg["num_experts_per_tok"]
+        md[a + "expert_feed_forward_length"] = cfg["moe_intermediate_size"]
+        md[a + "expert_weights_norm"] = cfg.get("norm_topk_prob", False)
+    rope = cfg.get("rope_scaling") or {}
+    kind = rope.get("rope_type", rope.get("type"))
+    if kind == "linear":
+        md[a + "rope.scaling.type"] = "linear"
+        md[a + "rope.scaling.factor"] = rope["factor"]
+    elif kind == "yarn":
+        md[a + "rope.scaling.type"] = "yarn"
+        md[a + "rope.scaling.factor"] = rope["factor"]
+        md[a + "rope.scaling.original_context_length"] = rope["original_max_position_embeddings"]
+    return md
+
+
+# ---- running and comparing -----------------------------------------------------------------------------------
+
+class Failures:
+    def __init__(self):
+        self.items = []
+        self.checks = 0
+
+    def check(self, ok, what):
+        self.checks += 1
+        if not ok:
+            self.items.append(what)
+            print("FAIL:", what)
+
+
+def run_tool(tool, args):
+    proc = subprocess.run([tool] + args, capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise RuntimeError("qrt_model_forward %s failed (%d):\n%s" % (" ".join(args), proc.returncode, proc.stderr))
+    return proc
+
+
+def compare(name, got, want, failures):
+    assert got.shape == want.shape, (got.shape, want.shape)
+    worst = 0.0
+    for t in range(want.shape[0]):
+        rel = np.linalg.norm(got[t] - want[t]) / np.linalg.norm(want[t])
+        max_rel = np.max(np.abs(got[t] - want[t])) / np.max(np.abs(want[t]))
+        worst = max(worst, rel, max_rel)
+    failures.check(worst <= TOLERANCE, "%s: worst relative error %.3g > %g" % (name, worst, TOLERANCE))
+    return worst
+
+
+def run_case(tool, work, case, cfg, seed, format_args, failures, gguf=True, schedules=None):
+    rng = np.random.default_rng(seed)
+    case_dir = os.path.join(work, case)
+    os.makedirs(case_dir, exist_ok=True)
+    W = make_weights(cfg, rng)
+    weights = os.path.join(case_dir, "model.safetensors")
+    save_file(W, weights)
+    config_path = os.path.join(case_dir, "config.json")
+    with open(config_path, "w") as f:
+        json.dump(cfg, f)
+    tokens = rng.integers(0, cfg["vocab_size"], size=SEQ_LEN)
+    tokens_arg = ",".join(str(int(t)) for t in tokens)
+    fmt_tag = "_".join(a.replace("--", "").replace("=", "-") for a in format_args) or "f32"
+    dump = os.path.join(case_dir, "dequant_%s.safetensors" % fmt_tag)
+    config_out = os.path.join(case_dir, "config_%s.json" % fmt_tag)
+    for stale in (dump, config_out):
+        if os.path.exists(stale):
+            os.remove(stale)
+    if schedules is None:
+        schedules = [
+            ("batch", None, None),
+            ("prompt6+single", "6,1,1,1,1,1", None),
+            ("offset7,chunks3+4+1x4", "3,4,1,1,1,1", 7),
+        ]
+    reference_cache = {}
+    worst = 0.0
+    for layout in (["hf", "gguf"] if gguf else ["hf"]):
+        if layout == "hf":
+            source = ["--weights", weights, "--hf-config", config_path]
+        else:
+            gw = os.path.join(case_dir, "gguf_layout.safetensors")
+            save_file(to_gguf_layout(cfg, W), gw)
+            md_path = os.path.join(case_dir, "gguf_metadata.json")
+            with open(md_path, "w") as f:
+                json.dump(gguf_metadata(cfg, seed), f)
+            source = ["--weights", gw, "--gguf-metadata", md_path]
+        for sched_name, chunks, offset in schedules:
+            positions = np.arange(SEQ_LEN) + (offset or 0)
+            out = os.path.join(case_dir, "logits_%s_%s_%s.f32" % (layout, fmt_tag, sched_name.replace("+", "_")))
+            args = source + ["--tokens", tokens_arg, "--positions", ",".join(str(int(p)) for p in positions),
+                             "--logits", out] + format_args
+            if chunks:
+                args += ["--chunks", chunks]
+            if layout == "hf" and not os.path.exists(dump):
+                args += ["--dump-weights", dump, "--print-config", config_out]
+            run_tool(tool, args)
+            if layout == "hf" and "--format" in format_args:
+                # The format must really have been applied (to the q projection at least).
+                wanted = format_args[format_args.index("--format") + 1]
+                applied = json.load(open(config_out))["tensor_formats"]
+                failures.check(applied["blk.0.attn_k"] == wanted,
+                               "%s: blk.0.attn_k is %s, not %s" % (case, applied["blk.0.attn_k"], wanted))
+            got = np.fromfile(out, dtype=np.float32).reshape(SEQ_LEN, cfg["vocab_size"]).astype(np.float64)
+            key = tuple(positions)
+            if key not in reference_cache:
+                used = canonical_to_hf_weights(W.keys(), load_file(dump))
+                reference_cache[key] = ref.forward(cfg, used, tokens, positions)
+            name = "%s [%s, %s, %s]" % (case, layout, fmt_tag, sched_name)
+            worst = max(worst, compare(name, got, reference_cache[key], failures))
+    print("ok  %-28s %-30s worst rel error %.2e" % (case, fmt_tag, worst))
+
+
+def check_gguf_config_matches(tool, work, failures):
+    """config_from_gguf and config_from_hf must agree on the transformer's flags (all but the RoPE layout)."""
+    for case in ("llama", "tinyllama_mqa_linear_bias", "qwen2", "qwen3", "mixtral", "qwen3moe_norm_yarn"):
+        d = os.path.join(work, case)
+        hf = json.load(open(os.path.join(d, "config_f32.json")))
+        probe = os.path.join(d, "config_gguf.json")
+        run_tool(tool, ["--weights", os.path.join(d, "gguf_layout.safetensors"), "--gguf-metadata",
+                        os.path.join(d, "gguf_metadata.json"), "--tokens", "1", "--logits",
+                        os.path.join(d, "probe.f32"), "--print-config", probe])
+        gg = json.load(open(probe))
+        want_layout = "interleaved" if GGUF_ARCH[CASES[case]["model_type"]] == "llama" else "half_split"
+        failures.check(gg["rope_layout"] == want_layout, "%s: GGUF rope layout %s" % (case, gg["rope_layout"]))
+        failures.check(hf["rope_layout"] == "half_split", "%s: HF rope layout %s" % (case, hf["rope_layout"]))
+        for key in hf:
+            if key in ("rope_layout", "architecture", "rope_attn_factor", "tensor_formats"):
+                continue
+            same = abs(hf[key] - gg[key]) <= 1e-6 * abs(hf[key]) if isinstance(hf[key], float) else hf[key] == gg[key]
+            failures.check(same, "%s: %s is %r from config.json but %r from GGUF metadata" % (case, key, hf[key], gg[key]))
+
+
+def check_sensitivity(failures):
+    """The features under test must change the logits of these tiny models far beyond the tolerance; otherwise a
+    passing comparison would prove nothing about them."""
+    ablations = [
+        ("llama_tied_llama3", {"rope_scaling": None}),
+        ("tinyllama_mqa_linear_bias", {"rope_scaling": None}),
+        ("mistral_swa", {"sliding_window": None}),
+        ("qwen2_swa", {"use_sliding_window": False}),
+        ("qwen3moe_norm_yarn", {"norm_topk_prob": False}),
+        ("qwen3moe_norm_yarn", {"rope_scaling": None}),
+        ("qwen3moe_no_norm", {"norm_topk_prob": True}),
+    ]
+    for case, change in ablations:
+        cfg = CASES[case]
+        rng = np.random.default_rng(5)
+        W = {k: v.astype(np.float64) for k, v in make_weights(cfg, rng).items()}
+        tokens = rng.integers(0, cfg["vocab_size"], size=SEQ_LEN)
+        positions = np.arange(SEQ_LEN)
+        base = ref.forward(cfg, W, tokens, positions)
+        ablated = ref.forward(dict(cfg, **change), W, tokens, positions)
+        diff = np.max(np.abs(base - ablated)) / np.max(np.abs(base))
+        failures.check(diff > 100 * TOLERANCE, "%s: %r changes the logits by only %.2g" % (case, change, diff))
+    # Interleaved pairs on GGUF-permuted Q/K rows are what makes the GGUF layout agree: the same rows under
+    # half-split RoPE must give different logits.
+    cfg = CASES["llama"]
+    rng = np.random.default_rng(6)
+    W = {k: v.astype(np.float64) for k, v in make_weights(cfg, rng).items()}
+    P = dict(W)
+    for layer in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d.self_attn." % layer
+        P[p + "q_proj.weight"] = permute_for_interleaved_rope(W[p + "q_proj.weight"], cfg["num_attention_heads"])
+        P[p + "k_proj.weight"] = permute_for_interleaved_rope(W[p + "k_proj.weight"], cfg["num_key_value_heads"])
+    tokens = rng.integers(0, cfg["vocab_size"], size=SEQ_LEN)
+    a = ref.forward(cfg, W, tokens, np.arange(SEQ_LEN))
+    b = ref.forward(cfg, P, tokens, np.arange(SEQ_LEN))
+    diff = np.max(np.abs(a - b)) / np.max(np.abs(a))
+    failures.check(diff > 100 * TOLERANCE, "permuted Q/K rows under half-split RoPE change the logits by only %.2g" % diff)
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__)
+        return 2
+    tool, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    failures = Failures()
+    check_sensitivity(failures)
+    for i, (case, cfg) in enumerate(CASES.items()):
+        run_case(tool, work, case, cfg, 1000 + i, [], failures)
+        run_case(tool, work, case, cfg, 1000 + i, ["--format", "q8_0"], failures)
+    check_gguf_config_matches(tool, work, failures)
+    # Every listed format on two architectures (dense and MoE), batch and cache schedules, HF layout.
+    quick = [("batch", None, None), ("prompt6+single", "6,1,1,1,1,1", None)]
+    for fmt in SMALL_FORMATS:
+        for case in ("qwen2", "mixtral"):
+            run_case(tool, work, case, CASES[case], 7, ["--format", fmt], failures, gguf=False, schedules=quick)
+    for spec in WIDE_FORMATS:
+        args = ["--format", spec["format"]] + (["--group-size", str(spec["group"])] if "group" in spec else [])
+        for case, cfg in WIDE_CASES.items():
+            run_case(tool, work, case, cfg, 8, args, failures, gguf=False, schedules=quick)
+    # A per-tensor mix of formats.
+    mix = ["--format", "q8_0", "--tensor-format", "blk.0.attn_q=f16", "--tensor-format", "token_embd=bf16",
+           "--tensor-format", "blk.1.ffn_down_exps=f32"]
+    run_case(tool, work, "qwen3moe_norm_yarn", CASES["qwen3moe_norm_yarn"], 1008, mix, failures, gguf=False)
+    print("%d checks, %d failures" % (failures.checks, len(failures.items)))
+    return 1 if failures.items else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

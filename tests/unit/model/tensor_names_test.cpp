@@ -1,0 +1,133 @@
+// Canonical tensor names: the Hugging Face and GGUF maps, and stacking per-expert tensors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "models/tensor_names.hpp"
+
+namespace qrt::names {
+namespace {
+
+TEST(TensorNames, HuggingFaceMap) {
+  struct Case {
+    const char* hf;
+    const char* canonical;
+    int expert;
+  };
+  const Case cases[] = {
+      {"model.embed_tokens.weight", "token_embd", -1},
+      {"model.norm.weight", "output_norm", -1},
+      {"lm_head.weight", "output", -1},
+      {"model.layers.0.input_layernorm.weight", "blk.0.attn_norm", -1},
+      {"model.layers.11.post_attention_layernorm.weight", "blk.11.ffn_norm", -1},
+      {"model.layers.3.self_attn.q_proj.weight", "blk.3.attn_q", -1},
+      {"model.layers.3.self_attn.q_proj.bias", "blk.3.attn_q.bias", -1},
+      {"model.layers.3.self_attn.k_proj.weight", "blk.3.attn_k", -1},
+      {"model.layers.3.self_attn.v_proj.bias", "blk.3.attn_v.bias", -1},
+      {"model.layers.3.self_attn.o_proj.weight", "blk.3.attn_output", -1},
+      {"model.layers.3.self_attn.q_norm.weight", "blk.3.attn_q_norm", -1},
+      {"model.layers.3.self_attn.k_norm.weight", "blk.3.attn_k_norm", -1},
+      {"model.layers.3.mlp.gate_proj.weight", "blk.3.ffn_gate", -1},
+      {"model.layers.3.mlp.up_proj.weight", "blk.3.ffn_up", -1},
+      {"model.layers.3.mlp.down_proj.bias", "blk.3.ffn_down.bias", -1},
+      {"model.layers.3.mlp.gate.weight", "blk.3.ffn_gate_inp", -1},
+      {"model.layers.3.block_sparse_moe.gate.weight", "blk.3.ffn_gate_inp", -1},
+      {"model.layers.3.mlp.experts.17.gate_proj.weight", "blk.3.ffn_gate_exps", 17},
+      {"model.layers.3.mlp.experts.0.up_proj.weight", "blk.3.ffn_up_exps", 0},
+      {"model.layers.3.mlp.experts.127.down_proj.weight", "blk.3.ffn_down_exps", 127},
+      {"model.layers.1.block_sparse_moe.experts.7.w1.weight", "blk.1.ffn_gate_exps", 7},
+      {"model.layers.1.block_sparse_moe.experts.7.w3.weight", "blk.1.ffn_up_exps", 7},
+      {"model.layers.1.block_sparse_moe.experts.7.w2.weight", "blk.1.ffn_down_exps", 7},
+  };
+  for (const Case& c : cases) {
+    auto got = canonical_from_hf(c.hf);
+    ASSERT_TRUE(got.has_value()) << c.hf;
+    EXPECT_EQ(*got, (CanonicalName{c.canonical, c.expert})) << c.hf;
+  }
+  for (const char* ignored : {"model.layers.0.self_attn.rotary_emb.inv_freq", "model.layers.x.mlp.up_proj.weight",
+                              "model.layers.01.mlp.up_proj.weight", "model.layers.0.mlp.up_proj", "lm_head.scales",
+                              "model.layers.0.mlp.experts.gate_proj.weight", "model.layers.99999999.mlp.up_proj.weight",
+                              "", "blk.0.attn_q.weight"})
+    EXPECT_FALSE(canonical_from_hf(ignored).has_value()) << ignored;
+}
+
+TEST(TensorNames, GgufMap) {
+  EXPECT_EQ(*canonical_from_gguf("token_embd.weight"), (CanonicalName{"token_embd", -1}));
+  EXPECT_EQ(*canonical_from_gguf("output.weight"), (CanonicalName{"output", -1}));
+  EXPECT_EQ(*canonical_from_gguf("output_norm.weight"), (CanonicalName{"output_norm", -1}));
+  EXPECT_EQ(*canonical_from_gguf("rope_freqs.weight"), (CanonicalName{"rope_freqs", -1}));
+  EXPECT_EQ(*canonical_from_gguf("blk.4.attn_q.bias"), (CanonicalName{"blk.4.attn_q.bias", -1}));
+  EXPECT_EQ(*canonical_from_gguf("blk.4.ffn_gate_exps.weight"), (CanonicalName{"blk.4.ffn_gate_exps", -1}));
+  EXPECT_EQ(*canonical_from_gguf("blk.4.ffn_gate_inp.weight"), (CanonicalName{"blk.4.ffn_gate_inp", -1}));
+  EXPECT_EQ(*canonical_from_gguf("blk.4.ffn_down.3.weight"), (CanonicalName{"blk.4.ffn_down_exps", 3}));
+  EXPECT_EQ(layer_tensor(12, LayerTensor::kAttnKNorm), "blk.12.attn_k_norm");
+  for (const char* ignored : {"blk.4.attn_sinks.weight", "blk.4.attn_q", "token_embd.scale", "blk.ffn_up.weight",
+                              "blk.4.ffn_gate.x.weight", "model.embed_tokens.weight"})
+    EXPECT_FALSE(canonical_from_gguf(ignored).has_value()) << ignored;
+}
+
+struct Bytes {
+  std::vector<std::vector<uint8_t>> store;
+  QuantTensor make(const std::string& name, std::vector<int64_t> shape, uint8_t fill, size_t n) {
+    store.emplace_back(n, fill);
+    QuantTensor t;
+    t.name = name;
+    t.format = quant::FormatId::kQ8_0;
+    t.shape = std::move(shape);
+    t.data = {store.back().data(), n};
+    return t;
+  }
+};
+
+TEST(TensorNames, CanonicalizeStacksExperts) {
+  Bytes b;
+  b.store.reserve(16);
+  TensorTable src;
+  for (int e = 0; e < 3; ++e) {
+    const std::string n = "model.layers.0.mlp.experts." + std::to_string(e) + ".up_proj.weight";
+    src[n] = b.make(n, {2, 32}, static_cast<uint8_t>(10 + e), 68);
+  }
+  src["model.layers.0.self_attn.rotary_emb.inv_freq"] = b.make("inv", {4}, 0, 4);
+  src["model.embed_tokens.weight"] = b.make("model.embed_tokens.weight", {5, 32}, 1, 170);
+  auto r = canonicalize(src, NameScheme::kHuggingFace);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->tensors.size(), 2u);
+  ASSERT_EQ(r->ignored, std::vector<std::string>{"model.layers.0.self_attn.rotary_emb.inv_freq"});
+  const QuantTensor& s = r->tensors.at("blk.0.ffn_up_exps");
+  EXPECT_EQ(s.shape, (std::vector<int64_t>{3, 2, 32}));
+  EXPECT_EQ(s.format, quant::FormatId::kQ8_0);
+  ASSERT_EQ(s.data.size, 3u * 68);
+  for (int e = 0; e < 3; ++e)
+    for (int i = 0; i < 68; ++i) ASSERT_EQ(s.data.data[e * 68 + i], 10 + e);
+  EXPECT_EQ(r->tensors.at("token_embd").data.data, src["model.embed_tokens.weight"].data.data);  // not copied
+}
+
+TEST(TensorNames, CanonicalizeErrors) {
+  Bytes b;
+  b.store.reserve(16);
+  {
+    TensorTable src;  // expert 1 missing
+    for (int e : {0, 2}) {
+      const std::string n = "model.layers.0.mlp.experts." + std::to_string(e) + ".up_proj.weight";
+      src[n] = b.make(n, {2, 32}, 0, 68);
+    }
+    auto r = canonicalize(src, NameScheme::kHuggingFace);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("blk.0.ffn_up_exps"), std::string::npos) << r.status().message();
+  }
+  {
+    TensorTable src;  // shapes differ
+    src["model.layers.0.mlp.experts.0.up_proj.weight"] = b.make("a", {2, 32}, 0, 68);
+    src["model.layers.0.mlp.experts.1.up_proj.weight"] = b.make("b", {1, 64}, 0, 68);
+    EXPECT_FALSE(canonicalize(src, NameScheme::kHuggingFace).ok());
+  }
+  {
+    TensorTable src;  // both stacked and per-expert
+    src["blk.0.ffn_up_exps.weight"] = b.make("s", {1, 2, 32}, 0, 68);
+    src["blk.0.ffn_up.0.weight"] = b.make("e", {2, 32}, 0, 68);
+    EXPECT_FALSE(canonicalize(src, NameScheme::kGguf).ok());
+  }
+}
+
+}  // namespace
+}  // namespace qrt::names

@@ -1,0 +1,103 @@
+// Random tiny models in canonical form for the transformer and backend tests: F32 (or requantized) weights
+// owned by the returned object.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+#include <list>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/quant_reference.hpp"
+#include "loader/quant_tensor.hpp"
+#include "models/model_config.hpp"
+#include "models/tensor_names.hpp"
+#include "test_support.hpp"
+
+namespace qrt::test {
+
+struct TinyModel {
+  ModelConfig config;
+  TensorTable tensors;
+  std::list<std::vector<uint8_t>> storage;  // stable addresses for the spans
+
+  // Adds `name` with `shape`, random values of the given scale (plus `offset`), as F32.
+  void add(const std::string& name, std::vector<int64_t> shape, float scale, float offset = 0.0f) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> v = random_normal(static_cast<size_t>(n), seed_++, scale);
+    for (float& x : v) x += offset;
+    std::vector<uint8_t>& bytes = storage.emplace_back(v.size() * 4);
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    QuantTensor t;
+    t.name = name;
+    t.format = quant::FormatId::kF32;
+    t.shape = std::move(shape);
+    t.data = {bytes.data(), bytes.size()};
+    tensors[name] = t;
+  }
+
+ private:
+  uint64_t seed_ = 77;
+};
+
+// A llama-like model (set experts/qk_norm/biases in `c` first); every tensor the config asks for.
+inline TinyModel make_tiny_model(ModelConfig c) {
+  using names::LayerTensor;
+  TinyModel m;
+  if (c.head_dim == 0) c.head_dim = c.hidden / c.heads;
+  m.config = c;
+  const int64_t h = c.hidden, q = int64_t{c.heads} * c.head_dim, kv = int64_t{c.kv_heads} * c.head_dim;
+  auto mat = [&](const std::string& name, int64_t rows, int64_t cols) {
+    m.add(name, {rows, cols}, 1.0f / std::sqrt(static_cast<float>(cols)));
+  };
+  m.add("token_embd", {c.vocab_size, h}, 1.0f);
+  m.add("output_norm", {h}, 0.1f, 1.0f);
+  if (!c.tied_embeddings) mat("output", c.vocab_size, h);
+  for (int l = 0; l < c.layers; ++l) {
+    auto n = [&](LayerTensor t) { return names::layer_tensor(l, t); };
+    m.add(n(LayerTensor::kAttnNorm), {h}, 0.1f, 1.0f);
+    m.add(n(LayerTensor::kFfnNorm), {h}, 0.1f, 1.0f);
+    mat(n(LayerTensor::kAttnQ), q, h);
+    mat(n(LayerTensor::kAttnK), kv, h);
+    mat(n(LayerTensor::kAttnV), kv, h);
+    mat(n(LayerTensor::kAttnOutput), h, q);
+    if (c.attention_bias) {
+      m.add(names::bias_of(n(LayerTensor::kAttnQ)), {q}, 0.1f);
+      m.add(names::bias_of(n(LayerTensor::kAttnK)), {kv}, 0.1f);
+      m.add(names::bias_of(n(LayerTensor::kAttnV)), {kv}, 0.1f);
+    }
+    if (c.qk_norm) {
+      m.add(n(LayerTensor::kAttnQNorm), {c.head_dim}, 0.1f, 1.0f);
+      m.add(n(LayerTensor::kAttnKNorm), {c.head_dim}, 0.1f, 1.0f);
+    }
+    if (c.experts > 0) {
+      mat(n(LayerTensor::kFfnGateInp), c.experts, h);
+      const float s = 1.0f / std::sqrt(static_cast<float>(h));
+      m.add(n(LayerTensor::kFfnGateExps), {c.experts, c.expert_ffn, h}, s);
+      m.add(n(LayerTensor::kFfnUpExps), {c.experts, c.expert_ffn, h}, s);
+      m.add(n(LayerTensor::kFfnDownExps), {c.experts, h, c.expert_ffn}, 1.0f / std::sqrt(float(c.expert_ffn)));
+    } else {
+      mat(n(LayerTensor::kFfnGate), c.ffn, h);
+      mat(n(LayerTensor::kFfnUp), c.ffn, h);
+      mat(n(LayerTensor::kFfnDown), h, c.ffn);
+    }
+  }
+  return m;
+}
+
+inline ModelConfig tiny_llama_config() {
+  ModelConfig c;
+  c.architecture = "llama";
+  c.vocab_size = 50;
+  c.hidden = 32;
+  c.layers = 2;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.head_dim = 8;
+  c.ffn = 64;
+  c.norm_eps = 1e-5f;
+  return c;
+}
+
+}  // namespace qrt::test

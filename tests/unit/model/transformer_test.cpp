@@ -1,0 +1,239 @@
+// Transformer: building from canonical tensors (every mismatch is an error naming the tensor), forward-pass
+// consistency (batch vs KV-cache steps, last vs all logits, position masking) and device memory hygiene.
+// Numerical correctness against an independent reference is tests/oracle/model.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "models/transformer.hpp"
+#include "runtime/src/backend/cpu_backend.hpp"
+#include "test_support.hpp"
+#include "tiny_model.hpp"
+
+namespace qrt {
+namespace {
+
+using test::make_tiny_model;
+using test::tiny_llama_config;
+
+double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, std::fabs(double(a[i]) - b[i]));
+    den = std::max(den, std::fabs(double(b[i])));
+  }
+  return num / den;
+}
+
+std::vector<int32_t> some_tokens(int n, int vocab) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) t[static_cast<size_t>(i)] = (i * 17 + 5) % vocab;
+  return t;
+}
+
+TEST(Transformer, BatchEqualsTokenByTokenAndLastEqualsAll) {
+  for (bool moe : {false, true}) {
+    ModelConfig c = tiny_llama_config();
+    if (moe) {
+      c.experts = 4;
+      c.experts_used = 2;
+      c.expert_ffn = 32;
+      c.qk_norm = true;
+      c.attention_bias = true;
+    }
+    auto m = make_tiny_model(c);
+    CpuBackend backend;
+    auto model = Transformer::create(backend, m.config, m.tensors);
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+    const auto tokens = some_tokens(9, c.vocab_size);
+
+    auto seq = (*model)->new_sequence(16);
+    ASSERT_TRUE(seq.ok());
+    std::vector<float> all;
+    ASSERT_TRUE((*model)->forward(**seq, tokens, LogitsFor::kAll, &all).ok());
+    ASSERT_EQ(all.size(), tokens.size() * static_cast<size_t>(c.vocab_size));
+    EXPECT_EQ((*seq)->length(), 9);
+
+    auto seq2 = (*model)->new_sequence(9);
+    ASSERT_TRUE(seq2.ok());
+    std::vector<float> stepwise, logits;
+    ASSERT_TRUE((*model)->forward(**seq2, std::span(tokens).first(4), LogitsFor::kAll, &logits).ok());
+    stepwise = logits;
+    for (size_t i = 4; i < tokens.size(); ++i) {
+      ASSERT_TRUE((*model)->forward(**seq2, std::span(tokens).subspan(i, 1), LogitsFor::kLast, &logits).ok());
+      ASSERT_EQ(logits.size(), static_cast<size_t>(c.vocab_size));
+      stepwise.insert(stepwise.end(), logits.begin(), logits.end());
+    }
+    EXPECT_LT(max_rel_diff(stepwise, all), 1e-5) << "moe=" << moe;
+
+    // kLast of a batch is the last row of kAll.
+    (*seq)->reset();
+    ASSERT_TRUE((*model)->forward(**seq, tokens, LogitsFor::kLast, &logits).ok());
+    std::vector<float> last_row(all.end() - c.vocab_size, all.end());
+    EXPECT_LT(max_rel_diff(logits, last_row), 1e-6);
+  }
+}
+
+TEST(Transformer, PositionsDriveRopeAndMask) {
+  ModelConfig c = tiny_llama_config();
+  auto m = make_tiny_model(c);
+  CpuBackend backend;
+  auto model = Transformer::create(backend, m.config, m.tensors);
+  ASSERT_TRUE(model.ok());
+  const auto tokens = some_tokens(5, c.vocab_size);
+  std::vector<int32_t> pos0(5), pos9(5);
+  std::iota(pos0.begin(), pos0.end(), 0);
+  std::iota(pos9.begin(), pos9.end(), 9);
+  auto run = [&](const std::vector<int32_t>& pos) {
+    auto seq = (*model)->new_sequence(5);
+    std::vector<float> out;
+    EXPECT_TRUE((*model)->forward(**seq, tokens, pos, LogitsFor::kAll, &out).ok());
+    return out;
+  };
+  const auto a = run(pos0), b = run(pos9);
+  // RoPE is relative: shifting every position leaves attention scores unchanged.
+  EXPECT_LT(max_rel_diff(a, b), 1e-4);
+  // A non-uniform change of positions changes them.
+  std::vector<int32_t> spread = {0, 3, 4, 10, 11};
+  EXPECT_GT(max_rel_diff(run(spread), a), 1e-3);
+  // The first token sees only itself whatever follows it: its logits equal a one-token run.
+  auto seq = (*model)->new_sequence(1);
+  std::vector<float> one;
+  ASSERT_TRUE((*model)->forward(**seq, std::span(tokens).first(1), LogitsFor::kAll, &one).ok());
+  EXPECT_LT(max_rel_diff(one, std::vector<float>(a.begin(), a.begin() + c.vocab_size)), 1e-6);
+}
+
+TEST(Transformer, SlidingWindowLimitsAttention) {
+  ModelConfig c = tiny_llama_config();
+  c.sliding_window = 3;
+  auto m = make_tiny_model(c);
+  ModelConfig full = c;
+  full.sliding_window = 0;
+  CpuBackend backend;
+  auto windowed = Transformer::create(backend, c, m.tensors);
+  auto unlimited = Transformer::create(backend, full, m.tensors);
+  ASSERT_TRUE(windowed.ok() && unlimited.ok());
+  const auto tokens = some_tokens(8, c.vocab_size);
+  std::vector<float> a, b;
+  auto s1 = (*windowed)->new_sequence(8);
+  auto s2 = (*unlimited)->new_sequence(8);
+  ASSERT_TRUE((*windowed)->forward(**s1, tokens, LogitsFor::kAll, &a).ok());
+  ASSERT_TRUE((*unlimited)->forward(**s2, tokens, LogitsFor::kAll, &b).ok());
+  const size_t v = static_cast<size_t>(c.vocab_size);
+  // Positions 0..2 see at most 3 keys either way; position 7 does not.
+  EXPECT_LT(max_rel_diff(std::vector<float>(a.begin(), a.begin() + 3 * v), std::vector<float>(b.begin(), b.begin() + 3 * v)),
+            1e-6);
+  EXPECT_GT(max_rel_diff(std::vector<float>(a.end() - v, a.end()), std::vector<float>(b.end() - v, b.end())), 1e-3);
+}
+
+TEST(Transformer, TiedEmbeddingsWhenOutputIsAbsent) {
+  ModelConfig c = tiny_llama_config();
+  c.tied_embeddings = true;
+  auto m = make_tiny_model(c);
+  ASSERT_EQ(m.tensors.count("output"), 0u);
+  c.tied_embeddings = false;  // absent "output" ties even when the flag says otherwise
+  CpuBackend backend;
+  auto model = Transformer::create(backend, c, m.tensors);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  // Tied and absent output: token_embd is uploaded once.
+  EXPECT_EQ(backend.live_weights(), 2 + c.layers * 9u);  // token_embd, output_norm, 9 per layer
+}
+
+TEST(Transformer, BuildErrorsNameTheTensor) {
+  CpuBackend backend;
+  {
+    auto m = make_tiny_model(tiny_llama_config());
+    m.tensors.erase("blk.1.attn_k");
+    auto r = Transformer::create(backend, m.config, m.tensors);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), ErrorCode::kNotFound);
+    EXPECT_NE(r.status().message().find("blk.1.attn_k"), std::string::npos) << r.status().message();
+  }
+  {
+    auto m = make_tiny_model(tiny_llama_config());
+    m.tensors["blk.0.ffn_up"].shape = {32, 64};  // transposed
+    auto r = Transformer::create(backend, m.config, m.tensors);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("expected shape [64, 32], found [32, 64]"), std::string::npos)
+        << r.status().message();
+  }
+  {
+    // A bias the config does not ask for must not be dropped silently.
+    ModelConfig with_bias = tiny_llama_config();
+    with_bias.attention_bias = true;
+    auto m = make_tiny_model(with_bias);
+    auto r = Transformer::create(backend, tiny_llama_config(), m.tensors);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("blk.0.attn_k.bias"), std::string::npos) << r.status().message();
+  }
+  {
+    auto m = make_tiny_model(tiny_llama_config());
+    ModelConfig bad = m.config;
+    bad.kv_heads = 3;
+    EXPECT_EQ(Transformer::create(backend, bad, m.tensors).status().code(), ErrorCode::kInvalidArgument);
+    TransformerOptions tp;
+    tp.tp.world = 2;
+    EXPECT_EQ(Transformer::create(backend, m.config, m.tensors, tp).status().code(), ErrorCode::kUnsupported);
+  }
+  {
+    auto m = make_tiny_model(tiny_llama_config());
+    m.tensors["blk.0.attn_q"].data.size -= 4;  // truncated bytes
+    auto r = Transformer::create(backend, m.config, m.tensors);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), ErrorCode::kFormatError) << r.status().to_string();
+  }
+  {
+    auto m = make_tiny_model(tiny_llama_config());
+    m.add("rope_freqs", {3}, 0.1f, 1.0f);  // head_dim 8 needs 4 factors
+    EXPECT_FALSE(Transformer::create(backend, m.config, m.tensors).ok());
+  }
+  // Nothing leaks from the failed builds.
+  EXPECT_EQ(backend.live_weights(), 0u);
+  EXPECT_EQ(backend.live_allocations(), 0u);
+}
+
+TEST(Transformer, ForwardErrorsLeaveTheSequenceUnchanged) {
+  auto m = make_tiny_model(tiny_llama_config());
+  CpuBackend backend;
+  auto model = Transformer::create(backend, m.config, m.tensors);
+  ASSERT_TRUE(model.ok());
+  auto seq = (*model)->new_sequence(4);
+  ASSERT_TRUE(seq.ok());
+  std::vector<float> logits;
+  std::vector<int32_t> ok_tokens = {1, 2};
+  ASSERT_TRUE((*model)->forward(**seq, ok_tokens, LogitsFor::kLast, &logits).ok());
+  std::vector<int32_t> bad_id = {1, 50};
+  EXPECT_EQ((*model)->forward(**seq, bad_id, LogitsFor::kLast, &logits).code(), ErrorCode::kOutOfRange);
+  std::vector<int32_t> too_many = {1, 2, 3};
+  EXPECT_EQ((*model)->forward(**seq, too_many, LogitsFor::kLast, &logits).code(), ErrorCode::kOutOfRange);
+  std::vector<int32_t> one_pos = {0};
+  EXPECT_EQ((*model)->forward(**seq, ok_tokens, one_pos, LogitsFor::kLast, &logits).code(),
+            ErrorCode::kInvalidArgument);
+  std::vector<int32_t> negative = {-1, 3};
+  EXPECT_EQ((*model)->forward(**seq, ok_tokens, negative, LogitsFor::kLast, &logits).code(), ErrorCode::kOutOfRange);
+  EXPECT_EQ((*model)->forward(**seq, std::span<const int32_t>(), LogitsFor::kLast, &logits).code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ((*seq)->length(), 2);
+  EXPECT_FALSE((*model)->new_sequence(0).ok());
+  EXPECT_FALSE((*model)->new_sequence(int64_t{1} << 50).ok());
+}
+
+TEST(Transformer, FreesEveryDeviceBuffer) {
+  CpuBackend backend;
+  {
+    auto m = make_tiny_model(tiny_llama_config());
+    auto model = Transformer::create(backend, m.config, m.tensors);
+    ASSERT_TRUE(model.ok());
+    auto seq = (*model)->new_sequence(8);
+    std::vector<float> logits;
+    ASSERT_TRUE((*model)->forward(**seq, some_tokens(3, 50), LogitsFor::kAll, &logits).ok());
+    ASSERT_TRUE((*model)->forward(**seq, some_tokens(5, 50), LogitsFor::kAll, &logits).ok());  // scratch grows
+    EXPECT_GT(backend.live_allocations(), 0u);
+  }
+  EXPECT_EQ(backend.live_allocations(), 0u);
+  EXPECT_EQ(backend.live_weights(), 0u);
+}
+
+}  // namespace
+}  // namespace qrt
