@@ -1,20 +1,48 @@
 // run-model: generate text from a model (UQFF export, GGUF file, Ollama name:tag, or HF checkpoint).
+//
+// stdout gets the continuation (not the prompt), flushed token by token, and a final newline; with --ids it gets
+// "prompt_ids: ..." and "generated_ids: ..." lines instead. stderr gets the load time and the prompt and
+// generation speeds. Bad input ends with one "error: ..." line and exit status 1.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
+#include "qrt/runtime.hpp"
 #include "qrt/version.hpp"
+
+namespace {
+
+int fail(const std::string& message) {
+  std::string line = message;
+  for (char& c : line)
+    if (c == '\n' || c == '\r') c = ' ';
+  std::fprintf(stderr, "error: %s\n", line.c_str());
+  return 1;
+}
+
+int fail(const qrt::Status& status) { return fail(status.message()); }
+
+void print_ids(const char* label, std::span<const int32_t> ids) {
+  std::printf("%s:", label);
+  for (int32_t id : ids) std::printf(" %d", id);
+  std::printf("\n");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"run-model: generate text with qrt from a quantized model"};
   app.set_version_flag("--version", std::string("qrt ") + qrt::kVersion);
-  std::string model, prompt, system_prompt, device = "cpu";
+  std::string model_path, prompt, system_prompt, device = "cpu";
   int max_tokens = 128, top_k = 0;
+  int64_t context = 0;
   unsigned long long seed = 0;
   float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f;
   bool chat = false, ids = false;
-  app.add_option("model", model, "UQFF directory or shard, GGUF file, Ollama name:tag, or HF checkpoint directory")
+  std::vector<std::string> stops;
+  app.add_option("model", model_path, "UQFF directory or shard, GGUF file, Ollama name:tag, or HF checkpoint directory")
       ->required();
   app.add_option("-p,--prompt", prompt, "prompt text")->required();
   app.add_option("-n,--max-tokens", max_tokens, "tokens to generate")->check(CLI::PositiveNumber);
@@ -23,12 +51,74 @@ int main(int argc, char** argv) {
   app.add_option("--top-p", top_p, "nucleus sampling threshold")->check(CLI::Range(0.0f, 1.0f));
   app.add_option("--min-p", min_p, "drop tokens below min-p times the best probability")->check(CLI::Range(0.0f, 1.0f));
   app.add_option("--seed", seed, "sampling seed");
+  app.add_option("--stop", stops, "stop when the text contains this string (repeatable)");
+  app.add_option("-c,--ctx-size", context, "context length in tokens (default: the model's, at most 4096)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--chat", chat, "wrap the prompt in the model's chat template");
   app.add_option("--system", system_prompt, "system message for --chat");
   app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_flag("--ids", ids, "print prompt and generated token ids instead of text");
   CLI11_PARSE(app, argc, argv);
+  if (!system_prompt.empty() && !chat) return fail("--system needs --chat");
 
-  std::fprintf(stderr, "error: text generation is not implemented in this build of qrt yet\n");
-  return 2;
+  qrt::ModelOptions options;
+  auto parsed_device = qrt::device_from_name(device);
+  if (!parsed_device.ok()) return fail(parsed_device.status());
+  options.device = *parsed_device;
+  options.context_length = context;
+  auto model = qrt::Model::open(model_path, options);
+  if (!model.ok()) return fail(model.status());
+  auto session = model->new_session();
+  if (!session.ok()) return fail(session.status());
+
+  qrt::Status fed;
+  if (chat) {
+    std::vector<qrt::ChatMessage> messages;
+    if (!system_prompt.empty()) messages.push_back({"system", system_prompt});
+    messages.push_back({"user", prompt});
+    fed = session->add_chat(messages);
+  } else {
+    fed = session->add_prompt(prompt);
+  }
+  if (!fed.ok()) return fail(fed);
+  const std::vector<int32_t> prompt_ids(session->tokens().begin(), session->tokens().end());
+
+  qrt::GenerateOptions gen;
+  gen.max_tokens = max_tokens;
+  gen.sampling.temperature = temperature;
+  gen.sampling.top_k = top_k;
+  gen.sampling.top_p = top_p;
+  gen.sampling.min_p = min_p;
+  gen.sampling.seed = seed;
+  gen.stop = stops;
+  qrt::TokenCallback stream;
+  if (!ids) {
+    stream = [](int32_t, std::string_view text) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    };
+  }
+  auto result = session->generate(gen, stream);
+  if (!result.ok()) {
+    if (!ids) std::printf("\n");
+    return fail(result.status());
+  }
+  if (ids) {
+    print_ids("prompt_ids", prompt_ids);
+    print_ids("generated_ids", result->tokens);
+  } else {
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+
+  const qrt::Timings& t = session->timings();
+  std::fprintf(stderr, "load: %.3f s (%s, %s, %s)\n", t.load_seconds, model->info().source_kind.c_str(),
+               model->info().architecture.c_str(), model->info().device.c_str());
+  std::fprintf(stderr, "prompt: %lld tokens in %.3f s, %.1f tokens/s\n", static_cast<long long>(t.prompt_tokens),
+               t.prompt_seconds, t.prompt_tokens_per_second());
+  std::fprintf(stderr, "generation: %lld tokens in %.3f s, %.1f tokens/s (stopped: %s)\n",
+               static_cast<long long>(t.generated_tokens), t.generation_seconds, t.generation_tokens_per_second(),
+               qrt::stop_reason_name(result->stop_reason));
+  return 0;
 }

@@ -1,0 +1,216 @@
+// qrt::Model: from a path or name to a loaded model (loader -> arch config -> canonical names -> backend and
+// transformer), its tokenizer and its chat template.
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "loader/gguf_metadata.hpp"
+#include "loader/open_model.hpp"
+#include "models/arch/arch.hpp"
+#include "models/arch/gguf_metadata_view.hpp"
+#include "models/tensor_names.hpp"
+#include "qrt/log.hpp"
+#include "runtime/src/api/gguf_tokenizer.hpp"
+#include "runtime/src/api/model_impl.hpp"
+#include "runtime/src/api/session_state.hpp"
+#include "runtime/src/backend/cpu_backend.hpp"
+
+namespace qrt {
+namespace {
+
+using api_detail::ModelImpl;
+
+// The architecture config and the scheme of the tensor names, from GGUF metadata or config.json.
+Result<ModelConfig> map_config(const ModelSource& src, names::NameScheme* scheme) {
+  if (src.gguf_metadata) {
+    *scheme = names::NameScheme::kGguf;
+    return arch::config_from_gguf(arch::GgufMetadataView(*src.gguf_metadata));
+  }
+  *scheme = names::NameScheme::kHuggingFace;
+  if (src.hf_config_json.empty()) return not_found(src.path + ": no config.json describes the model");
+  const nlohmann::json config = nlohmann::json::parse(src.hf_config_json, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded() || !config.is_object())
+    return format_error(src.path + ": config.json is not a JSON object");
+  return arch::config_from_hf(config);
+}
+
+Result<Tokenizer> build_tokenizer(const ModelSource& src) {
+  if (!src.tokenizer.tokenizer_json.empty()) {
+    QRT_ASSIGN_OR_RETURN(TokenizerSpec spec,
+                         tokenizer_spec_from_hf_json(src.tokenizer.tokenizer_json, src.tokenizer.tokenizer_config_json,
+                                                     src.path + "/tokenizer.json"));
+    return Tokenizer::create(std::move(spec));
+  }
+  if (src.gguf_metadata && gguf_has_tokenizer(*src.gguf_metadata)) {
+    QRT_ASSIGN_OR_RETURN(GgufTokenizerMetadata meta, gguf_tokenizer_metadata(*src.gguf_metadata));
+    QRT_ASSIGN_OR_RETURN(TokenizerSpec spec, tokenizer_spec_from_gguf(meta));
+    return Tokenizer::create(std::move(spec));
+  }
+  return not_found(src.path + ": no tokenizer (neither tokenizer.json nor GGUF tokenizer.ggml.tokens)");
+}
+
+// chat_template.jinja wins over the template the tokenizer front end found (tokenizer_config.json's
+// chat_template, or GGUF tokenizer.chat_template), as transformers does.
+void load_chat_template(const ModelSource& src, ModelImpl* m) {
+  std::string source = src.tokenizer.chat_template;
+  if (source.empty()) source = m->tokenizer->chat_template();
+  if (source.empty()) {
+    m->chat_template_status = not_found(src.path + " has no chat template");
+    return;
+  }
+  auto parsed = chat::ChatTemplate::parse(source, src.path + " chat template");
+  if (!parsed.ok()) {
+    // Plain prompts still work; the error is reported when a chat is rendered.
+    log_warn("chat template unusable: ", parsed.status().message());
+    m->chat_template_status = parsed.status();
+    return;
+  }
+  m->chat_template = std::move(*parsed);
+  m->chat_template_status = ok_status();
+}
+
+Result<std::unique_ptr<Backend>> create_backend(const ModelOptions& options) {
+  switch (options.device) {
+    case Device::kCpu: return std::unique_ptr<Backend>(std::make_unique<CpuBackend>());
+    case Device::kCuda:
+#if defined(QRT_HAVE_CUDA)
+      return unsupported("device cuda: this build has the CUDA kernels but no CUDA model backend yet; use device cpu");
+#else
+      return unsupported("device cuda: this build of qrt has no CUDA backend; use device cpu");
+#endif
+  }
+  return invalid_argument("unknown device");
+}
+
+Result<std::shared_ptr<ModelImpl>> load(const std::string& path_or_name, const ModelOptions& options) {
+  if (options.context_length < 0) return invalid_argument("context length must be >= 0");
+  if (options.prompt_batch <= 0) return invalid_argument("prompt batch must be positive");
+  // Fail on an unusable device before reading gigabytes.
+  QRT_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, create_backend(options));
+
+  OpenOptions open_options;
+  open_options.verify_digests = options.verify_ollama_digests;
+  QRT_ASSIGN_OR_RETURN(ModelSource src, open_model_source(path_or_name, open_options));
+
+  auto m = std::make_shared<ModelImpl>();
+  m->options = options;
+  names::NameScheme scheme{};
+  auto config = map_config(src, &scheme);
+  if (!config.ok()) return config.status().with_context(path_or_name);
+  m->config = std::move(*config);
+  auto canonical = names::canonicalize(src.tensors, scheme);
+  if (!canonical.ok()) return canonical.status().with_context(path_or_name);
+  // GGUF does not record biases, q/k norms or tied embeddings: the tensors say.
+  if (scheme == names::NameScheme::kGguf) arch::apply_tensor_presence(canonical->tensors, &m->config);
+
+  auto tokenizer = build_tokenizer(src);
+  if (!tokenizer.ok()) return tokenizer.status().with_context(path_or_name);
+  m->tokenizer = std::move(*tokenizer);
+  load_chat_template(src, m.get());
+
+  m->backend = std::move(backend);
+  auto transformer = Transformer::create(*m->backend, m->config, canonical->tensors);
+  if (!transformer.ok()) return transformer.status().with_context(path_or_name);
+  m->transformer = std::move(*transformer);
+
+  ModelInfo& info = m->info;
+  info.path = path_or_name;
+  info.source_kind = source_kind_name(src.kind);
+  info.architecture = m->config.architecture;
+  info.device = m->backend->name();
+  info.vocab_size = m->config.vocab_size;
+  info.trained_context = m->config.context_length;
+  info.default_context = options.context_length > 0 ? options.context_length
+                         : info.trained_context > 0 ? std::min<int64_t>(info.trained_context, kDefaultContextCap)
+                                                    : kDefaultContextCap;
+  info.layers = m->config.layers;
+  info.hidden = m->config.hidden;
+  info.heads = m->config.heads;
+  info.kv_heads = m->config.kv_heads;
+  for (const auto& [name, tensor] : canonical->tensors) info.weight_bytes += tensor.bytes();
+  info.has_chat_template = m->chat_template.has_value();
+  if (static_cast<int64_t>(m->tokenizer->vocab_size()) > m->config.vocab_size) {
+    log_warn(path_or_name, ": the tokenizer has ", m->tokenizer->vocab_size(), " tokens but the model only ",
+             m->config.vocab_size, "; prompts using the extra tokens are rejected");
+  }
+  // The weights now live in the backend; the source's mappings are released when `src` goes out of scope.
+  return m;
+}
+
+}  // namespace
+
+const char* device_name(Device device) {
+  switch (device) {
+    case Device::kCpu: return "cpu";
+    case Device::kCuda: return "cuda";
+  }
+  return "?";
+}
+
+Result<Device> device_from_name(std::string_view name) {
+  if (name == "cpu") return Device::kCpu;
+  if (name == "cuda") return Device::kCuda;
+  return invalid_argument("unknown device '" + std::string(name) + "' (expected cpu or cuda)");
+}
+
+const char* stop_reason_name(StopReason reason) {
+  switch (reason) {
+    case StopReason::kMaxTokens: return "max tokens";
+    case StopReason::kEndOfGeneration: return "end of generation";
+    case StopReason::kStopString: return "stop string";
+    case StopReason::kCallback: return "callback";
+    case StopReason::kContextFull: return "context full";
+  }
+  return "?";
+}
+
+Result<Model> Model::open(const std::string& path_or_name, const ModelOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  QRT_ASSIGN_OR_RETURN(std::shared_ptr<ModelImpl> impl, load(path_or_name, options));
+  impl->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return Model(std::move(impl));
+}
+
+const ModelInfo& Model::info() const { return impl_->info; }
+double Model::load_seconds() const { return impl_->load_seconds; }
+
+Result<std::vector<int32_t>> Model::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+  return impl_->tokenizer->encode(text, add_special, parse_special);
+}
+
+Result<std::string> Model::detokenize(std::span<const int32_t> ids, bool skip_special) const {
+  return impl_->tokenizer->decode(ids, skip_special);
+}
+
+std::string Model::token_piece(int32_t id) const { return std::string(impl_->tokenizer->token_to_piece(id)); }
+
+bool Model::is_end_of_generation(int32_t id) const { return impl_->tokenizer->is_end_of_generation(id); }
+
+Result<std::string> Model::render_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+  const ModelImpl& m = *impl_;
+  if (!m.chat_template) return m.chat_template_status;
+  chat::ChatContext context;
+  for (const ChatMessage& message : messages)
+    context.messages.push_back({{"role", message.role}, {"content", message.content}});
+  context.add_generation_prompt = add_generation_prompt;
+  const Tokenizer& tok = *m.tokenizer;
+  if (tok.bos_id() >= 0) context.bos_token = std::string(tok.token_text(tok.bos_id()));
+  if (tok.eos_id() >= 0) context.eos_token = std::string(tok.token_text(tok.eos_id()));
+  return m.chat_template->render(context);
+}
+
+Result<Session> Model::new_session(const SessionOptions& options) const {
+  if (options.context_length < 0) return invalid_argument("session context length must be >= 0");
+  const int64_t capacity = options.context_length > 0 ? options.context_length : impl_->info.default_context;
+  auto state = std::make_unique<api_detail::SessionState>(*this, impl_);
+  {
+    std::lock_guard lock(impl_->device_mutex);
+    auto sequence = impl_->transformer->new_sequence(capacity);
+    if (!sequence.ok()) return sequence.status().with_context("creating a session of " + std::to_string(capacity) +
+                                                               " tokens");
+    state->sequence = std::move(*sequence);
+  }
+  state->timings.load_seconds = impl_->load_seconds;
+  return Session(std::move(state));
+}
+
+}  // namespace qrt

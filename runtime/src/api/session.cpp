@@ -1,0 +1,170 @@
+// qrt::Session: a context (KV cache and tokens) on a model; prompt prefill and token-by-token generation with
+// sampling, stop strings and streaming.
+#include <algorithm>
+#include <chrono>
+
+#include "runtime/src/api/session_state.hpp"
+#include "runtime/src/api/stream_text.hpp"
+#include "runtime/src/sampler.hpp"
+
+namespace qrt {
+namespace {
+
+using api_detail::SessionState;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void clear_context(SessionState& s) {
+  s.sequence->reset();
+  s.tokens.clear();
+  s.logits.clear();
+}
+
+// Runs the tokens not yet in the KV cache through the model, a batch at a time, leaving the logits of the last
+// one. A failure leaves the cache in an unknown state, so the context is cleared and the error says so.
+Status run_pending(SessionState& s) {
+  auto& m = *s.m;
+  std::lock_guard lock(m.device_mutex);
+  while (s.sequence->length() < static_cast<int64_t>(s.tokens.size())) {
+    const int64_t first = s.sequence->length();
+    const int64_t count = std::min<int64_t>(m.options.prompt_batch, static_cast<int64_t>(s.tokens.size()) - first);
+    Status st = m.transformer->forward(*s.sequence, std::span(s.tokens.data() + first, static_cast<size_t>(count)),
+                                       LogitsFor::kLast, &s.logits);
+    if (!st.ok()) {
+      clear_context(s);
+      return st.with_context("running the model (the session's context was cleared)");
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Session::Session(std::unique_ptr<SessionState> state) : state_(std::move(state)) {}
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+Session::~Session() = default;
+
+std::span<const int32_t> Session::tokens() const { return state_->tokens; }
+int64_t Session::context_length() const { return state_->sequence->capacity(); }
+const Timings& Session::timings() const { return state_->timings; }
+const Model& Session::model() const { return state_->model; }
+
+void Session::reset() {
+  clear_context(*state_);
+  const double load = state_->timings.load_seconds;
+  state_->timings = Timings{};
+  state_->timings.load_seconds = load;
+}
+
+Status Session::add_tokens(std::span<const int32_t> ids) {
+  SessionState& s = *state_;
+  if (ids.empty()) return ok_status();
+  const int64_t capacity = s.sequence->capacity();
+  const int64_t used = static_cast<int64_t>(s.tokens.size());
+  if (used + static_cast<int64_t>(ids.size()) > capacity) {
+    return out_of_range("prompt of " + std::to_string(ids.size()) + " tokens does not fit the context of " +
+                        std::to_string(capacity) + " tokens" +
+                        (used > 0 ? " (" + std::to_string(used) + " already in use)" : std::string()));
+  }
+  const int vocab = s.m->config.vocab_size;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab)
+      return invalid_argument("prompt token " + std::to_string(i) + " has id " + std::to_string(ids[i]) +
+                              ", outside the model's vocabulary of " + std::to_string(vocab));
+  }
+  const auto start = Clock::now();
+  s.tokens.insert(s.tokens.end(), ids.begin(), ids.end());
+  QRT_TRY(run_pending(s));
+  s.timings.prompt_tokens += static_cast<int64_t>(ids.size());
+  s.timings.prompt_seconds += seconds_since(start);
+  return ok_status();
+}
+
+Status Session::add_prompt(std::string_view text, const PromptOptions& options) {
+  SessionState& s = *state_;
+  const bool add_special = options.add_special && s.tokens.empty();
+  QRT_ASSIGN_OR_RETURN(std::vector<int32_t> ids, s.m->tokenizer->encode(text, add_special, options.parse_special));
+  return add_tokens(ids);
+}
+
+Status Session::add_chat(const std::vector<ChatMessage>& messages) {
+  SessionState& s = *state_;
+  if (!s.tokens.empty())
+    return invalid_argument("add_chat renders a whole conversation and needs an empty session: call reset() first");
+  QRT_ASSIGN_OR_RETURN(std::string text, s.model.render_chat(messages, /*add_generation_prompt=*/true));
+  const Tokenizer& tok = *s.m->tokenizer;
+  QRT_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.encode(text, /*add_special=*/true, /*parse_special=*/true));
+  // Templates that write the BOS text themselves would get a second BOS from add_special.
+  if (ids.size() >= 2 && tok.bos_id() >= 0 && ids[0] == tok.bos_id() && ids[1] == tok.bos_id())
+    ids.erase(ids.begin());
+  return add_tokens(ids);
+}
+
+Result<GenerateResult> Session::generate(const GenerateOptions& options, const TokenCallback& callback) {
+  SessionState& s = *state_;
+  if (options.max_tokens < 0)
+    return invalid_argument("max tokens must be >= 0, got " + std::to_string(options.max_tokens));
+  QRT_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(options.sampling));
+  if (s.tokens.empty()) return invalid_argument("nothing to continue: add a prompt to the session first");
+  GenerateResult result;
+  if (options.max_tokens == 0) return result;
+
+  if (static_cast<int64_t>(s.tokens.size()) > s.sequence->capacity()) {
+    result.stop_reason = StopReason::kContextFull;  // a previous generate filled the context
+    return result;
+  }
+  const auto start = Clock::now();
+  QRT_TRY(run_pending(s));  // the last token of a previous generate
+  const Tokenizer& tok = *s.m->tokenizer;
+  StreamText stream(options.stop);
+  bool ended_by_end_of_generation = false;
+  for (int i = 0;; ++i) {
+    const int32_t id = sampler.sample(s.logits, s.tokens);
+    if (options.stop_at_end_of_generation && tok.is_end_of_generation(id)) {
+      result.stop_reason = StopReason::kEndOfGeneration;
+      ended_by_end_of_generation = true;
+      break;
+    }
+    s.tokens.push_back(id);
+    result.tokens.push_back(id);
+    // Control tokens (BOS, <|im_start|>, ...) are structure, not text: like llama.cpp's default, they are not
+    // rendered (they are still in the ids).
+    const bool control = tok.token_type(id) == TokenType::kControl;
+    std::string text = stream.push(control ? std::string_view() : tok.token_to_piece(id));
+    bool done = true;
+    if (stream.stopped()) {
+      result.stop_reason = StopReason::kStopString;
+    } else if (i + 1 >= options.max_tokens) {
+      result.stop_reason = StopReason::kMaxTokens;
+      text += stream.flush();
+    } else if (s.sequence->length() >= s.sequence->capacity()) {
+      result.stop_reason = StopReason::kContextFull;  // no slot to run this token through the model
+      text += stream.flush();
+    } else {
+      done = false;
+    }
+    result.text += text;
+    if (callback && !callback(id, text) && !done) {
+      result.stop_reason = StopReason::kCallback;
+      result.text += stream.flush();
+      break;
+    }
+    if (done) break;
+    Status st = run_pending(s);
+    if (!st.ok()) return st;
+  }
+  if (ended_by_end_of_generation) {
+    const std::string rest = stream.flush();
+    result.text += rest;
+    if (callback && !rest.empty()) callback(kNoToken, rest);
+  }
+  s.timings.generated_tokens += static_cast<int64_t>(result.tokens.size());
+  s.timings.generation_seconds += seconds_since(start);
+  return result;
+}
+
+}  // namespace qrt

@@ -1,0 +1,34 @@
+// What a qrt::Session owns: its KV cache (a Sequence of the model's transformer), its context's tokens, the
+// logits after the last token run through the model, and its timings.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "models/transformer.hpp"
+#include "qrt/runtime.hpp"
+#include "runtime/src/api/model_impl.hpp"
+
+namespace qrt::api_detail {
+
+struct SessionState {
+  SessionState(Model handle, std::shared_ptr<ModelImpl> impl) : model(std::move(handle)), m(std::move(impl)) {}
+  // Frees the KV cache through the model's backend, under its lock.
+  ~SessionState() {
+    std::lock_guard lock(m->device_mutex);
+    sequence.reset();
+  }
+  SessionState(const SessionState&) = delete;
+  SessionState& operator=(const SessionState&) = delete;
+
+  Model model;  // keeps the model alive for the session's lifetime
+  std::shared_ptr<ModelImpl> m;
+  std::unique_ptr<Sequence> sequence;
+  // The context: tokens [0, sequence->length()) are in the KV cache; at most the last generated token may not
+  // be yet (it is run through the model when the context continues).
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;  // [vocab]: after tokens[sequence->length() - 1]
+  Timings timings;
+};
+
+}  // namespace qrt::api_detail
