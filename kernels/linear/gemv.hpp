@@ -1,5 +1,11 @@
 // Decode-time linear layer: y[m, rows] = x[m, cols] · Wᵀ for 1 <= m <= 8, W in any listed format.
 // Chooses the fastest kernel qrt has for the format (a per-family kernel where one exists, else the generic one).
+//
+// Inputs (all device pointers): w's parts as the format defines them, rows packed back to back; x: [m, cols] and
+// y: [m, rows], both contiguous fp32. The per-family kernels additionally need W's data and x 16-byte aligned
+// (cudaMalloc gives 256), each packed row a whole number of 16 bytes (for the GGML block formats: cols a multiple
+// of 256) and scale arrays aligned to their element size; inputs that miss any of these run the generic kernel,
+// which only needs natural alignment. gemv_kernel_name(format, w, x, m) says which one runs.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,7 +19,10 @@ namespace qrt::kernels {
 
 Status gemv(quant::FormatId format, const quant::QuantView& w, const float* x, int m, float* y, cudaStream_t stream);
 
-// Which kernel gemv() runs for this format and batch (for benchmark labels and reports).
+// The kernel gemv() runs for exactly these inputs ("gemv_q4_k", ..., or "gemv_generic").
+std::string gemv_kernel_name(quant::FormatId format, const quant::QuantView& w, const float* x, int m);
+
+// The kernel gemv() runs for this format on well-aligned inputs (for benchmark labels and reports).
 std::string gemv_kernel_name(quant::FormatId format, int m);
 
 }  // namespace qrt::kernels

@@ -1,11 +1,12 @@
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/linear/gemv_batch.hpp"
 #include "kernels/linear/gemv_generic.hpp"
 #include "kernels/quant/formats.hpp"
 
 namespace qrt::kernels {
 namespace {
 
-constexpr int kMaxBatch = 8;
+constexpr int kMaxBatch = kGemvMaxBatch;
 constexpr int kWarpsPerBlock = 4;
 
 // One warp per output row; lanes stride over the row's blocks, decode each into registers and accumulate in
@@ -51,19 +52,9 @@ Status gemv_generic(quant::FormatId format, const quant::QuantView& w, const flo
                     cudaStream_t stream) {
   if (m < 1 || m > kMaxBatch) return invalid_argument("gemv_generic: batch " + std::to_string(m) + " not in 1..8");
   if (w.rows <= 0 || w.cols <= 0) return invalid_argument("gemv_generic: empty weight");
-  // The batch size becomes a template parameter here and nowhere else.
   return quant::dispatch_format(format, [&](auto tag) -> Status {
     using T = typename decltype(tag)::Traits;
-    switch (m) {
-      case 1: return launch<T, 1>(w, x, y, stream);
-      case 2: return launch<T, 2>(w, x, y, stream);
-      case 3: return launch<T, 3>(w, x, y, stream);
-      case 4: return launch<T, 4>(w, x, y, stream);
-      case 5: return launch<T, 5>(w, x, y, stream);
-      case 6: return launch<T, 6>(w, x, y, stream);
-      case 7: return launch<T, 7>(w, x, y, stream);
-      default: return launch<T, 8>(w, x, y, stream);
-    }
+    return with_batch(m, [&](auto batch) -> Status { return launch<T, decltype(batch)::value>(w, x, y, stream); });
   });
 }
 

@@ -1,0 +1,138 @@
+#include "kernels/attention/attention.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/kernel_utils.cuh"
+
+namespace qrt::kernels {
+namespace {
+
+constexpr int kThreads = 128;  // 4 warps
+constexpr int kWarps = kThreads / 32;
+constexpr int kChunk = 32;     // keys per online-softmax step: one per lane of warp 0
+constexpr int64_t kMaxBlocks = int64_t{1} << 30;
+
+// Shared memory: q_s[head_dim] (the query row), acc[head_dim] (unnormalized output), p[kChunk] (scores, then
+// probabilities of the current chunk), and the running max / denominator / correction.
+//
+// Per chunk of keys [j0, j0 + n):
+//   1. each warp scores keys j0 + warp, j0 + warp + 4, ...: lanes split the dot product, a shuffle sums it;
+//      a key that is not visible scores -inf.
+//   2. warp 0 (lane c owns key j0 + c) takes the chunk max m_c, the new running max m' = max(m, m_c), turns the
+//      scores into p = exp(s - m'), rescales the denominator by exp(m - m') and adds the chunk's sum.
+//   3. every thread rescales its own acc[d] by the same factor and adds sum_c p[c] * v[j0 + c][d].
+// While no key has been visible (m' = -inf) the chunk contributes nothing, so exp never sees -inf - -inf.
+__global__ void __launch_bounds__(kThreads) attention_kernel(const float* __restrict__ q,
+                                                             const int32_t* __restrict__ q_pos,
+                                                             const float* __restrict__ k,
+                                                             const float* __restrict__ v,
+                                                             const int32_t* __restrict__ key_pos,
+                                                             AttentionShape s, float* __restrict__ out) {
+  extern __shared__ float smem[];
+  float* q_s = smem;                 // [head_dim]
+  float* acc = smem + s.head_dim;    // [head_dim]
+  float* p = acc + s.head_dim;       // [kChunk]
+  __shared__ float run_max, run_denom, run_scale;
+
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  const int hd = s.head_dim;
+  const int group = s.heads / s.kv_heads;
+  const int64_t q_stride = static_cast<int64_t>(s.heads) * hd;
+  const int64_t kv_stride = static_cast<int64_t>(s.kv_heads) * hd;
+  const int64_t items = s.tokens * s.heads;
+
+  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const int64_t t = item / s.heads;
+    const int h = static_cast<int>(item % s.heads);
+    const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
+    const float* qh = q + t * q_stride + static_cast<int64_t>(h) * hd;
+    for (int d = threadIdx.x; d < hd; d += kThreads) {
+      q_s[d] = qh[d];
+      acc[d] = 0.0f;
+    }
+    if (threadIdx.x == 0) {
+      run_max = -INFINITY;
+      run_denom = 0.0f;
+    }
+    const int64_t qp = q_pos[t];
+    __syncthreads();
+
+    for (int64_t j0 = 0; j0 < s.keys; j0 += kChunk) {
+      const int n = static_cast<int>(s.keys - j0 < kChunk ? s.keys - j0 : kChunk);
+      // 1. scores
+      for (int c = warp; c < kChunk; c += kWarps) {
+        float score = -INFINITY;
+        if (c < n) {
+          const int64_t j = j0 + c;
+          const int64_t dist = qp - static_cast<int64_t>(key_pos[j]);
+          const bool visible = dist >= 0 && (s.sliding_window <= 0 || dist < s.sliding_window);
+          if (visible) {
+            const float* kj = k + j * kv_stride + kv_off;
+            float dot = 0.0f;
+            for (int d = lane; d < hd; d += 32) dot += q_s[d] * kj[d];
+            score = warp_sum(dot) * s.scale;
+          }
+        }
+        if (lane == 0) p[c] = score;
+      }
+      __syncthreads();
+      // 2. online softmax bookkeeping (warp 0)
+      if (warp == 0) {
+        const float score = p[lane];
+        const float chunk_max = warp_max(score);
+        const float old_max = run_max;
+        const float new_max = fmaxf(old_max, chunk_max);
+        float prob = 0.0f;
+        float scale_old = 1.0f;
+        if (new_max != -INFINITY) {
+          prob = expf(score - new_max);            // exp(-inf) = 0 for masked keys and the unused tail
+          scale_old = expf(old_max - new_max);     // 0 when old_max = -inf
+        }
+        p[lane] = prob;
+        const float chunk_sum = warp_sum(prob);
+        __syncwarp();  // every lane has read run_max before lane 0 replaces it
+        if (lane == 0) {
+          run_denom = run_denom * scale_old + chunk_sum;
+          run_max = new_max;
+          run_scale = scale_old;
+        }
+      }
+      __syncthreads();
+      // 3. accumulate values
+      const float scale_old = run_scale;
+      for (int d = threadIdx.x; d < hd; d += kThreads) {
+        float a = acc[d] * scale_old;
+        const float* vd = v + j0 * kv_stride + kv_off + d;
+        for (int c = 0; c < n; ++c) a += p[c] * vd[c * kv_stride];
+        acc[d] = a;
+      }
+      __syncthreads();
+    }
+
+    const float denom = run_denom;
+    float* oh = out + t * q_stride + static_cast<int64_t>(h) * hd;
+    for (int d = threadIdx.x; d < hd; d += kThreads) oh[d] = denom > 0.0f ? acc[d] / denom : 0.0f;
+    __syncthreads();  // q_s, acc and the running values are reset for the next item
+  }
+}
+
+}  // namespace
+
+uint64_t attention_shared_bytes(int head_dim) {
+  return (2 * static_cast<uint64_t>(head_dim > 0 ? head_dim : 0) + kChunk) * sizeof(float);
+}
+
+Status attention(const float* q, const int32_t* q_pos, const float* k, const float* v, const int32_t* key_pos,
+                 const AttentionShape& s, float* out, cudaStream_t stream) {
+  if (s.tokens < 0 || s.keys < 0 || s.heads <= 0 || s.kv_heads <= 0 || s.head_dim <= 0 || s.heads % s.kv_heads != 0)
+    return invalid_argument("attention: bad shape (tokens " + std::to_string(s.tokens) + ", keys " +
+                            std::to_string(s.keys) + ", heads " + std::to_string(s.heads) + ", kv_heads " +
+                            std::to_string(s.kv_heads) + ", head_dim " + std::to_string(s.head_dim) + ")");
+  const int64_t items = s.tokens * s.heads;
+  if (items == 0) return ok_status();
+  const unsigned blocks = static_cast<unsigned>(items < kMaxBlocks ? items : kMaxBlocks);
+  const size_t shared = attention_shared_bytes(s.head_dim);
+  attention_kernel<<<blocks, kThreads, shared, stream>>>(q, q_pos, k, v, key_pos, s, out);
+  return cuda_launch_status("attention_kernel");
+}
+
+}  // namespace qrt::kernels

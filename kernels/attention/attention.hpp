@@ -1,0 +1,36 @@
+// Causal attention of query rows over a KV cache, with grouped-query heads and an optional sliding window.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "qrt/status.hpp"
+
+namespace qrt::kernels {
+
+struct AttentionShape {
+  int64_t tokens = 0;      // query rows
+  int64_t keys = 0;        // cache slots [0, keys) are considered
+  int heads = 0;
+  int kv_heads = 0;        // heads % kv_heads == 0; query head h reads kv head h / (heads / kv_heads)
+  int head_dim = 0;
+  float scale = 0.0f;      // on q·k
+  int sliding_window = 0;  // 0 = unlimited; else key visible only when q_pos - k_pos < sliding_window
+};
+
+// Dynamic shared memory the kernel needs for this head_dim; the caller checks it against the device's
+// per-block limit (a device property, not a constant).
+uint64_t attention_shared_bytes(int head_dim);
+
+// Key j is visible to query t when key_pos[j] <= q_pos[t] (and inside the window); a query with no visible key
+// gets zeros.
+//   q: [tokens, heads * head_dim]; q_pos: [tokens]
+//   k, v: [keys, kv_heads * head_dim] (the cache rows); key_pos: [keys]
+//   out: [tokens, heads * head_dim], not overlapping q.
+// One block per (query row, head) walks the keys in chunks of 32 with an online softmax, so a single decode row
+// needs no second pass and no workspace.
+Status attention(const float* q, const int32_t* q_pos, const float* k, const float* v, const int32_t* key_pos,
+                 const AttentionShape& shape, float* out, cudaStream_t stream);
+
+}  // namespace qrt::kernels

@@ -1,0 +1,40 @@
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/elementwise/add.hpp"
+
+namespace qrt::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+// No __restrict__: out may be a or b. Each element is read and written by the same thread.
+__global__ void add_kernel(const float* a, const float* b, int64_t n, float* out) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = a[i] + b[i];
+}
+
+__global__ void add_bias_rows_kernel(float* y, const float* __restrict__ bias, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] += bias[i % cols];
+}
+
+}  // namespace
+
+Status add(const float* a, const float* b, int64_t n, float* out, cudaStream_t stream) {
+  if (n < 0) return invalid_argument("add: negative length " + std::to_string(n));
+  if (n == 0) return ok_status();
+  add_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(a, b, n, out);
+  return cuda_launch_status("add_kernel");
+}
+
+Status add_bias_rows(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (rows < 0 || cols < 0) return invalid_argument("add_bias_rows: negative shape");
+  if (rows == 0 || cols == 0) return ok_status();
+  add_bias_rows_kernel<<<grid_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, bias, rows, cols);
+  return cuda_launch_status("add_bias_rows_kernel");
+}
+
+}  // namespace qrt::kernels

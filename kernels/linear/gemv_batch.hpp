@@ -1,0 +1,28 @@
+// The one place where a decode GEMV's runtime batch size becomes a template parameter. Every GEMV launcher (the
+// generic kernel, the per-family kernels, the host emulation in the tests) goes through with_batch.
+#pragma once
+
+#include <type_traits>
+
+namespace qrt::kernels {
+
+// Decode batches the GEMV kernels are instantiated for: rows of x per call.
+constexpr int kGemvMaxBatch = 8;
+
+// Calls fn(std::integral_constant<int, m>{}) for 1 <= m <= kGemvMaxBatch. The caller checks the range first (an
+// out-of-range m runs the kGemvMaxBatch instance here, so unchecked callers fail loudly in their own tests).
+template <class Fn>
+decltype(auto) with_batch(int m, Fn&& fn) {
+  switch (m) {
+    case 1: return fn(std::integral_constant<int, 1>{});
+    case 2: return fn(std::integral_constant<int, 2>{});
+    case 3: return fn(std::integral_constant<int, 3>{});
+    case 4: return fn(std::integral_constant<int, 4>{});
+    case 5: return fn(std::integral_constant<int, 5>{});
+    case 6: return fn(std::integral_constant<int, 6>{});
+    case 7: return fn(std::integral_constant<int, 7>{});
+    default: return fn(std::integral_constant<int, kGemvMaxBatch>{});
+  }
+}
+
+}  // namespace qrt::kernels

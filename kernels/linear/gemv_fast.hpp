@@ -1,0 +1,43 @@
+// Which formats have a per-family fast decode GEMV, as a compile-time table keyed by format: FastGemv<id> says
+// "none" unless the format is declared below, and each declared format defines applies() and launch() in its
+// family's .cu file (gemv_ggml.cu, gemv_afq.cu, gemv_mx.cu). kernels::gemv() (gemv.cu) reaches them through
+// quant::dispatch_format and `if constexpr (FastGemv<id>::kAvailable)`, so there is no second switch over formats.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string_view>
+
+#include "kernels/quant/format_list.hpp"
+#include "qrt/status.hpp"
+
+namespace qrt::kernels {
+
+template <quant::FormatId Id>
+struct FastGemv {
+  static constexpr bool kAvailable = false;
+};
+
+// applies(w, x): whether the fast kernel can run on these inputs (alignment, shape, params); when it cannot, gemv()
+// runs the generic kernel. launch(): enqueue y[m, w.rows] = x[m, w.cols] · Wᵀ for 1 <= m <= 8 (checked by gemv()).
+#define QRT_DECLARE_FAST_GEMV(ID, NAME)                                                                     \
+  template <>                                                                                               \
+  struct FastGemv<quant::FormatId::k##ID> {                                                                 \
+    static constexpr bool kAvailable = true;                                                                \
+    static constexpr std::string_view kName = NAME;                                                         \
+    static bool applies(const quant::QuantView& w, const float* x);                                         \
+    static Status launch(const quant::QuantView& w, const float* x, int m, float* y, cudaStream_t stream); \
+  };
+
+QRT_DECLARE_FAST_GEMV(Q4_0, "gemv_q4_0")
+QRT_DECLARE_FAST_GEMV(Q8_0, "gemv_q8_0")
+QRT_DECLARE_FAST_GEMV(Q4_K, "gemv_q4_k")
+QRT_DECLARE_FAST_GEMV(Q5_K, "gemv_q5_k")
+QRT_DECLARE_FAST_GEMV(Q6_K, "gemv_q6_k")
+QRT_DECLARE_FAST_GEMV(AFQ4, "gemv_afq4")
+QRT_DECLARE_FAST_GEMV(AFQ8, "gemv_afq8")
+QRT_DECLARE_FAST_GEMV(MXFP4, "gemv_mxfp4")
+
+#undef QRT_DECLARE_FAST_GEMV
+
+}  // namespace qrt::kernels

@@ -1,0 +1,31 @@
+// Per-slot expert projection over a stacked [experts, out, in] weight in any format, reading only the experts
+// the router selected.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/quant/format_list.hpp"
+#include "qrt/status.hpp"
+
+namespace qrt::kernels {
+
+struct ExpertGemvShape {
+  int64_t tokens = 0;
+  int top_k = 0;
+  int experts = 0;
+  bool shared_input = true;  // x has one row per token (else one row per slot)
+};
+
+// y[t * top_k + s] = x[row] · W[ids[t, s]]ᵀ with row = t (shared input) or t * top_k + s.
+//   expert0: the view of expert 0's [out, in] matrix (rows = out) on the device;
+//   per_expert: the part sizes of one expert, so expert e's parts start at e * per_expert in each part;
+//   ids: [tokens, top_k] int32; x: [tokens or tokens * top_k, in]; y: [tokens * top_k, out].
+// An id outside [0, experts) cannot be reported from the device: that slot's output row is NaN.
+// One warp per (slot, output row), fp32 accumulation; every slot re-reads its expert's rows, so this is the
+// decode path (a few tokens); prefill with many tokens pays the weight bytes once per slot.
+Status expert_gemv(quant::FormatId format, const quant::QuantView& expert0, const quant::PartSizes& per_expert,
+                   const int32_t* ids, const ExpertGemvShape& shape, const float* x, float* y, cudaStream_t stream);
+
+}  // namespace qrt::kernels

@@ -1,0 +1,124 @@
+#include <cfloat>
+
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/moe/moe.hpp"
+
+namespace qrt::kernels {
+namespace {
+
+constexpr int kRouteThreads = 128;  // one warp per token
+constexpr int kRouteWarps = kRouteThreads / 32;
+constexpr int kCombineThreads = 256;
+constexpr int kNoExpert = 0x7fffffff;
+
+// (prob, id) is better than (best_p, best_id): larger probability, or equal probability and lower id.
+__device__ __forceinline__ bool better(double p, int id, double best_p, int best_id) {
+  return p > best_p || (p == best_p && id < best_id);
+}
+
+// One warp per token. Lane l owns experts l, l + 32, ..., and marks the ones already selected in a bit mask
+// (bit i = expert l + 32 i). Probabilities are recomputed from the logits whenever needed: the same expression
+// on the same inputs gives the same double, so ties are seen exactly as the reference sees them.
+__global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(const float* __restrict__ logits, int64_t tokens,
+                                                                  int experts, int top_k, bool renormalize,
+                                                                  int32_t* __restrict__ ids,
+                                                                  float* __restrict__ weights) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps_total = static_cast<int64_t>(gridDim.x) * kRouteWarps;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + threadIdx.x / 32; t < tokens;
+       t += warps_total) {
+    const float* lt = logits + t * experts;
+    double max_v = -DBL_MAX;
+    for (int e = lane; e < experts; e += 32) max_v = fmax(max_v, static_cast<double>(lt[e]));
+    max_v = warp_max(max_v);
+    double sum = 0.0;
+    for (int e = lane; e < experts; e += 32) sum += exp(static_cast<double>(lt[e]) - max_v);
+    sum = warp_sum(sum);
+
+    uint32_t taken = 0;
+    double selected_sum = 0.0;
+    int32_t* ids_t = ids + t * top_k;
+    float* w_t = weights + t * top_k;
+    for (int s = 0; s < top_k; ++s) {
+      double best_p = -1.0;  // every real probability is >= 0; NaN never compares better
+      int best_id = kNoExpert;
+      for (int e = lane, bit = 0; e < experts; e += 32, ++bit) {
+        if (taken & (1u << bit)) continue;
+        const double p = exp(static_cast<double>(lt[e]) - max_v) / sum;
+        if (better(p, e, best_p, best_id)) {
+          best_p = p;
+          best_id = e;
+        }
+      }
+#pragma unroll
+      for (int offset = 16; offset > 0; offset >>= 1) {
+        const double other_p = __shfl_xor_sync(kFullWarpMask, best_p, offset);
+        const int other_id = __shfl_xor_sync(kFullWarpMask, best_id, offset);
+        if (better(other_p, other_id, best_p, best_id)) {
+          best_p = other_p;
+          best_id = other_id;
+        }
+      }
+      // Every lane now holds the same winner.
+      if (best_id != kNoExpert && best_id % 32 == lane) taken |= 1u << (best_id / 32);
+      if (best_id != kNoExpert) selected_sum += best_p;
+      if (lane == 0) {
+        ids_t[s] = best_id != kNoExpert ? best_id : -1;
+        w_t[s] = best_id != kNoExpert ? static_cast<float>(best_p) : __int_as_float(0x7fc00000);
+      }
+    }
+    if (renormalize && lane == 0) {
+      // Weights divided in double, from the same probabilities (recomputed bit-identically).
+      for (int s = 0; s < top_k; ++s) {
+        const int e = ids_t[s];
+        if (e < 0) continue;
+        const double p = exp(static_cast<double>(lt[e]) - max_v) / sum;
+        w_t[s] = static_cast<float>(p / selected_sum);
+      }
+    }
+  }
+}
+
+__global__ void moe_combine_kernel(const float* __restrict__ y, const float* __restrict__ weights, int64_t tokens,
+                                   int top_k, int64_t dim, float* __restrict__ out) {
+  const int64_t n = tokens * dim;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += stride) {
+    const int64_t t = idx / dim;
+    const int64_t i = idx % dim;
+    float acc = 0.0f;
+    for (int s = 0; s < top_k; ++s) acc += weights[t * top_k + s] * y[(t * top_k + s) * dim + i];
+    out[idx] = acc;
+  }
+}
+
+}  // namespace
+
+Status moe_route(const float* logits, int64_t tokens, int experts, int top_k, bool renormalize, int32_t* ids,
+                 float* weights, cudaStream_t stream) {
+  if (tokens < 0 || experts <= 0 || top_k <= 0 || top_k > experts)
+    return invalid_argument("moe_route: needs 1 <= top_k (" + std::to_string(top_k) + ") <= experts (" +
+                            std::to_string(experts) + ")");
+  if (experts > kMaxRoutedExperts)
+    return unsupported("moe_route: " + std::to_string(experts) + " experts (the CUDA router handles up to " +
+                       std::to_string(kMaxRoutedExperts) + ")");
+  if (tokens == 0) return ok_status();
+  const unsigned blocks = grid_for(tokens, kRouteWarps);
+  moe_route_kernel<<<blocks, kRouteThreads, 0, stream>>>(logits, tokens, experts, top_k, renormalize, ids, weights);
+  return cuda_launch_status("moe_route_kernel");
+}
+
+Status moe_combine(const float* y, const float* weights, int64_t tokens, int top_k, int64_t dim, float* out,
+                   cudaStream_t stream) {
+  if (tokens < 0 || top_k <= 0 || dim < 0)
+    return invalid_argument("moe_combine: bad shape (tokens " + std::to_string(tokens) + ", top_k " +
+                            std::to_string(top_k) + ", dim " + std::to_string(dim) + ")");
+  const int64_t n = tokens * dim;
+  if (n == 0) return ok_status();
+  moe_combine_kernel<<<grid_for(n, kCombineThreads), kCombineThreads, 0, stream>>>(y, weights, tokens, top_k, dim,
+                                                                                   out);
+  return cuda_launch_status("moe_combine_kernel");
+}
+
+}  // namespace qrt::kernels

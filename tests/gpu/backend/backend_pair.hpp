@@ -1,0 +1,172 @@
+// A CPU backend and a CUDA backend side by side: the same random inputs uploaded to both, GPU outputs poisoned
+// with NaN before each op (an element the kernel forgets stays NaN and fails the finiteness check), results
+// compared by relative L2 against the CPU reference.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/quant_reference.hpp"
+#include "runtime/src/backend/cpu_backend.hpp"
+#include "runtime/src/backend/cuda_backend.hpp"
+#include "test_support.hpp"
+
+namespace qrt::test {
+
+template <class T>
+struct Dual {
+  DeviceView<T> cpu;
+  DeviceView<T> gpu;
+};
+
+// A weight on both backends.
+struct DualWeight {
+  WeightHandle cpu;
+  WeightHandle gpu;
+};
+
+// A tensor quantized matrix by matrix (one [rows, cols] matrix, or `experts` of them stacked), owning its bytes.
+struct OwnedTensor {
+  QuantTensor tensor;
+  quant::QuantBuffers buffers;
+};
+
+// The parameters the format tests use: group size 64 where the format takes one, f16 scales where it has a choice.
+inline quant::QuantParams default_params(quant::FormatId format) {
+  quant::QuantParams p;
+  p.group_size = quant::format_info(format).block_elems == 0 ? 64 : 0;
+  p.scale_type = quant::ScalarType::kF16;
+  return p;
+}
+
+// values: [matrices * rows, cols]; shape [rows, cols] or [experts, rows, cols].
+inline std::unique_ptr<OwnedTensor> quantized_tensor(quant::FormatId format, std::vector<int64_t> shape,
+                                                     const std::vector<float>& values, quant::QuantParams params) {
+  auto o = std::make_unique<OwnedTensor>();
+  const int64_t cols = shape.back(), rows = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
+  const int64_t matrices = shape.size() == 3 ? shape[0] : 1;
+  for (int64_t m = 0; m < matrices; ++m) {
+    auto q = cpu::quantize(format, values.data() + m * rows * cols, rows, cols, params);
+    EXPECT_TRUE(q.ok()) << q.status().to_string();
+    if (!q.ok()) return o;
+    o->buffers.data.insert(o->buffers.data.end(), q->data.begin(), q->data.end());
+    o->buffers.scales.insert(o->buffers.scales.end(), q->scales.begin(), q->scales.end());
+    o->buffers.biases.insert(o->buffers.biases.end(), q->biases.begin(), q->biases.end());
+  }
+  o->tensor.name = "test." + std::string(quant::format_name(format));
+  o->tensor.format = format;
+  o->tensor.shape = std::move(shape);
+  o->tensor.params = params;
+  o->tensor.data = {o->buffers.data.data(), o->buffers.data.size()};
+  if (!o->buffers.scales.empty()) o->tensor.scales = {o->buffers.scales.data(), o->buffers.scales.size()};
+  if (!o->buffers.biases.empty()) o->tensor.biases = {o->buffers.biases.data(), o->buffers.biases.size()};
+  return o;
+}
+
+class BackendPair : public testing::Test {
+ protected:
+  void SetUp() override {
+    QRT_REQUIRE_GPU();
+    auto b = CudaBackend::create(0);
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    gpu_ = std::move(*b);
+  }
+  void TearDown() override {
+    if (gpu_ == nullptr) return;
+    // Every op issued must have completed without a device fault.
+    Status s = gpu_->synchronize();
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    keep_.clear();
+    EXPECT_EQ(gpu_->live_allocations(), 0u) << "a test buffer was not freed";
+  }
+
+  template <class T>
+  Dual<T> alloc(int64_t rows, int64_t cols) {
+    const uint64_t bytes = static_cast<uint64_t>(rows * cols) * sizeof(T);
+    auto c = allocate_scoped(cpu_, bytes);
+    auto g = allocate_scoped(*gpu_, bytes);
+    EXPECT_TRUE(c.ok() && g.ok()) << (c.ok() ? g.status().to_string() : c.status().to_string());
+    keep_.push_back(std::move(c).value());
+    keep_.push_back(std::move(g).value());
+    return {keep_[keep_.size() - 2].view<T>(rows, cols), keep_.back().view<T>(rows, cols)};
+  }
+  // Random N(0, scale²) floats on both backends.
+  Dual<float> input(int64_t rows, int64_t cols, uint64_t seed, float scale = 1.0f) {
+    return input_values(random_normal(static_cast<size_t>(rows * cols), seed, scale), rows, cols);
+  }
+  template <class T>
+  Dual<T> input_values(const std::vector<T>& values, int64_t rows, int64_t cols) {
+    EXPECT_EQ(values.size(), static_cast<size_t>(rows * cols));
+    Dual<T> d = alloc<T>(rows, cols);
+    EXPECT_TRUE(cpu_.upload(values.data(), d.cpu.data, values.size() * sizeof(T)).ok());
+    Status s = gpu_->upload(values.data(), d.gpu.data, values.size() * sizeof(T));
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    return d;
+  }
+  // An output: zeros on the CPU, NaN on the GPU until the op writes it.
+  Dual<float> output(int64_t rows, int64_t cols) {
+    Dual<float> d = alloc<float>(rows, cols);
+    std::fill(d.cpu.data, d.cpu.data + rows * cols, 0.0f);
+    poison(d.gpu);
+    return d;
+  }
+  void poison(F32View gpu_view) {
+    const std::vector<float> nan(static_cast<size_t>(gpu_view.numel()), std::numeric_limits<float>::quiet_NaN());
+    Status s = gpu_->upload(nan.data(), gpu_view.data, nan.size() * sizeof(float));
+    EXPECT_TRUE(s.ok()) << s.to_string();
+  }
+  template <class T>
+  std::vector<T> cpu_values(const DeviceView<T>& v) {
+    return std::vector<T>(v.data, v.data + v.numel());
+  }
+  template <class T>
+  std::vector<T> gpu_values(const DeviceView<T>& v) {
+    std::vector<T> out(static_cast<size_t>(v.numel()));
+    Status s = gpu_->download(v.data, out.data(), out.size() * sizeof(T));
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    return out;
+  }
+  // All GPU values finite and within `bound` relative L2 of the CPU's.
+  void expect_close(const Dual<float>& d, double bound, const std::string& what) {
+    const auto want = cpu_values(d.cpu);
+    const auto got = gpu_values(d.gpu);
+    size_t bad = 0;
+    for (float v : got) bad += !std::isfinite(v);
+    EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " outputs not finite (unwritten?)";
+    for (float v : want) ASSERT_TRUE(std::isfinite(v)) << what << ": the reference itself is not finite";
+    EXPECT_LE(relative_l2(got.data(), want.data(), got.size()), bound) << what;
+  }
+  DualWeight weight(const QuantTensor& t) {
+    auto c = cpu_.upload_weight(t);
+    auto g = gpu_->upload_weight(t);
+    EXPECT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_TRUE(g.ok()) << g.status().to_string();
+    if (!c.ok() || !g.ok()) return {};
+    return {*c, *g};
+  }
+  // An F32 tensor of random values (norm weights, biases, dense matrices); the bytes live in the fixture.
+  DualWeight f32_weight(std::vector<int64_t> shape, uint64_t seed, float scale = 1.0f, float offset = 0.0f) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float>& v = storage_.emplace_back(random_normal(static_cast<size_t>(n), seed, scale));
+    for (float& x : v) x += offset;
+    QuantTensor t;
+    t.name = "test.f32";
+    t.shape = std::move(shape);
+    t.data = {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)};
+    return weight(t);
+  }
+
+  CpuBackend cpu_;
+  std::unique_ptr<CudaBackend> gpu_;
+  std::vector<ScopedBuffer> keep_;  // declared after the backends: freed before them
+  std::list<std::vector<float>> storage_;
+};
+
+}  // namespace qrt::test

@@ -1,0 +1,218 @@
+// linear and linear_experts on the CUDA backend against the CPU backend, for every format with a quantizer:
+// batches 1, 3 and 8 take the fused GEMV, 33 the dequantize + cuBLAS path (also forced through many small tiles).
+// Both accumulate in fp32 against the CPU's double: relative L2 <= 1e-5. Also the backend's memory and weight
+// bookkeeping, its errors, and two backends living in one process.
+#include <cstdio>
+#include <cstring>
+
+#include "backend_pair.hpp"
+
+namespace qrt {
+namespace {
+
+using test::BackendPair;
+
+class CudaLinear : public BackendPair, public testing::WithParamInterface<quant::FormatId> {};
+
+TEST_P(CudaLinear, EveryBatchPathMatchesCpu) {
+  const quant::FormatId format = GetParam();
+  if (!quant::format_info(format).has_quantizer) GTEST_SKIP() << "no quantizer to build test weights";
+  const int64_t out = 75, in = 512;  // out not a multiple of the 4 rows a GEMV block covers
+  const auto values = test::random_normal(static_cast<size_t>(out * in), 2000);
+  auto w = test::quantized_tensor(format, {out, in}, values, test::default_params(format));
+  const auto weight_pair = weight(w->tensor);
+  ASSERT_TRUE(weight_pair.gpu.valid());
+  const auto bias = f32_weight({out}, 2001, 0.5f);
+  for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{33}}) {
+    for (bool with_bias : {false, true}) {
+      const auto x = input(n, in, 2100 + n);
+      const auto y = output(n, out);
+      const WeightHandle cb = with_bias ? bias.cpu : WeightHandle{}, gb = with_bias ? bias.gpu : WeightHandle{};
+      ASSERT_TRUE(cpu_.linear(x.cpu, weight_pair.cpu, cb, y.cpu).ok());
+      Status s = gpu_->linear(x.gpu, weight_pair.gpu, gb, y.gpu);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      expect_close(y, 1e-5, std::string(quant::format_name(format)) + " batch " + std::to_string(n) +
+                                (with_bias ? " + bias" : ""));
+    }
+  }
+  // The GEMM path in tiles of 7 rows of W (the last one partial), reusing one scratch buffer.
+  gpu_->set_gemm_tile_bytes(7 * in * sizeof(float));
+  const auto x = input(40, in, 2200);
+  const auto y = output(40, out);
+  ASSERT_TRUE(cpu_.linear(x.cpu, weight_pair.cpu, bias.cpu, y.cpu).ok());
+  ASSERT_TRUE(gpu_->linear(x.gpu, weight_pair.gpu, bias.gpu, y.gpu).ok());
+  expect_close(y, 1e-5, std::string(quant::format_name(format)) + " in 7-row tiles");
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, CudaLinear, testing::ValuesIn(quant::kAllFormats), test::format_test_name);
+
+class CudaLinearExperts : public BackendPair, public testing::WithParamInterface<quant::FormatId> {};
+
+// Stacked experts, each quantized on its own (HQQ groups across a whole matrix, so a stack is not one big matrix):
+// only the selected experts are read, at e * part_sizes(out, in) in each part.
+TEST_P(CudaLinearExperts, SharedAndPerSlotInputsMatchCpu) {
+  const quant::FormatId format = GetParam();
+  if (!quant::format_info(format).has_quantizer) GTEST_SKIP() << "no quantizer to build test weights";
+  const int64_t experts = 5, out = 36, in = 256, tokens = 6, top_k = 3;
+  const auto values = test::random_normal(static_cast<size_t>(experts * out * in), 2300);
+  auto w = test::quantized_tensor(format, {experts, out, in}, values, test::default_params(format));
+  const auto weight_pair = weight(w->tensor);
+  ASSERT_TRUE(weight_pair.gpu.valid());
+  // Every expert but 3 is used; expert 4, the last, is used so the offsets reach the end of each part.
+  const auto ids = input_values(std::vector<int32_t>{4, 0, 1, 1, 2, 4, 0, 4, 2, 2, 1, 0, 4, 1, 0, 0, 2, 1}, tokens,
+                                top_k);
+  const auto x_shared = input(tokens, in, 2301);
+  const auto x_slots = input(tokens * top_k, in, 2302);
+  for (const auto* x : {&x_shared, &x_slots}) {
+    const auto y = output(tokens * top_k, out);
+    ASSERT_TRUE(cpu_.linear_experts(x->cpu, weight_pair.cpu, ids.cpu, y.cpu).ok());
+    Status s = gpu_->linear_experts(x->gpu, weight_pair.gpu, ids.gpu, y.gpu);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    expect_close(y, 1e-5, std::string(quant::format_name(format)) +
+                              (x == &x_shared ? " shared input" : " per-slot input"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, CudaLinearExperts, testing::ValuesIn(quant::kAllFormats), test::format_test_name);
+
+using CudaBackendBasics = BackendPair;
+
+TEST_F(CudaBackendBasics, UploadDownloadRoundTripAndViewChecks) {
+  const auto values = test::random_normal(3000, 2400);
+  auto buf = allocate_scoped(*gpu_, values.size() * 4);
+  ASSERT_TRUE(buf.ok());
+  float* d = static_cast<float*>(buf->buffer().ptr);
+  ASSERT_TRUE(gpu_->upload(values.data(), d, values.size() * 4).ok());
+  std::vector<float> back(values.size());
+  ASSERT_TRUE(gpu_->download(d, back.data(), back.size() * 4).ok());
+  EXPECT_EQ(back, values);
+  // A partial upload into the middle, then the whole buffer again.
+  const std::vector<float> patch = {1.5f, -2.5f, 3.5f};
+  ASSERT_TRUE(gpu_->upload(patch.data(), d + 1000, 12).ok());
+  ASSERT_TRUE(gpu_->download(d, back.data(), back.size() * 4).ok());
+  EXPECT_EQ(back[1000], 1.5f);
+  EXPECT_EQ(back[1002], 3.5f);
+  EXPECT_EQ(back[999], values[999]);
+  // An upload larger than one staging slot (1 MiB) is chunked.
+  const auto big = test::random_normal((3u << 20) / 4 + 5, 2401);
+  auto big_buf = allocate_scoped(*gpu_, big.size() * 4);
+  ASSERT_TRUE(big_buf.ok());
+  ASSERT_TRUE(gpu_->upload(big.data(), big_buf->buffer().ptr, big.size() * 4).ok());
+  std::vector<float> big_back(big.size());
+  ASSERT_TRUE(gpu_->download(big_buf->buffer().ptr, big_back.data(), big_back.size() * 4).ok());
+  EXPECT_EQ(big_back, big);
+
+  // Ranges outside allocations are errors, never device faults.
+  EXPECT_EQ(gpu_->upload(values.data(), d + 1, values.size() * 4).code(), ErrorCode::kOutOfRange);
+  EXPECT_EQ(gpu_->download(d + 2999, back.data(), 8).code(), ErrorCode::kOutOfRange);
+  EXPECT_EQ(gpu_->download(values.data(), back.data(), 4).code(), ErrorCode::kOutOfRange);
+  const auto x = input(2, 32, 2402);
+  const auto w = f32_weight({8, 32}, 2403);
+  auto y = output(2, 8);
+  EXPECT_EQ(gpu_->linear(F32View{x.gpu.data + 40, 2, 32}, w.gpu, WeightHandle{}, y.gpu).code(),
+            ErrorCode::kOutOfRange);
+  EXPECT_EQ(gpu_->linear(x.gpu, w.gpu, w.gpu, y.gpu).code(), ErrorCode::kInvalidArgument);  // a matrix as bias
+  EXPECT_EQ(gpu_->linear(x.gpu, w.gpu, WeightHandle{}, F32View{x.gpu.data, 2, 8}).code(),
+            ErrorCode::kInvalidArgument);  // y overlaps x
+  EXPECT_EQ(gpu_->linear(x.gpu, WeightHandle{77}, WeightHandle{}, y.gpu).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(gpu_->rms_norm(x.gpu, w.gpu, 1e-5f, x.gpu).code(), ErrorCode::kInvalidArgument);  // 2-D norm weight
+  // A freed weight handle is refused.
+  gpu_->free_weight(w.gpu);
+  EXPECT_EQ(gpu_->linear(x.gpu, w.gpu, WeightHandle{}, y.gpu).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(gpu_->weight_info(w.gpu).status().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST_F(CudaBackendBasics, UploadWeightChecksPartsAndReportsLoadStats) {
+  const auto values = test::random_normal(4 * 64, 2500);
+  auto t = test::quantized_tensor(quant::FormatId::kQ8_0, {4, 64}, values, {});
+  t->tensor.data.size -= 1;
+  auto bad = gpu_->upload_weight(t->tensor);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), ErrorCode::kFormatError);
+  EXPECT_NE(bad.status().message().find("needs 272 bytes of data, found 271"), std::string::npos)
+      << bad.status().message();
+  t->tensor.data.size += 1;
+  t->tensor.shape = {4, 2, 4, 8};
+  EXPECT_EQ(gpu_->upload_weight(t->tensor).status().code(), ErrorCode::kInvalidArgument);
+  t->tensor.shape = {int64_t{1} << 40, int64_t{1} << 40};
+  EXPECT_FALSE(gpu_->upload_weight(t->tensor).ok());
+  t->tensor.shape = {4, 64};
+  const WeightLoadStats before = gpu_->load_stats();
+  auto good = gpu_->upload_weight(t->tensor);
+  ASSERT_TRUE(good.ok()) << good.status().to_string();
+  EXPECT_EQ(gpu_->load_stats().bytes - before.bytes, t->tensor.bytes());
+  EXPECT_EQ(gpu_->load_stats().tensors, before.tensors + 1);
+  EXPECT_GT(gpu_->load_stats().seconds, before.seconds);
+  auto info = gpu_->weight_info(*good);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->format, quant::FormatId::kQ8_0);
+  EXPECT_EQ(info->shape, (std::vector<int64_t>{4, 64}));
+  const size_t live = gpu_->live_weights();
+  gpu_->free_weight(*good);
+  EXPECT_EQ(gpu_->live_weights(), live - 1);
+}
+
+// A weight larger than the staging ring (4 x 16 MiB) goes through every slot several times; its bytes arrive intact.
+TEST_F(CudaBackendBasics, LargeWeightThroughTheStagingRing) {
+  const int64_t out = 4096 + 3, in = 5000;  // ~82 MB of f32
+  std::vector<float> values(static_cast<size_t>(out * in));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(static_cast<int64_t>(i % 1000003) - 500000);
+  QuantTensor t;
+  t.name = "big";
+  t.shape = {out, in};
+  t.data = {reinterpret_cast<const uint8_t*>(values.data()), values.size() * 4};
+  auto w = gpu_->upload_weight(t);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  // Embedding rows decode the f32 table exactly: check rows at the start, the slot boundaries and the end.
+  const std::vector<int32_t> rows = {0, 838, 839, 1677, 3355, static_cast<int32_t>(out - 1)};
+  const auto ids = input_values(rows, static_cast<int64_t>(rows.size()), 1);
+  const auto outv = output(static_cast<int64_t>(rows.size()), in);
+  ASSERT_TRUE(gpu_->embed(*w, ids.gpu, outv.gpu).ok());
+  const auto got = gpu_values(outv.gpu);
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (int64_t c = 0; c < in; c += 499)
+      ASSERT_EQ(got[r * in + static_cast<size_t>(c)], values[static_cast<size_t>(rows[r] * in + c)]) << r << " " << c;
+  std::printf("[ load     ] %.1f MB in %.3f s: %.2f GB/s\n", gpu_->load_stats().bytes / 1e6, gpu_->load_stats().seconds,
+              gpu_->load_stats().gb_per_s());
+}
+
+// No process-wide state: two backends on the same device keep their own allocations, weights and streams.
+TEST_F(CudaBackendBasics, TwoBackendsInOneProcess) {
+  auto other = CudaBackend::create(0);
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  CudaBackend& b2 = **other;
+  const auto values = test::random_normal(16 * 64, 2600);
+  QuantTensor t;
+  t.name = "w";
+  t.shape = {16, 64};
+  t.data = {reinterpret_cast<const uint8_t*>(values.data()), values.size() * 4};
+  auto w1 = gpu_->upload_weight(t);
+  auto w2 = b2.upload_weight(t);
+  ASSERT_TRUE(w1.ok() && w2.ok());
+  const auto xv = test::random_normal(2 * 64, 2601);
+  std::vector<float> y1(32), y2(32);
+  {
+    auto x1 = allocate_scoped(*gpu_, 512), o1 = allocate_scoped(*gpu_, 128);
+    auto x2 = allocate_scoped(b2, 512), o2 = allocate_scoped(b2, 128);
+    ASSERT_TRUE(x1.ok() && o1.ok() && x2.ok() && o2.ok());
+    ASSERT_TRUE(gpu_->upload(xv.data(), x1->buffer().ptr, 512).ok());
+    ASSERT_TRUE(b2.upload(xv.data(), x2->buffer().ptr, 512).ok());
+    // Memory of one backend is foreign to the other.
+    EXPECT_EQ(b2.linear(x1->view<float>(2, 64), *w2, WeightHandle{}, o2->view<float>(2, 16)).code(),
+              ErrorCode::kOutOfRange);
+    ASSERT_TRUE(gpu_->linear(x1->view<float>(2, 64), *w1, WeightHandle{}, o1->view<float>(2, 16)).ok());
+    ASSERT_TRUE(b2.linear(x2->view<float>(2, 64), *w2, WeightHandle{}, o2->view<float>(2, 16)).ok());
+    ASSERT_TRUE(gpu_->download(o1->buffer().ptr, y1.data(), 128).ok());
+    ASSERT_TRUE(b2.download(o2->buffer().ptr, y2.data(), 128).ok());
+  }
+  EXPECT_EQ(y1, y2);
+  EXPECT_EQ(b2.live_allocations(), 0u);
+  other->reset();  // destroying one backend leaves the other working
+  const auto x = input(2, 64, 2602);
+  auto y = output(2, 16);
+  EXPECT_TRUE(gpu_->linear(x.gpu, *w1, WeightHandle{}, y.gpu).ok());
+  EXPECT_TRUE(gpu_->synchronize().ok());
+}
+
+}  // namespace
+}  // namespace qrt

@@ -1,0 +1,190 @@
+// Whole models on the CUDA backend: the tiny random models of the CPU model tests give the CPU backend's logits
+// (a 40-token prompt through the cuBLAS path, then single-token steps through the GEMV path and the KV cache), and
+// the real stories260K GGUF reproduces llama2.c's greedy continuation.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <list>
+#include <sstream>
+
+#include "backend_pair.hpp"
+#include "loader/gguf.hpp"
+#include "models/arch/arch.hpp"
+#include "models/arch/gguf_metadata_view.hpp"
+#include "models/tensor_names.hpp"
+#include "models/transformer.hpp"
+#include "tiny_model.hpp"
+
+namespace qrt {
+namespace {
+
+std::vector<int32_t> some_tokens(int n, int vocab) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) t[static_cast<size_t>(i)] = (i * 17 + 5) % vocab;
+  return t;
+}
+
+// Re-packs every matrix of a tiny (F32) model in `format`, matrix by matrix for stacked experts.
+void requantize(test::TinyModel& m, quant::FormatId format, std::list<quant::QuantBuffers>& storage) {
+  for (auto& [name, t] : m.tensors) {
+    if (t.shape.size() < 2) continue;
+    const int64_t cols = t.shape.back(), rows = t.shape[t.shape.size() - 2];
+    const int64_t matrices = t.shape.size() == 3 ? t.shape[0] : 1;
+    const auto* values = reinterpret_cast<const float*>(t.data.data);
+    quant::QuantBuffers& all = storage.emplace_back();
+    const quant::QuantParams params = test::default_params(format);
+    for (int64_t e = 0; e < matrices; ++e) {
+      auto q = cpu::quantize(format, values + e * rows * cols, rows, cols, params);
+      ASSERT_TRUE(q.ok()) << name << ": " << q.status().to_string();
+      all.data.insert(all.data.end(), q->data.begin(), q->data.end());
+      all.scales.insert(all.scales.end(), q->scales.begin(), q->scales.end());
+      all.biases.insert(all.biases.end(), q->biases.begin(), q->biases.end());
+    }
+    t.format = format;
+    t.params = params;
+    t.data = {all.data.data(), all.data.size()};
+    t.scales = {all.scales.empty() ? nullptr : all.scales.data(), all.scales.size()};
+    t.biases = {all.biases.empty() ? nullptr : all.biases.data(), all.biases.size()};
+  }
+}
+
+struct TinyCase {
+  std::string name;
+  ModelConfig config;
+  quant::FormatId format = quant::FormatId::kF32;
+};
+
+std::vector<TinyCase> tiny_cases() {
+  std::vector<TinyCase> cases;
+  ModelConfig c = test::tiny_llama_config();
+  cases.push_back({"llama_gqa", c});
+  ModelConfig moe = c;
+  moe.experts = 4;
+  moe.experts_used = 2;
+  moe.expert_ffn = 32;
+  moe.qk_norm = true;
+  moe.attention_bias = true;
+  cases.push_back({"moe_qk_norm_bias", moe});
+  ModelConfig window = c;
+  window.sliding_window = 4;
+  window.rope.layout = RopeLayout::kInterleaved;
+  window.tied_embeddings = true;
+  cases.push_back({"sliding_window_interleaved_tied", window});
+  ModelConfig wide = c;  // rows of 64 and 128: whole Q8_0 blocks everywhere
+  wide.hidden = 64;
+  wide.heads = 4;
+  wide.kv_heads = 2;
+  wide.head_dim = 16;
+  wide.ffn = 128;
+  wide.experts = 4;
+  wide.experts_used = 2;
+  wide.expert_ffn = 64;
+  wide.mlp_bias = false;
+  cases.push_back({"q8_0_moe", wide, quant::FormatId::kQ8_0});
+  return cases;
+}
+
+class CudaModel : public test::BackendPair {};
+
+TEST_F(CudaModel, TinyModelsMatchCpuLogits) {
+  for (const TinyCase& tc : tiny_cases()) {
+    SCOPED_TRACE(tc.name);
+    auto m = test::make_tiny_model(tc.config);
+    std::list<quant::QuantBuffers> storage;
+    if (tc.format != quant::FormatId::kF32) requantize(m, tc.format, storage);
+    ASSERT_FALSE(HasFatalFailure());
+    auto cpu_model = Transformer::create(cpu_, m.config, m.tensors);
+    ASSERT_TRUE(cpu_model.ok()) << cpu_model.status().to_string();
+    auto gpu_model = Transformer::create(*gpu_, m.config, m.tensors);
+    ASSERT_TRUE(gpu_model.ok()) << gpu_model.status().to_string();
+    auto cpu_seq = (*cpu_model)->new_sequence(48);
+    auto gpu_seq = (*gpu_model)->new_sequence(48);
+    ASSERT_TRUE(cpu_seq.ok() && gpu_seq.ok());
+    const auto tokens = some_tokens(44, m.config.vocab_size);
+    std::vector<float> want, got;
+    // The prompt: 40 rows (the dequantize + cuBLAS path), logits of every position.
+    const std::span<const int32_t> prompt = std::span(tokens).first(40);
+    ASSERT_TRUE((*cpu_model)->forward(**cpu_seq, prompt, LogitsFor::kAll, &want).ok());
+    Status s = (*gpu_model)->forward(**gpu_seq, prompt, LogitsFor::kAll, &got);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_LE(test::relative_l2(got.data(), want.data(), got.size()), 1e-4) << "prompt logits";
+    // Decode steps: one row each (the GEMV path), attending to the cached prompt.
+    for (size_t i = 40; i < tokens.size(); ++i) {
+      ASSERT_TRUE((*cpu_model)->forward(**cpu_seq, std::span(tokens).subspan(i, 1), LogitsFor::kLast, &want).ok());
+      ASSERT_TRUE((*gpu_model)->forward(**gpu_seq, std::span(tokens).subspan(i, 1), LogitsFor::kLast, &got).ok());
+      ASSERT_EQ(got.size(), static_cast<size_t>(m.config.vocab_size));
+      EXPECT_LE(test::relative_l2(got.data(), want.data(), got.size()), 1e-4) << "decode step " << i;
+    }
+    // A 3-token batch (the GEMV path at batch 3) after a reset.
+    (*cpu_seq)->reset();
+    (*gpu_seq)->reset();
+    ASSERT_TRUE((*cpu_model)->forward(**cpu_seq, std::span(tokens).first(3), LogitsFor::kAll, &want).ok());
+    ASSERT_TRUE((*gpu_model)->forward(**gpu_seq, std::span(tokens).first(3), LogitsFor::kAll, &got).ok());
+    EXPECT_LE(test::relative_l2(got.data(), want.data(), got.size()), 1e-4) << "batch of 3";
+  }
+}
+
+struct Golden {
+  std::vector<int32_t> prompt, generated;
+  float first_max_logit = 0;
+};
+
+Golden read_golden(const std::filesystem::path& path) {
+  Golden g;
+  std::ifstream in(path);
+  std::string line;
+  auto ints = [](const std::string& s) {
+    std::vector<int32_t> v;
+    std::istringstream ss(s);
+    int32_t x;
+    while (ss >> x) v.push_back(x);
+    return v;
+  };
+  while (std::getline(in, line)) {
+    if (line.rfind("prompt_ids:", 0) == 0) g.prompt = ints(line.substr(11));
+    if (line.rfind("generated_ids:", 0) == 0) g.generated = ints(line.substr(14));
+    if (line.rfind("first generated token: max logit ", 0) == 0) g.first_max_logit = std::stof(line.substr(33));
+  }
+  return g;
+}
+
+TEST_F(CudaModel, Stories260KGgufReproducesGoldenGreedy) {
+  QRT_REQUIRE_TEST_DATA(data);
+  const Golden golden = read_golden(data / "stories260K/golden_greedy_once_upon_a_time.txt");
+  ASSERT_EQ(golden.generated.size(), 60u);
+  auto gguf = open_gguf((data / "stories260K/stories260K.gguf").string());
+  ASSERT_TRUE(gguf.ok()) << gguf.status().to_string();
+  auto config = arch::config_from_gguf(arch::GgufMetadataView(gguf->metadata()));
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  auto canonical = names::canonicalize(gguf->tensors, names::NameScheme::kGguf);
+  ASSERT_TRUE(canonical.ok()) << canonical.status().to_string();
+  arch::apply_tensor_presence(canonical->tensors, &*config);
+  auto model = Transformer::create(*gpu_, *config, canonical->tensors);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const WeightLoadStats& load = gpu_->load_stats();
+  std::printf("[ load     ] stories260K: %u tensors, %.2f MB in %.4f s (%.2f GB/s) on %s\n", load.tensors,
+              load.bytes / 1e6, load.seconds, load.gb_per_s(), gpu_->device_props().name.c_str());
+
+  auto seq = (*model)->new_sequence(static_cast<int64_t>(golden.prompt.size() + golden.generated.size()));
+  ASSERT_TRUE(seq.ok()) << seq.status().to_string();
+  std::vector<float> logits;
+  ASSERT_TRUE((*model)->forward(**seq, golden.prompt, LogitsFor::kLast, &logits).ok());
+  std::vector<int32_t> out;
+  for (size_t step = 0; step < golden.generated.size(); ++step) {
+    const auto best = std::max_element(logits.begin(), logits.end());
+    if (step == 0) {
+      EXPECT_NEAR(*best, golden.first_max_logit, 1e-3 * std::fabs(golden.first_max_logit));
+    }
+    const int32_t next = static_cast<int32_t>(best - logits.begin());
+    out.push_back(next);
+    if (step + 1 < golden.generated.size()) {
+      Status s = (*model)->forward(**seq, std::span(&next, 1), LogitsFor::kLast, &logits);
+      ASSERT_TRUE(s.ok()) << "step " << step << ": " << s.to_string();
+    }
+  }
+  EXPECT_EQ(out, golden.generated);
+}
+
+}  // namespace
+}  // namespace qrt

@@ -1,0 +1,225 @@
+// Every CUDA backend op against the CPU backend on fresh random inputs, with the GPU outputs poisoned first.
+// Bounds (relative L2): 1e-5 where the GPU computes in fp32 what the reference computes in double (norm, rope,
+// attention, silu, combine, routing weights); exact where both do the same fp32 arithmetic (add, kv_write, ids).
+#include <algorithm>
+#include <cmath>
+
+#include "backend_pair.hpp"
+
+namespace qrt {
+namespace {
+
+using test::BackendPair;
+using test::Dual;
+
+using CudaOps = BackendPair;
+
+TEST_F(CudaOps, RmsNormRowsInPlaceAndPerHead) {
+  for (int64_t dim : {int64_t{8}, int64_t{33}, int64_t{64}, int64_t{4096}, int64_t{5000}}) {
+    for (int64_t rows : {int64_t{1}, int64_t{7}}) {
+      const auto x = input(rows, dim, 100 + dim + rows, 2.0f);
+      const auto w = f32_weight({dim}, 200 + dim, 0.1f, 1.0f);
+      const auto out = output(rows, dim);
+      ASSERT_TRUE(cpu_.rms_norm(x.cpu, w.cpu, 1e-5f, out.cpu).ok());
+      ASSERT_TRUE(gpu_->rms_norm(x.gpu, w.gpu, 1e-5f, out.gpu).ok());
+      expect_close(out, 1e-5, "rms_norm [" + std::to_string(rows) + ", " + std::to_string(dim) + "]");
+      // In place (out aliases x), as the transformer's per-head q/k norm uses it.
+      ASSERT_TRUE(cpu_.rms_norm(x.cpu, w.cpu, 1e-5f, x.cpu).ok());
+      ASSERT_TRUE(gpu_->rms_norm(x.gpu, w.gpu, 1e-5f, x.gpu).ok());
+      expect_close(x, 1e-5, "rms_norm in place, dim " + std::to_string(dim));
+    }
+  }
+}
+
+TEST_F(CudaOps, RopeBothLayoutsPartialRotationLargePositions) {
+  struct Case {
+    RopeLayout layout;
+    int heads, head_dim, rot_dim;
+    float attn_factor;
+  };
+  for (const Case& c : {Case{RopeLayout::kHalfSplit, 4, 64, 64, 1.0f}, Case{RopeLayout::kInterleaved, 4, 64, 64, 1.0f},
+                        Case{RopeLayout::kHalfSplit, 2, 128, 32, 0.9f}, Case{RopeLayout::kInterleaved, 3, 80, 40, 1.2f}}) {
+    const int64_t tokens = 9;
+    std::vector<float> inv(static_cast<size_t>(c.rot_dim / 2));
+    for (size_t i = 0; i < inv.size(); ++i) inv[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / c.rot_dim));
+    const auto inv_freq = input_values(inv, c.rot_dim / 2, 1);
+    // Positions up to ~60k: a float angle would be off by hundredths of a radian there.
+    std::vector<int32_t> pos(static_cast<size_t>(tokens));
+    for (int64_t t = 0; t < tokens; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>((t * 7919 + 13) % 60000);
+    const auto positions = input_values(pos, tokens, 1);
+    const auto x = input(tokens, int64_t{c.heads} * c.head_dim, 300 + c.head_dim);
+    RopeParams cp{c.layout, c.head_dim, c.rot_dim, c.attn_factor, inv_freq.cpu};
+    RopeParams gp{c.layout, c.head_dim, c.rot_dim, c.attn_factor, inv_freq.gpu};
+    ASSERT_TRUE(cpu_.rope(x.cpu, c.heads, positions.cpu, cp).ok());
+    ASSERT_TRUE(gpu_->rope(x.gpu, c.heads, positions.gpu, gp).ok());
+    expect_close(x, 1e-5, "rope layout " + std::to_string(static_cast<int>(c.layout)) + " rot " +
+                              std::to_string(c.rot_dim) + "/" + std::to_string(c.head_dim));
+  }
+}
+
+// The KV cache filled through kv_write on both backends, then attention for decode rows and prompt batches.
+TEST_F(CudaOps, AttentionGqaSlidingWindowDecodeAndPrompt) {
+  struct Case {
+    int heads, kv_heads, head_dim, window;
+    int64_t cached, tokens;  // keys already in the cache, new query rows (appended after them)
+  };
+  for (const Case& c : {Case{8, 8, 64, 0, 69, 1}, Case{8, 2, 128, 0, 40, 1}, Case{4, 1, 80, 0, 0, 13},
+                        Case{8, 2, 64, 5, 30, 7}, Case{6, 3, 256, 17, 100, 1}, Case{4, 2, 32, 0, 31, 33}}) {
+    const std::string what = "heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " hd " +
+                             std::to_string(c.head_dim) + " window " + std::to_string(c.window) + " cached " +
+                             std::to_string(c.cached) + " tokens " + std::to_string(c.tokens);
+    const int64_t capacity = c.cached + c.tokens + 3;  // slack slots stay outside [0, keys)
+    const int64_t kv_dim = int64_t{c.kv_heads} * c.head_dim, q_dim = int64_t{c.heads} * c.head_dim;
+    auto kc = output(capacity, kv_dim), vc = output(capacity, kv_dim);
+    std::vector<int32_t> pos(static_cast<size_t>(capacity));
+    for (int64_t i = 0; i < capacity; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    const auto positions = input_values(pos, capacity, 1);
+    const KvLayerView cpu_cache{kc.cpu, vc.cpu, positions.cpu};
+    const KvLayerView gpu_cache{kc.gpu, vc.gpu, positions.gpu};
+    // Fill every slot (the slack too: attention must not read past `keys`, and NaN there would show it).
+    const auto k_all = input(capacity, kv_dim, 400 + c.head_dim), v_all = input(capacity, kv_dim, 500 + c.head_dim);
+    ASSERT_TRUE(cpu_.kv_write(cpu_cache, 0, k_all.cpu.row_range(0, c.cached + c.tokens),
+                              v_all.cpu.row_range(0, c.cached + c.tokens)).ok());
+    ASSERT_TRUE(gpu_->kv_write(gpu_cache, 0, k_all.gpu.row_range(0, c.cached + c.tokens),
+                               v_all.gpu.row_range(0, c.cached + c.tokens)).ok());
+    const int64_t keys = c.cached + c.tokens;
+    EXPECT_EQ(gpu_values(kc.gpu.row_range(0, keys)), cpu_values(kc.cpu.row_range(0, keys))) << what;
+    EXPECT_EQ(gpu_values(vc.gpu.row_range(0, keys)), cpu_values(vc.cpu.row_range(0, keys))) << what;
+
+    const auto q = input(c.tokens, q_dim, 600 + c.tokens);
+    const auto out = output(c.tokens, q_dim);
+    const AttentionParams p{c.heads, c.kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                            c.window};
+    const ConstI32View cpu_q_pos = positions.cpu.row_range(c.cached, c.tokens);
+    const ConstI32View gpu_q_pos = positions.gpu.row_range(c.cached, c.tokens);
+    ASSERT_TRUE(cpu_.attention(q.cpu, cpu_q_pos, cpu_cache, keys, p, out.cpu).ok());
+    Status s = gpu_->attention(q.gpu, gpu_q_pos, gpu_cache, keys, p, out.gpu);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    expect_close(out, 1e-5, "attention " + what);
+  }
+}
+
+TEST_F(CudaOps, AttentionWithNoVisibleKeyGivesZeros) {
+  const int heads = 2, kv_heads = 1, hd = 32;
+  const int64_t keys = 40;
+  auto kc = input(keys, kv_heads * hd, 1), vc = input(keys, kv_heads * hd, 2);
+  std::vector<int32_t> pos(keys);
+  for (int64_t i = 0; i < keys; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(100 + i);
+  const auto positions = input_values(pos, keys, 1);
+  // Query 0 precedes every key; query 1 sees keys 100..105 only through a window of 6 at position 105.
+  const auto q_pos = input_values(std::vector<int32_t>{50, 105}, 2, 1);
+  const auto q = input(2, heads * hd, 3);
+  const auto out = output(2, heads * hd);
+  const AttentionParams p{heads, kv_heads, hd, 0.2f, 6};
+  ASSERT_TRUE(cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu}, keys, p, out.cpu).ok());
+  ASSERT_TRUE(gpu_->attention(q.gpu, q_pos.gpu, KvLayerView{kc.gpu, vc.gpu, positions.gpu}, keys, p, out.gpu).ok());
+  const auto got = gpu_values(out.gpu);
+  for (int i = 0; i < heads * hd; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], 0.0f) << i;
+  expect_close(out, 1e-5, "attention masked");
+}
+
+TEST_F(CudaOps, SiluMulAndAddIncludingAliasedOutputs) {
+  for (int64_t cols : {int64_t{1}, int64_t{333}, int64_t{4096}}) {
+    const auto gate = input(7, cols, 700 + cols, 3.0f), up = input(7, cols, 800 + cols);
+    const auto out = output(7, cols);
+    ASSERT_TRUE(cpu_.silu_mul(gate.cpu, up.cpu, out.cpu).ok());
+    ASSERT_TRUE(gpu_->silu_mul(gate.gpu, up.gpu, out.gpu).ok());
+    expect_close(out, 1e-5, "silu_mul " + std::to_string(cols));
+    ASSERT_TRUE(cpu_.silu_mul(gate.cpu, up.cpu, gate.cpu).ok());  // out = gate, as the transformer calls it
+    ASSERT_TRUE(gpu_->silu_mul(gate.gpu, up.gpu, gate.gpu).ok());
+    expect_close(gate, 1e-5, "silu_mul in place " + std::to_string(cols));
+
+    const auto a = input(7, cols, 900 + cols), b = input(7, cols, 1000 + cols);
+    const auto sum = output(7, cols);
+    ASSERT_TRUE(cpu_.add(a.cpu, b.cpu, sum.cpu).ok());
+    ASSERT_TRUE(gpu_->add(a.gpu, b.gpu, sum.gpu).ok());
+    EXPECT_EQ(gpu_values(sum.gpu), cpu_values(sum.cpu)) << "fp32 a + b is exact on both";
+    ASSERT_TRUE(cpu_.add(a.cpu, b.cpu, a.cpu).ok());  // the residual add: out = a
+    ASSERT_TRUE(gpu_->add(a.gpu, b.gpu, a.gpu).ok());
+    EXPECT_EQ(gpu_values(a.gpu), cpu_values(a.cpu));
+  }
+}
+
+TEST_F(CudaOps, MoeRouteTopKTiesAndRenormalization) {
+  struct Case {
+    int64_t tokens;
+    int experts, top_k;
+    bool renormalize, ties;
+  };
+  for (const Case& c : {Case{5, 8, 2, true, false}, Case{5, 8, 2, false, false}, Case{3, 64, 8, true, false},
+                        Case{4, 130, 4, true, false}, Case{6, 16, 4, true, true}, Case{6, 16, 16, false, true},
+                        Case{2, 1024, 8, true, false}}) {
+    std::vector<float> logits = test::random_normal(static_cast<size_t>(c.tokens * c.experts), 1100 + c.experts, 2.0f);
+    // Ties: only four distinct values, so many experts share a probability and the lower id must win.
+    if (c.ties)
+      for (float& v : logits) v = std::round(v * 0.75f);
+    const auto l = input_values(logits, c.tokens, c.experts);
+    auto ids = alloc<int32_t>(c.tokens, c.top_k);
+    const auto w = output(c.tokens, c.top_k);
+    ASSERT_TRUE(cpu_.moe_route(l.cpu, c.renormalize, ids.cpu, w.cpu).ok());
+    ASSERT_TRUE(gpu_->moe_route(l.gpu, c.renormalize, ids.gpu, w.gpu).ok());
+    const std::string what = "experts " + std::to_string(c.experts) + " top_k " + std::to_string(c.top_k) +
+                             (c.renormalize ? " renormalized" : "") + (c.ties ? " ties" : "");
+    EXPECT_EQ(gpu_values(ids.gpu), cpu_values(ids.cpu)) << what;
+    expect_close(w, 1e-6, "moe_route weights " + what);
+  }
+}
+
+TEST_F(CudaOps, MoeCombine) {
+  for (int top_k : {1, 2, 8}) {
+    const int64_t tokens = 5, dim = 300;
+    const auto y = input(tokens * top_k, dim, 1200 + top_k);
+    const auto w = input(tokens, top_k, 1300 + top_k, 0.5f);
+    const auto out = output(tokens, dim);
+    ASSERT_TRUE(cpu_.moe_combine(y.cpu, w.cpu, out.cpu).ok());
+    ASSERT_TRUE(gpu_->moe_combine(y.gpu, w.gpu, out.gpu).ok());
+    expect_close(out, 1e-6, "moe_combine top_k " + std::to_string(top_k));
+  }
+}
+
+// Any format: the GPU decodes rows through the same traits as the CPU (fp32 contraction may differ by an ulp).
+class CudaEmbed : public BackendPair, public testing::WithParamInterface<quant::FormatId> {};
+
+TEST_P(CudaEmbed, MatchesCpuForEveryFormatWithAQuantizer) {
+  const quant::FormatId format = GetParam();
+  if (!quant::format_info(format).has_quantizer) GTEST_SKIP() << "no quantizer to build a table";
+  const int64_t vocab = 37, dim = 512;
+  const auto values = test::random_normal(static_cast<size_t>(vocab * dim), 1400);
+  auto table = test::quantized_tensor(format, {vocab, dim}, values, test::default_params(format));
+  const auto w = weight(table->tensor);
+  ASSERT_TRUE(w.gpu.valid());
+  const auto tokens = input_values(std::vector<int32_t>{0, 36, 5, 5, 17, 36, 1}, 7, 1);
+  const auto out = output(7, dim);
+  ASSERT_TRUE(cpu_.embed(w.cpu, tokens.cpu, out.cpu).ok());
+  ASSERT_TRUE(gpu_->embed(w.gpu, tokens.gpu, out.gpu).ok());
+  expect_close(out, 1e-6, "embed " + std::string(quant::format_name(format)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, CudaEmbed, testing::ValuesIn(quant::kAllFormats), test::format_test_name);
+
+TEST_F(CudaOps, ArgmaxLowestIndexAmongEqualMaxima) {
+  const int64_t rows = 6, vocab = 32000;
+  auto values = test::random_normal(static_cast<size_t>(rows * vocab), 1500);
+  values[1 * vocab + 7] = 50.0f;  // a planted maximum, twice: the lower index wins
+  values[1 * vocab + 31000] = 50.0f;
+  values[2 * vocab + vocab - 1] = 60.0f;  // at the very end
+  values[3 * vocab + 100] = std::numeric_limits<float>::quiet_NaN();  // NaN never wins
+  values[3 * vocab + 200] = 70.0f;
+  const auto logits = input_values(values, rows, vocab);
+  auto ids = alloc<int32_t>(rows, 1);
+  ASSERT_TRUE(gpu_->argmax(logits.gpu, ids.gpu).ok());
+  const auto got = gpu_values(ids.gpu);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = values.data() + r * vocab;
+    int32_t want = 0;
+    for (int32_t i = 1; i < vocab; ++i)
+      if (row[i] > row[want] || std::isnan(row[want])) want = i;
+    EXPECT_EQ(got[static_cast<size_t>(r)], want) << "row " << r;
+  }
+  EXPECT_EQ(got[1], 7);
+  EXPECT_EQ(got[2], vocab - 1);
+  EXPECT_EQ(got[3], 200);
+}
+
+}  // namespace
+}  // namespace qrt
