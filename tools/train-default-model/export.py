@@ -3,7 +3,7 @@
   <out>/<name>/        a UQFF 1.x export (spec/uqff.md): q8_0-0.uqff with every linear layer as GGML Q8_0
                        (tag 0, GGML type 8; Unquant where the input dim is not a multiple of 32),
                        residual.safetensors (embedding F16, norms F32), config.json, tokenizer.json,
-                       tokenizer_config.json, README.md
+                       tokenizer_config.json, README.md, training.json (settings, losses, samples)
   <out>/<name>.gguf    the same model as GGUF (llama architecture, Q/K rows in GGUF's interleaved RoPE order,
                        gpt2-style BPE vocabulary with pre-tokenizer "gpt-2"), written with gguf-py
   --hf-out DIR         (optional) a Hugging Face checkpoint of the float32 weights, for tests
@@ -234,12 +234,14 @@ def main():
         raise SystemExit("weights.npz does not hold the tensors config.json describes")
     with open(os.path.join(args.run, "train_config.json")) as f:
         train_settings = json.load(f)
-    summary = {}
+    summary, evaluations = {}, []
     with open(os.path.join(args.run, "train_log.jsonl")) as f:
         for line in f:
             record = json.loads(line)
             if record.get("done"):
                 summary = record
+            elif "val_loss" in record:
+                evaluations.append(record)
     n_params = sum(int(np.prod(s)) for s in shapes.values())
     config_json = json.dumps(cfg.hf_config(), indent=2)
 
@@ -255,8 +257,10 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     uqff_dir = os.path.join(args.out, args.name)
     version = (1, 1 if qm.unquant else 0, 0)
+    provenance = dict(train_settings, result=summary, evaluations=evaluations)
     assets = {"config.json": config_json, "tokenizer.json": tok_json, "tokenizer_config.json": tok_config,
-              "README.md": model_card(cfg, n_params, train_settings, summary, version)}
+              "README.md": model_card(cfg, n_params, train_settings, summary, version),
+              "training.json": json.dumps(provenance, indent=1) + "\n"}
     write_uqff(qm, uqff_dir, assets)
     gguf_path = os.path.join(args.out, args.name + ".gguf")
     write_gguf(qm, tok, gguf_path, args.name)
