@@ -68,6 +68,7 @@ Result<ModelSource> open_hf_checkpoint(const std::string& dir_path) {
     return not_found(dir_path + ": neither model.safetensors nor model.safetensors.index.json");
   }
   ModelSource src;
+  std::vector<std::pair<SafetensorsEntry, std::string>> scales;  // weight_scale_inv entries and their files
   src.kind = SourceKind::kHfCheckpoint;
   src.path = dir_path;
   for (const std::string& file : files) {
@@ -91,17 +92,18 @@ Result<ModelSource> open_hf_checkpoint(const std::string& dir_path) {
       src.tensors.emplace(e.name, std::move(*t));
     }
     src.keep_alive.push_back(f.mapping);
-    // Attach FP8 scales found in this shard to weights seen so far (and remember them for later shards).
-    for (const SafetensorsEntry& e : f.entries) {
-      if (!ends_with(e.name, "_scale_inv")) continue;
-      const std::string weight = e.name.substr(0, e.name.size() - std::string("_scale_inv").size());
-      auto it = src.tensors.find(weight);
-      if (it == src.tensors.end() || it->second.format != quant::FormatId::kFP8_BLOCK)
-        return format_error(file + ": '" + e.name + "' has no FP8 weight '" + weight + "' before it");
-      if (e.dtype != quant::ScalarType::kF32) return format_error(file + ": '" + e.name + "' must be F32");
-      it->second.scales = e.data;
-      it->second.params.scale_type = quant::ScalarType::kF32;
-    }
+    // FP8 scale companions may sit in any shard: collect them, attach once every shard is read.
+    for (const SafetensorsEntry& e : f.entries)
+      if (ends_with(e.name, "_scale_inv")) scales.push_back({e, file});
+  }
+  for (const auto& [e, file] : scales) {
+    const std::string weight = e.name.substr(0, e.name.size() - std::string("_scale_inv").size());
+    auto it = src.tensors.find(weight);
+    if (it == src.tensors.end() || it->second.format != quant::FormatId::kFP8_BLOCK)
+      return format_error(file + ": '" + e.name + "' has no FP8 weight '" + weight + "'");
+    if (e.dtype != quant::ScalarType::kF32) return format_error(file + ": '" + e.name + "' must be F32");
+    it->second.scales = e.data;
+    it->second.params.scale_type = quant::ScalarType::kF32;
   }
   for (const auto& [name, t] : src.tensors) {
     if (t.format != quant::FormatId::kFP8_BLOCK) continue;

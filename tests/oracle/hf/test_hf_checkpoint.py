@@ -1,0 +1,116 @@
+"""Hugging Face checkpoint directories written with the `safetensors` package: a sharded checkpoint with
+model.safetensors.index.json, dense F32/F16 tensors, and block-wise FP8 weights (F8_E4M3 with a
+weight_scale_inv companion, possibly in another shard), read back through inspect-model and compared with the
+numpy model of the spec; plus malformed checkpoints.
+
+usage: test_hf_checkpoint.py <inspect-model> <work dir>"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+try:
+    import numpy as np
+    from safetensors.numpy import save_file
+except ImportError as e:
+    print(f"skipped: {e}")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "formats"))
+sys.path.insert(0, os.path.join(HERE, "..", "uqff"))
+import spec_model  # noqa: E402
+from uqff_writer import relabel_dtypes  # noqa: E402
+
+TOOL, WORK = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(11)
+passed = failed = 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    passed += bool(ok)
+    failed += not ok
+    if not ok:
+        print(f"FAIL {name}: {detail}")
+
+
+def inspect(path, *args):
+    return subprocess.run([TOOL, path, *args], capture_output=True, text=True)
+
+
+def write_checkpoint(d, fp8_scale_in_other_shard=True, drop_scale=False, bad_scale_shape=False):
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    expected = {}
+    x = rng.standard_normal((200, 300)).astype(np.float32)  # not multiples of 128: partial scale tiles
+    data, scales, _ = spec_model.quantize("fp8_block", x, scale_type="F32")
+    expected["model.layers.0.mlp.up_proj.weight"] = spec_model.dequantize("fp8_block", (data, scales, b""), 200, 300,
+                                                                          scale_type="F32")
+    scale_arr = np.frombuffer(scales, np.float32).reshape(2, 3).copy()
+    if bad_scale_shape:
+        scale_arr = scale_arr[:, :2].copy()
+    shard1 = {"model.layers.0.mlp.up_proj.weight": np.frombuffer(data, np.uint8).reshape(200, 300).copy(),
+              "model.norm.weight": rng.standard_normal(64).astype(np.float32)}
+    shard2 = {"model.embed_tokens.weight": rng.standard_normal((16, 64)).astype(np.float16)}
+    target = shard2 if fp8_scale_in_other_shard else shard1
+    if not drop_scale:
+        target["model.layers.0.mlp.up_proj.weight_scale_inv"] = scale_arr
+    expected["model.norm.weight"] = shard1["model.norm.weight"]
+    expected["model.embed_tokens.weight"] = shard2["model.embed_tokens.weight"].astype(np.float32)
+    names = {"model-00001-of-00002.safetensors": shard1, "model-00002-of-00002.safetensors": shard2}
+    weight_map = {}
+    for fname, tensors in names.items():
+        save_file(tensors, os.path.join(d, fname))
+        weight_map.update({k: fname for k in tensors})
+    relabel_dtypes(os.path.join(d, "model-00001-of-00002.safetensors"),
+                   {"model.layers.0.mlp.up_proj.weight": "F8_E4M3"})
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}, f)
+    return expected
+
+
+def main():
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    for other_shard in (True, False):
+        d = os.path.join(WORK, f"ckpt-{other_shard}")
+        expected = write_checkpoint(d, fp8_scale_in_other_shard=other_shard)
+        r = inspect(d, "--json")
+        check("open sharded checkpoint", r.returncode == 0, r.stderr)
+        if r.returncode:
+            continue
+        info = json.loads(r.stdout)
+        formats = {t["name"]: t["format"] for t in info["tensors"]}
+        check("source kind", info["source"] == "hf", info["source"])
+        check("fp8 format", formats.get("model.layers.0.mlp.up_proj.weight") == "fp8_block", formats)
+        check("no separate scale tensor", "model.layers.0.mlp.up_proj.weight_scale_inv" not in formats, formats)
+        for name, want in expected.items():
+            out = os.path.join(WORK, "dump.f32")
+            r = inspect(d, "--dump", name, "--out", out)
+            if r.returncode:
+                check(f"dump {name}", False, r.stderr)
+                continue
+            got = np.fromfile(out, np.float32).reshape(want.shape)
+            check(f"values {name} (scale in other shard: {other_shard})", np.array_equal(got, want),
+                  f"max diff {np.max(np.abs(got - want))}")
+    for name, kwargs, phrase in (("missing scale", {"drop_scale": True}, "has no weight_scale_inv"),
+                                 ("wrong scale shape", {"bad_scale_shape": True}, "weight_scale_inv")):
+        d = os.path.join(WORK, name.replace(" ", "-"))
+        write_checkpoint(d, **kwargs)
+        r = inspect(d)
+        check(f"rejects {name}", r.returncode != 0 and phrase in r.stderr, r.stderr)
+    d = os.path.join(WORK, "escape")
+    write_checkpoint(d)
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"weight_map": {"a": "../outside.safetensors"}}, f)
+    r = inspect(d)
+    check("rejects a shard outside the directory", r.returncode != 0 and "not a file name" in r.stderr, r.stderr)
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+main()
