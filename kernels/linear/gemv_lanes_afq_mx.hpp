@@ -5,8 +5,9 @@
 // for the same address, which the L1 answers as one broadcast.
 //
 // Bytes each kernel must move, per row of C columns: C·bits/8 packed bytes plus the group parts (AFQ: 2 scales of
-// 2 bytes per 64 columns with BF16/F16; MXFP4: 1 byte per 32 columns) plus x, shared by all rows. Bound: DRAM
-// bandwidth for batch 1..8 on an H100 (MXFP4's sign handling costs about one more instruction per weight than AFQ4).
+// 2 bytes per 64 columns with BF16/F16; MXFP4: 1 byte per 32 columns) plus x, shared by all rows. Expected bound on
+// an H100: DRAM bandwidth at batch 1 and 2, instruction issue from about batch 4 for the 4-bit formats (MXFP4's
+// sign handling costs about one more instruction per weight than AFQ4); AFQ8 stays memory-bound.
 //
 // Rows may end inside a tile (C is a multiple of 32, not of 256): lanes whose columns lie past the end skip the tile.
 #pragma once
@@ -39,7 +40,7 @@ struct GemvAfq {
       const int col = t * kTileCols + kLaneCols * lane;
       if (col >= a.cols) break;  // a row ending inside this tile: the remaining lanes are past the end
       float xa[M][4], xb[M][4], sum[M];
-QRT_GEMV_UNROLL
+      QRT_GEMV_UNROLL
       for (int i = 0; i < M; ++i) {
         const float* xi = a.x + i * a.x_stride + col;
         ldg_x4(xi, xa[i]);
@@ -47,7 +48,7 @@ QRT_GEMV_UNROLL
         sum[i] = sum4(xa[i]) + sum4(xb[i]);
       }
       const int64_t group = (a.col0 + col) >> a.group_shift;
-QRT_GEMV_UNROLL
+      QRT_GEMV_UNROLL
       for (int r = 0; r < kRows; ++r) {
         const uint8_t* p = a.stage + r * chunk_bytes<GemvAfq>() + t * kTileBytes + lane * (kLaneCols * Bits / 8);
         float wa[4], wb[4];
@@ -66,7 +67,7 @@ QRT_GEMV_UNROLL
         const int64_t g = staged_row(a, r) * a.groups_per_row + group;
         const float scale = ldg_scale<ScaleType>(a.scales, g);
         const float bias = ldg_scale<ScaleType>(a.biases, g);
-QRT_GEMV_UNROLL
+        QRT_GEMV_UNROLL
         for (int i = 0; i < M; ++i) {
           float v = acc[r][i];
           v += scale * dot4(wb, xb[i], dot4(wa, xa[i], 0.0f));
@@ -113,14 +114,14 @@ struct GemvMxfp4 {
       const int col = t * kTileCols + kLaneCols * lane;
       if (col >= a.cols) break;
       float xa[M][4], xb[M][4];
-QRT_GEMV_UNROLL
+      QRT_GEMV_UNROLL
       for (int i = 0; i < M; ++i) {
         const float* xi = a.x + i * a.x_stride + col;
         ldg_x4(xi, xa[i]);
         ldg_x4(xi + 4, xb[i]);
       }
       const int64_t block = (a.col0 + col) >> 5;
-QRT_GEMV_UNROLL
+      QRT_GEMV_UNROLL
       for (int r = 0; r < kRows; ++r) {
         const uint32_t q = ld_u32(a.stage + r * chunk_bytes<GemvMxfp4>() + t * kTileBytes + 4 * lane);
         float wa[4], wb[4];
@@ -128,7 +129,7 @@ QRT_GEMV_UNROLL
         e2m1x4_to_floats_x2(q >> 16, wb);
         const uint32_t e8m0 = ldg_u8(a.scales + staged_row(a, r) * a.groups_per_row + block);
         const float half_scale = quant::e8m0_to_f32(e8m0) * 0.5f;
-QRT_GEMV_UNROLL
+        QRT_GEMV_UNROLL
         for (int i = 0; i < M; ++i) acc[r][i] += half_scale * dot4(wb, xb[i], dot4(wa, xa[i], 0.0f));
       }
     }

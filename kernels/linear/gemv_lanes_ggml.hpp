@@ -5,9 +5,10 @@
 // summed in a different order: scale · Σ q·x instead of Σ (scale·q)·x.
 //
 // Bytes each kernel must move, per row of C columns: the packed row (C/256 tiles of kTileBytes) plus x (4·m·C,
-// read from L2/L1, shared by all rows), so the bound is DRAM bandwidth at every batch up to 8 for the 4-bit formats
-// on an H100 (about 5 instructions per weight at m = 1 against an issue budget of about 7 per weight at 85% of the
-// copy bandwidth; see bench/NOTES-gemv.md).
+// read from L2/L1, shared by all rows). Expected bound on an H100: DRAM bandwidth at batch 1 and 2 (about 5
+// instructions per weight at m = 1 against an issue budget of about 7 per weight at 85% of the copy bandwidth);
+// each batch row adds one FMA per weight, so from about m = 4 the 4-bit kernels become instruction-bound, the 8-bit
+// ones (twice the bytes per weight) stay memory-bound. See bench/NOTES-gemv.md.
 #pragma once
 
 #include "kernels/linear/gemv_lanes.hpp"
@@ -37,13 +38,13 @@ struct GemvQ4_0 {
     const int tiles = a.cols / kTileCols;
     for (int t = 0; t < tiles; ++t) {
       float xa[M][4], xb[M][4];
-QRT_GEMV_UNROLL
+      QRT_GEMV_UNROLL
       for (int i = 0; i < M; ++i) {
         const float* xi = a.x + i * a.x_stride + t * kTileCols + col_lo;
         ldg_x4(xi, xa[i]);
         ldg_x4(xi + 16, xb[i]);
       }
-QRT_GEMV_UNROLL
+      QRT_GEMV_UNROLL
       for (int r = 0; r < kRows; ++r) {
         const uint8_t* b = a.stage + r * chunk_bytes<GemvQ4_0>() + t * kTileBytes + 18 * block;
         const float d = half_bits_to_f32(ld_u16(b));
@@ -51,7 +52,7 @@ QRT_GEMV_UNROLL
         float wa[4], wb[4];
         bytes_to_floats(q & 0x0F0F0F0Fu, kMagic + 8.0f, wa);
         bytes_to_floats((q >> 4) & 0x0F0F0F0Fu, kMagic + 8.0f, wb);
-QRT_GEMV_UNROLL
+        QRT_GEMV_UNROLL
         for (int i = 0; i < M; ++i) acc[r][i] += d * dot4(wb, xb[i], dot4(wa, xa[i], 0.0f));
       }
     }
@@ -80,13 +81,13 @@ struct GemvQ8_0 {
     const int tiles = a.cols / kTileCols;
     for (int t = 0; t < tiles; ++t) {
       float xa[M][4], xb[M][4];
-QRT_GEMV_UNROLL
+      QRT_GEMV_UNROLL
       for (int i = 0; i < M; ++i) {
         const float* xi = a.x + i * a.x_stride + t * kTileCols + col;
         ldg_x4(xi, xa[i]);
         ldg_x4(xi + 4, xb[i]);
       }
-QRT_GEMV_UNROLL
+      QRT_GEMV_UNROLL
       for (int r = 0; r < kRows; ++r) {
         const uint8_t* b = a.stage + r * chunk_bytes<GemvQ8_0>() + t * kTileBytes + 34 * block;
         const float d = half_bits_to_f32(ld_u16(b));
@@ -96,7 +97,7 @@ QRT_GEMV_UNROLL
         float wa[4], wb[4];
         bytes_to_floats(q0, kMagic + 128.0f, wa);
         bytes_to_floats(q1, kMagic + 128.0f, wb);
-QRT_GEMV_UNROLL
+        QRT_GEMV_UNROLL
         for (int i = 0; i < M; ++i) acc[r][i] += d * dot4(wb, xb[i], dot4(wa, xa[i], 0.0f));
       }
     }
@@ -152,7 +153,7 @@ struct GemvKQuant4 {
     const int tiles = a.cols / kTileCols;
     for (int t = 0; t < tiles; ++t) {
       float xa[M][4], xb[M][4], sum_a[M], sum_b[M];
-QRT_GEMV_UNROLL
+      QRT_GEMV_UNROLL
       for (int i = 0; i < M; ++i) {
         const float* xi = a.x + i * a.x_stride + t * kTileCols + col_lo;
         ldg_x4(xi, xa[i]);
@@ -160,7 +161,7 @@ QRT_GEMV_UNROLL
         sum_a[i] = sum4(xa[i]);
         sum_b[i] = sum4(xb[i]);
       }
-QRT_GEMV_UNROLL
+      QRT_GEMV_UNROLL
       for (int r = 0; r < kRows; ++r) {
         const uint8_t* tile = a.stage + r * (kTilesPerChunk * kTileBytes) + t * kTileBytes;
         const uint32_t q = ld_u32(tile + QsOffset + 4 * lane);
@@ -176,7 +177,7 @@ QRT_GEMV_UNROLL
         bytes_to_floats(lo, kMagic, wa);
         bytes_to_floats(hi, kMagic, wb);
         ld_f4(scale_slot(a.scratch, r, t, pair), s);
-QRT_GEMV_UNROLL
+        QRT_GEMV_UNROLL
         for (int i = 0; i < M; ++i) {
           float v = acc[r][i];
           v += s[0] * dot4(wa, xa[i], 0.0f);
@@ -232,13 +233,13 @@ struct GemvQ6_K {
     const int tiles = a.cols / kTileCols;
     for (int t = 0; t < tiles; ++t) {
       float xa[M][4], xb[M][4];
-QRT_GEMV_UNROLL
+      QRT_GEMV_UNROLL
       for (int i = 0; i < M; ++i) {
         const float* xi = a.x + i * a.x_stride + t * kTileCols + col;
         ldg_x4(xi, xa[i]);
         ldg_x4(xi + 4, xb[i]);
       }
-QRT_GEMV_UNROLL
+      QRT_GEMV_UNROLL
       for (int r = 0; r < kRows; ++r) {
         const uint8_t* tile = a.stage + r * chunk_bytes<GemvQ6_K>() + t * kTileBytes;
         const float d = half_bits_to_f32(ld_u16(tile + 208));
@@ -252,7 +253,7 @@ QRT_GEMV_UNROLL
         bytes_to_floats(c0, kMagic + 32.0f, wa);
         bytes_to_floats(c1, kMagic + 32.0f, wb);
         const float dl = d * sc;
-QRT_GEMV_UNROLL
+        QRT_GEMV_UNROLL
         for (int i = 0; i < M; ++i) acc[r][i] += dl * dot4(wb, xb[i], dot4(wa, xa[i], 0.0f));
       }
     }

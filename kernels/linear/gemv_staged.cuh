@@ -8,12 +8,14 @@
 // and reduces with warp shuffles. Nothing is shared between warps, so the only barriers are __syncwarp.
 //
 // Bytes moved: every packed byte of W (and the separate scales) once from DRAM; x (4·m·cols bytes) from L2/L1 per
-// warp; y once. At decode batch sizes W dominates, so the bound is DRAM bandwidth (bench/NOTES-gemv.md).
+// warp; y once. W dominates at decode batch sizes, so the bound is DRAM bandwidth, except for 4-bit formats from
+// about batch 4, where decoding plus m FMAs per weight outgrow the issue budget (numbers in bench/NOTES-gemv.md).
 //
 // Requirements (checked by staged_applies; otherwise gemv() runs the generic kernel): W's data pointer and x are
-// 16-byte aligned (cudaMalloc gives 256), each packed row is a whole number of 16-byte copies (for the GGML formats:
-// cols a multiple of 256), cols is a multiple of the policy's kColsMultiple, and the separate scale/bias arrays are
-// aligned to their element size. Row strides are implied by cols (rows are packed back to back).
+// 16-byte aligned (cudaMalloc gives 256), each packed row is a whole number of 16-byte copies (Q4_0, Q8_0, Q4_K,
+// Q5_K: cols a multiple of 256; Q6_K: of 2048; AFQ, MXFP4: always), cols is a multiple of the policy's
+// kColsMultiple, and the separate scale/bias arrays are aligned to their element size. Row strides are implied by
+// cols (rows are packed back to back).
 #pragma once
 
 #include <cuda_runtime.h>

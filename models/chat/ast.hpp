@@ -50,8 +50,8 @@ struct Expr {
   int line = 0;
   int column = 0;
   int depth = 1;  // height of this subtree, bounded by the parser so evaluation cannot exhaust the stack
-  // Built only from literals, operators and context-free filters: Jinja evaluates such {{ }} expressions when
-  // compiling, which gives slicing in them the lenient item-access semantics (undefined instead of an error).
+  // Built only from literals, operators and context-free filters: Jinja evaluates such expressions when
+  // compiling, with lenient slicing (undefined instead of an error); see Interpreter::eval.
   bool foldable = false;
   Value constant;
   std::string name;

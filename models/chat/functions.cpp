@@ -53,10 +53,10 @@ Result<std::string> string_arg(const std::string& function, const Value& v) {
   return v.as_string();
 }
 
-Value string_list(const std::vector<std::string>& parts) {
+Value string_list(const std::vector<std::string>& parts, bool markup = false) {
   std::vector<Value> items;
   items.reserve(parts.size());
-  for (const auto& p : parts) items.push_back(Value::string(p));
+  for (const auto& p : parts) items.push_back(Value::string(p, markup));
   return Value::list(std::move(items));
 }
 
@@ -72,15 +72,17 @@ Result<Value> strip_method(const std::string& s, bool markup, CallArgs& args, co
   return Value::string(std::string(text::strip_chars(s, chars, side)), markup);
 }
 
-Result<Value> split_method(const std::string& s, CallArgs& args, bool from_right) {
+Result<Value> split_method(const std::string& s, bool markup, CallArgs& args, bool from_right) {
   const char* name = from_right ? "rsplit" : "split";
   QRT_ASSIGN_OR_RETURN(auto p, bind_arguments(name, args, {opt("sep", Value::none()), opt("maxsplit", Value::integer(-1))}));
   if (!p[1].is_integral()) return invalid_argument(std::string(name) + "() maxsplit must be an integer");
   const int64_t maxsplit = p[1].as_int();
-  if (p[0].is_none()) return string_list(from_right ? text::rsplit_space(s, maxsplit) : text::split_space(s, maxsplit));
+  if (p[0].is_none()) {
+    return string_list(from_right ? text::rsplit_space(s, maxsplit) : text::split_space(s, maxsplit), markup);
+  }
   QRT_ASSIGN_OR_RETURN(std::string sep, string_arg(name, p[0]));
   if (sep.empty()) return invalid_argument("empty separator");
-  return string_list(from_right ? text::rsplit_sep(s, sep, maxsplit) : text::split_sep(s, sep, maxsplit));
+  return string_list(from_right ? text::rsplit_sep(s, sep, maxsplit) : text::split_sep(s, sep, maxsplit), markup);
 }
 
 Result<Value> affix_method(const std::string& s, CallArgs& args, bool prefix) {
@@ -127,8 +129,9 @@ Result<Value> call_string_method(const Value& self, const std::string& name, Cal
   if (name == "strip") return strip_method(s, markup, args, "strip", text::StripSide::kBoth);
   if (name == "lstrip") return strip_method(s, markup, args, "lstrip", text::StripSide::kLeft);
   if (name == "rstrip") return strip_method(s, markup, args, "rstrip", text::StripSide::kRight);
-  if (name == "split") return split_method(s, args, false);
-  if (name == "rsplit") return split_method(s, args, true);
+  // Markup's methods return Markup.
+  if (name == "split") return split_method(s, markup, args, false);
+  if (name == "rsplit") return split_method(s, markup, args, true);
   if (name == "startswith") return affix_method(s, args, true);
   if (name == "endswith") return affix_method(s, args, false);
   if (name == "upper" || name == "lower" || name == "title" || name == "capitalize" || name == "casefold") {
@@ -140,7 +143,7 @@ Result<Value> call_string_method(const Value& self, const std::string& name, Cal
   }
   if (name == "splitlines") {
     QRT_ASSIGN_OR_RETURN(auto p, bind_arguments(name, args, {opt("keepends", Value::boolean(false))}));
-    return string_list(text::splitlines(s, truthy(p[0])));
+    return string_list(text::splitlines(s, truthy(p[0])), markup);
   }
   if (name == "replace") {
     QRT_ASSIGN_OR_RETURN(auto p, bind_arguments(name, args, {req("old"), req("new"), opt("count", Value::integer(-1))}));

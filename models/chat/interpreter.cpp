@@ -198,11 +198,15 @@ Status Interpreter::exec(const Stmt& s, const std::shared_ptr<Scope>& scope, std
       return charge(s.text.size());
     }
     case StmtKind::kOutput: {
-      in_constant_output_ = s.expr->foldable;
-      auto v = eval(*s.expr, scope);
-      in_constant_output_ = false;
-      if (!v.ok()) return v.status();
-      return append_output(out, *v);
+      if (s.expr->foldable && s.expr->kind != ExprKind::kConst) {
+        // Jinja prints a constant {{ }} expression's compile-time value, even an undefined one.
+        folding_ = true;
+        auto folded = eval(*s.expr, scope);
+        folding_ = false;
+        if (folded.ok()) return append_output(out, *folded);
+      }
+      QRT_ASSIGN_OR_RETURN(Value v, eval(*s.expr, scope));
+      return append_output(out, v);
     }
     case StmtKind::kIf:
       for (const auto& branch : s.branches) {
@@ -532,8 +536,36 @@ Result<Value> Interpreter::eval_slice(const Expr& e, const Value& object, const 
   return r;
 }
 
+namespace {
+
+// Jinja's has_safe_repr: the values its compiler may embed as constants.
+bool has_safe_repr(const Value& v) {
+  if (v.is_undefined() || v.is_callable() || v.is_lazy() || v.is_view() || v.is_namespace()) return false;
+  if (v.is_list()) {
+    for (const Value& item : v.list().items) {
+      if (!has_safe_repr(item)) return false;
+    }
+  } else if (v.is_dict()) {
+    for (const auto& [key, item] : v.dict().entries()) {
+      if (!has_safe_repr(key) || !has_safe_repr(item)) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 Result<Value> Interpreter::eval(const Expr& e, const std::shared_ptr<Scope>& scope, const Value* block_input) {
   QRT_TRY(step());
+  if (folding_ && !e.foldable) return unsupported("not a constant expression");
+  if (e.foldable && !folding_ && e.kind != ExprKind::kConst) {
+    // Jinja's optimizer evaluates constant subexpressions while compiling, where item access is lenient (a bad
+    // slice gives Undefined, not TypeError), and keeps the value when it can be embedded as a constant.
+    folding_ = true;
+    auto folded = eval(e, scope, block_input);
+    folding_ = false;
+    if (folded.ok() && has_safe_repr(*folded)) return folded;
+  }
   switch (e.kind) {
     case ExprKind::kConst: return e.constant;
     case ExprKind::kName: {
@@ -570,9 +602,7 @@ Result<Value> Interpreter::eval(const Expr& e, const std::shared_ptr<Scope>& sco
       QRT_ASSIGN_OR_RETURN(Value object, eval(*e.node, scope));
       if (e.right->kind == ExprKind::kSlice) {
         auto sliced = eval_slice(*e.right, object, scope);
-        // Jinja evaluates a constant {{ }} expression while compiling, with its lenient item access: a failed
-        // slice is undefined there (elsewhere it is Python's TypeError).
-        if (!sliced.ok() && in_constant_output_ && !object.is_undefined()) {
+        if (!sliced.ok() && folding_ && !object.is_undefined()) {
           return Value::undefined(object_description(object) + " has no element slice");
         }
         return sliced;

@@ -83,7 +83,7 @@ class Interpreter {
   size_t total_bytes_ = 0;
   int call_depth_ = 0;
   Flow flow_ = Flow::kNormal;
-  bool in_constant_output_ = false;  // evaluating a {{ }} expression made only of constants
+  bool folding_ = false;  // evaluating a constant expression as Jinja's compiler does (see eval)
   // Scopes that define macros: a macro holds its defining scope, which holds the macro. Their variables are
   // cleared after rendering to break those reference cycles.
   std::vector<std::weak_ptr<Scope>> macro_scopes_;

@@ -120,6 +120,9 @@ class Parser {
       default: break;
     }
     auto constant = [](const ExprPtr& c) { return !c || c->foldable; };
+    // Branches that may not be taken are checked when folding (a name there makes folding fail).
+    if (e.kind == ExprKind::kCondExpr) return constant(e.right);
+    if (e.kind == ExprKind::kAnd || e.kind == ExprKind::kOr) return constant(e.node);
     if (!constant(e.node) || !constant(e.right) || !constant(e.other) || e.dyn_args || e.dyn_kwargs) return false;
     for (const auto& c : e.items) {
       if (!constant(c)) return false;

@@ -71,8 +71,8 @@ class CudaBackend final : public Backend {
   size_t live_allocations() const;
   size_t live_weights() const;
 
-  // Rows at or below which linear() runs the fused GEMV instead of dequantize + cuBLAS.
-  static constexpr int64_t kGemvMaxRows = 8;
+  // linear() runs the fused GEMV for up to kernels::kGemvMaxBatch rows (kernels/linear/gemv_batch.hpp) and
+  // dequantize + cuBLAS above.
   // The most fp32 bytes of W one prefill tile dequantizes before its GEMM (at least one row is always taken).
   // Smaller tiles use less scratch memory; tests shrink it to run the multi-tile path on small matrices.
   void set_gemm_tile_bytes(uint64_t bytes) { gemm_tile_bytes_ = bytes; }

@@ -11,6 +11,7 @@
 #include "kernels/embedding/embed.hpp"
 #include "kernels/linear/dequant.hpp"
 #include "kernels/linear/gemv.hpp"
+#include "kernels/linear/gemv_batch.hpp"
 #include "kernels/moe/expert_gemv.hpp"
 #include "kernels/moe/moe.hpp"
 #include "kernels/norm/rms_norm.hpp"
@@ -317,7 +318,7 @@ Status CudaBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bia
   if (x.rows == 0) return ok_status();
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   const cudaStream_t stream = ctx_->compute_stream();
-  if (x.rows <= kGemvMaxRows) {
+  if (x.rows <= kernels::kGemvMaxBatch) {
     QRT_TRY(kernels::gemv(w->format, w->view(), x.data, static_cast<int>(x.rows), y.data, stream));
   } else {
     QRT_TRY(linear_gemm(*w, x, y));
