@@ -20,10 +20,9 @@ __device__ __forceinline__ bool better(double p, int id, double best_p, int best
 // One warp per token. Lane l owns experts l, l + 32, ..., and marks the ones already selected in a bit mask
 // (bit i = expert l + 32 i). Probabilities are recomputed from the logits whenever needed: the same expression
 // on the same inputs gives the same double, so ties are seen exactly as the reference sees them.
-__global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(const float* __restrict__ logits, int64_t tokens,
-                                                                  int experts, int top_k, bool renormalize,
-                                                                  int32_t* __restrict__ ids,
-                                                                  float* __restrict__ weights) {
+// No __launch_bounds__: with it ptxas spills a register (54 are used without).
+__global__ void moe_route_kernel(const float* __restrict__ logits, int64_t tokens, int experts, int top_k,
+                                 bool renormalize, int32_t* __restrict__ ids, float* __restrict__ weights) {
   const int lane = threadIdx.x % 32;
   const int64_t warps_total = static_cast<int64_t>(gridDim.x) * kRouteWarps;
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + threadIdx.x / 32; t < tokens;
