@@ -7,6 +7,7 @@
 #include "kernels/cpu/ops.hpp"
 #include "kernels/cpu/quant_reference.hpp"
 #include "kernels/quant/formats.hpp"
+#include "runtime/src/comm/communicator.hpp"
 
 namespace qrt {
 namespace {
@@ -85,6 +86,7 @@ struct CpuBackend::Weight {
 };
 
 CpuBackend::CpuBackend() = default;
+CpuBackend::CpuBackend(Communicator* comm) : comm_(comm) {}
 
 CpuBackend::~CpuBackend() {
   for (auto& [start, bytes] : allocations_) ::operator delete(reinterpret_cast<void*>(start), std::align_val_t(64));
@@ -414,5 +416,19 @@ Status CpuBackend::moe_combine(ConstF32View y, ConstF32View weights, F32View out
   cpu::moe_combine(y.data, weights.data, tokens, static_cast<int>(top_k), y.cols, out.data);
   return ok_status();
 }
+
+// ---- tensor parallelism ---------------------------------------------------------------------------------------
+
+Status CpuBackend::all_reduce_sum(F32View x) {
+  const char* op = "all_reduce_sum";
+  QRT_TRY(check_view(x, op, "x"));
+  if (comm_ == nullptr) return ok_status();
+  if (comm_->kind() == "nccl")
+    return invalid_argument("cpu backend: all_reduce_sum needs a host-memory communicator, not nccl");
+  return comm_->all_reduce_sum(x.data, static_cast<size_t>(x.numel()));
+}
+
+int CpuBackend::tp_rank() const { return comm_ ? comm_->rank() : 0; }
+int CpuBackend::tp_world_size() const { return comm_ ? comm_->world() : 1; }
 
 }  // namespace qrt

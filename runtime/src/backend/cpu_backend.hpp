@@ -11,9 +11,14 @@
 
 namespace qrt {
 
+class Communicator;
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend();
+  // A rank of a tensor-parallel job: all_reduce_sum goes through `comm` (not owned; it must outlive the backend
+  // and hold host memory collectives: "single" or "mpi"). A null `comm` is a single rank.
+  explicit CpuBackend(Communicator* comm);
   ~CpuBackend() override;
   CpuBackend(const CpuBackend&) = delete;
   CpuBackend& operator=(const CpuBackend&) = delete;
@@ -43,6 +48,10 @@ class CpuBackend final : public Backend {
   Status linear_experts(ConstF32View x, WeightHandle w, ConstI32View ids, F32View y) override;
   Status moe_combine(ConstF32View y, ConstF32View weights, F32View out) override;
 
+  Status all_reduce_sum(F32View x) override;
+  int tp_rank() const override;
+  int tp_world_size() const override;
+
   // Live allocations and weights, for leak checks in tests.
   size_t live_allocations() const { return allocations_.size(); }
   size_t live_weights() const;
@@ -57,6 +66,7 @@ class CpuBackend final : public Backend {
 
   std::map<uintptr_t, uint64_t> allocations_;  // start address -> bytes
   std::vector<std::unique_ptr<Weight>> weights_;  // handle id - 1 -> weight (null once freed)
+  Communicator* comm_ = nullptr;                  // tensor-parallel peers; null on a single rank
 };
 
 }  // namespace qrt

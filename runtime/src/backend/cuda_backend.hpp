@@ -24,6 +24,8 @@
 
 namespace qrt {
 
+class Communicator;
+
 // Time and bytes spent in upload_weight, for the load report.
 struct WeightLoadStats {
   uint64_t bytes = 0;     // bytes copied: the parts as stored (packed), or the decoded f32 of 1-D tensors
@@ -34,7 +36,9 @@ struct WeightLoadStats {
 
 class CudaBackend final : public Backend {
  public:
-  static Result<std::unique_ptr<CudaBackend>> create(int device);
+  // `comm`: this rank's tensor-parallel communicator (not owned; it must outlive the backend), an NCCL
+  // communicator on the same device, or null (or one rank) for a single GPU.
+  static Result<std::unique_ptr<CudaBackend>> create(int device, Communicator* comm = nullptr);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -64,6 +68,11 @@ class CudaBackend final : public Backend {
   Status linear_experts(ConstF32View x, WeightHandle w, ConstI32View ids, F32View y) override;
   Status moe_combine(ConstF32View y, ConstF32View weights, F32View out) override;
   Status argmax(ConstF32View logits, I32View ids) override;
+
+  // Sums x across ranks through the communicator, ordered on the compute stream (returns once enqueued).
+  Status all_reduce_sum(F32View x) override;
+  int tp_rank() const override;
+  int tp_world_size() const override;
 
   const CudaDeviceProps& device_props() const { return ctx_->props(); }
   const WeightLoadStats& load_stats() const { return load_stats_; }
@@ -99,6 +108,7 @@ class CudaBackend final : public Backend {
   uint64_t scratch_bytes_ = 0;
   uint64_t gemm_tile_bytes_ = uint64_t{64} << 20;
   WeightLoadStats load_stats_;
+  Communicator* comm_ = nullptr;  // tensor-parallel peers; null on a single GPU
 };
 
 }  // namespace qrt

@@ -17,6 +17,7 @@
 #include "kernels/norm/rms_norm.hpp"
 #include "kernels/rope/rope.hpp"
 #include "kernels/sampling/argmax.hpp"
+#include "runtime/src/comm/communicator.hpp"
 #include "runtime/src/backend/make_cuda_backend.hpp"
 #include "runtime/src/backend/op_checks.hpp"
 
@@ -75,9 +76,16 @@ struct CudaBackend::Weight {
   }
 };
 
-Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
+Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, Communicator* comm) {
+  if (comm != nullptr && comm->world() > 1 && comm->kind() != "nccl") {
+    return invalid_argument("cuda backend on device " + std::to_string(device) + ": a " + std::string(comm->kind()) +
+                            " communicator reduces host memory; " + std::to_string(comm->world()) +
+                            " GPU ranks need an nccl communicator");
+  }
   QRT_ASSIGN_OR_RETURN(std::unique_ptr<CudaContext> ctx, CudaContext::create(device));
-  return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(ctx)));
+  std::unique_ptr<CudaBackend> backend(new CudaBackend(std::move(ctx)));
+  backend->comm_ = comm;
+  return backend;
 }
 
 CudaBackend::CudaBackend(std::unique_ptr<CudaContext> ctx)
@@ -477,10 +485,21 @@ Status CudaBackend::argmax(ConstF32View logits, I32View ids) {
   return kernels::argmax_rows(logits.data, logits.rows, logits.cols, ids.data, ctx_->compute_stream());
 }
 
+// ---- tensor parallelism -------------------------------------------------------------------------------------
+
+Status CudaBackend::all_reduce_sum(F32View x) {
+  QRT_TRY(check_view(x, "all_reduce_sum", "x"));
+  if (comm_ == nullptr || x.numel() == 0) return ok_status();
+  return comm_->all_reduce_sum(x.data, static_cast<size_t>(x.numel()), ctx_->compute_stream());
+}
+
+int CudaBackend::tp_rank() const { return comm_ ? comm_->rank() : 0; }
+int CudaBackend::tp_world_size() const { return comm_ ? comm_->world() : 1; }
+
 // ---- factory ------------------------------------------------------------------------------------------------
 
-Result<std::unique_ptr<Backend>> make_cuda_backend(int device) {
-  QRT_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend, CudaBackend::create(device));
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device, Communicator* comm) {
+  QRT_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend, CudaBackend::create(device, comm));
   return std::unique_ptr<Backend>(std::move(backend));
 }
 

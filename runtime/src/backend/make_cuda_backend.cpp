@@ -5,7 +5,7 @@
 
 namespace qrt {
 
-Result<std::unique_ptr<Backend>> make_cuda_backend(int device) {
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device, Communicator* comm) {
   return unsupported("device cuda:" + std::to_string(device) +
                      ": this build of qrt has no CUDA backend (configured without a CUDA toolkit or with QRT_CUDA=OFF)");
 }

@@ -9,10 +9,13 @@
 
 namespace qrt {
 
+class Communicator;
+
 // The CUDA backend on device `device` (an index below the number of visible devices). Errors: unsupported when
 // qrt was built without CUDA; not_found for a device index that does not exist; a CUDA error (naming the call)
 // when the driver or device cannot be used.
-Result<std::unique_ptr<Backend>> make_cuda_backend(int device);
+// `comm` (optional, not owned): this rank's NCCL communicator on the same device, for tensor parallelism.
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device, Communicator* comm = nullptr);
 
 // Whether this build of qrt contains the CUDA backend.
 bool cuda_backend_built();
