@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "kernels/cpu/quant_reference.hpp"
+#include "kernels/quant/slicing.hpp"
+#include "loader/tensor_slice.hpp"
+#include "qrt/log.hpp"
 #include "models/tensor_names.hpp"
 
 namespace qrt {
@@ -45,6 +49,8 @@ struct Transformer::Layer {
   WeightHandle attn_norm, q, k, v, o, q_bias, k_bias, v_bias, o_bias, q_norm, k_norm;
   WeightHandle ffn_norm, gate, up, down, gate_bias, up_bias, down_bias;
   WeightHandle router, gate_exps, up_exps, down_exps;
+  int64_t expert_ffn = 0;          // this rank's expert intermediate width
+  bool experts_replicated = false;  // every rank holds whole experts: the MoE output needs no all-reduce
 };
 
 Transformer::Transformer(Backend& backend, const ModelConfig& config) : backend_(backend), config_(config) {}
@@ -83,17 +89,45 @@ Status Transformer::load(const TensorTable& tensors, const TransformerOptions& o
   } else {
     QRT_TRY(require(c.ffn > 0, "ffn must be positive for a dense MLP"));
   }
-  if (options.tp.world != 1 || options.tp.rank != 0)
-    return unsupported("tensor parallelism (world size " + std::to_string(options.tp.world) + ") is not implemented");
-  heads_ = c.heads / options.tp.world;
-  kv_heads_ = c.kv_heads / options.tp.world;
+  // Tensor parallelism (spec/uqff.md §5): q/k/v and gate/up are split by output rows, o and down by input
+  // columns on block boundaries, and the partial sums of o and down meet in an all-reduce. Embedding, output head,
+  // norms and router are replicated: rank 0 samples from whole logits, so a vocabulary-split head would need an
+  // all-gather of the logits every step for a saving of one matrix.
+  const int world = options.tp.world, rank = options.tp.rank;
+  QRT_TRY(require(world >= 1 && rank >= 0 && rank < world,
+                  "tensor-parallel rank " + std::to_string(rank) + " of " + std::to_string(world)));
+  if (world != backend_.tp_world_size() || rank != backend_.tp_rank())
+    return invalid_argument("the model is split for rank " + std::to_string(rank) + " of " + std::to_string(world) +
+                            " but the " + backend_.name() + " backend is rank " + std::to_string(backend_.tp_rank()) +
+                            " of " + std::to_string(backend_.tp_world_size()));
+  QRT_TRY(require(c.heads % world == 0, "the " + std::to_string(c.heads) + " attention heads do not divide among " +
+                                            std::to_string(world) + " ranks"));
+  heads_ = c.heads / world;
   head_dim_ = c.head_dim;
-  ffn_ = c.ffn / options.tp.world;
-  expert_ffn_ = c.expert_ffn / options.tp.world;
+  int kv_first = 0;  // this rank's first KV head
+  if (c.kv_heads % world == 0) {
+    kv_heads_ = c.kv_heads / world;
+    kv_first = rank * kv_heads_;
+  } else if (world % c.kv_heads == 0) {
+    // Fewer KV heads than ranks: each rank's query heads all read one KV head, which that rank holds a copy of.
+    kv_heads_ = 1;
+    kv_first = rank * c.kv_heads / world;
+  } else {
+    return invalid_argument("config: the " + std::to_string(c.kv_heads) + " KV heads can be neither split nor " +
+                            "replicated among " + std::to_string(world) + " ranks");
+  }
+  if (!moe) {
+    QRT_TRY(require(c.ffn % world == 0, "the MLP width " + std::to_string(c.ffn) + " does not divide among " +
+                                            std::to_string(world) + " ranks"));
+  }
+  ffn_ = moe ? 0 : c.ffn / world;
+  expert_ffn_ = 0;  // the widest layer's, set below
 
   std::set<std::string> consumed;
-  // Uploads tensor `name` after checking its shape; an absent optional tensor gives an invalid handle.
-  auto take = [&](const std::string& name, std::vector<int64_t> shape, bool required) -> Result<WeightHandle> {
+  // Uploads tensor `name` after checking its (whole) shape; with several ranks, only `slice` of it. An absent
+  // optional tensor gives an invalid handle.
+  auto take = [&](const std::string& name, std::vector<int64_t> shape, bool required,
+                  std::optional<quant::DimRange> slice = std::nullopt) -> Result<WeightHandle> {
     auto it = tensors.find(name);
     if (it == tensors.end()) {
       if (required) return not_found("tensor " + name + " " + shape_string(shape) + " is missing");
@@ -103,12 +137,33 @@ Status Transformer::load(const TensorTable& tensors, const TransformerOptions& o
     if (it->second.shape != shape)
       return invalid_argument("tensor " + name + " (" + it->second.name + "): expected shape " + shape_string(shape) +
                               ", found " + shape_string(it->second.shape));
-    auto h = backend_.upload_weight(it->second);
+    Result<WeightHandle> h = WeightHandle{};
+    if (slice && world > 1) {
+      auto part = slice_tensor(it->second, *slice);
+      if (!part.ok())
+        return part.status().with_context("tensor " + name + " split among " + std::to_string(world) + " ranks");
+      h = backend_.upload_weight(part->tensor);
+    } else {
+      h = backend_.upload_weight(it->second);
+    }
     if (!h.ok()) return h.status();
     uploaded_.push_back(*h);
     return *h;
   };
-  const int64_t hidden = c.hidden, q_dim = int64_t{heads_} * head_dim_, kv_dim = int64_t{kv_heads_} * head_dim_;
+  // Row-parallel biases enter the sum once, through rank 0's partial; the other ranks leave them out.
+  auto take_reduced_bias = [&](const std::string& name, std::vector<int64_t> shape) -> Result<WeightHandle> {
+    if (rank == 0) return take(name, std::move(shape), true);
+    if (!tensors.count(name)) return not_found("tensor " + name + " " + shape_string(shape) + " is missing");
+    consumed.insert(name);
+    return WeightHandle{};
+  };
+  const int64_t hd = head_dim_, q_dim = int64_t{c.heads} * hd, kv_dim = int64_t{c.kv_heads} * hd;
+  const quant::DimRange q_rows{0, rank * heads_ * hd, heads_ * hd}, kv_rows{0, kv_first * hd, kv_heads_ * hd};
+  const quant::DimRange o_cols{1, q_rows.start, q_rows.length};
+  const quant::DimRange ffn_rows{0, rank * int64_t{ffn_}, ffn_}, ffn_cols{1, ffn_rows.start, ffn_rows.length};
+  auto as_bias = [](quant::DimRange r) { return quant::DimRange{0, r.start, r.length}; };
+  int replicated_layers = 0;
+  const int64_t hidden = c.hidden;
 
   QRT_ASSIGN_OR_RETURN(token_embd_, take(std::string(names::kTokenEmbd), {c.vocab_size, hidden}, true));
   QRT_ASSIGN_OR_RETURN(output_norm_, take(std::string(names::kOutputNorm), {hidden}, true));
@@ -126,17 +181,17 @@ Status Transformer::load(const TensorTable& tensors, const TransformerOptions& o
     auto n = [&](LayerTensor t) { return names::layer_tensor(l, t); };
     auto b = [&](LayerTensor t) { return names::bias_of(names::layer_tensor(l, t)); };
     QRT_ASSIGN_OR_RETURN(L.attn_norm, take(n(LayerTensor::kAttnNorm), {hidden}, true));
-    QRT_ASSIGN_OR_RETURN(L.q, take(n(LayerTensor::kAttnQ), {q_dim, hidden}, true));
-    QRT_ASSIGN_OR_RETURN(L.k, take(n(LayerTensor::kAttnK), {kv_dim, hidden}, true));
-    QRT_ASSIGN_OR_RETURN(L.v, take(n(LayerTensor::kAttnV), {kv_dim, hidden}, true));
-    QRT_ASSIGN_OR_RETURN(L.o, take(n(LayerTensor::kAttnOutput), {hidden, q_dim}, true));
+    QRT_ASSIGN_OR_RETURN(L.q, take(n(LayerTensor::kAttnQ), {q_dim, hidden}, true, q_rows));
+    QRT_ASSIGN_OR_RETURN(L.k, take(n(LayerTensor::kAttnK), {kv_dim, hidden}, true, kv_rows));
+    QRT_ASSIGN_OR_RETURN(L.v, take(n(LayerTensor::kAttnV), {kv_dim, hidden}, true, kv_rows));
+    QRT_ASSIGN_OR_RETURN(L.o, take(n(LayerTensor::kAttnOutput), {hidden, q_dim}, true, o_cols));
     if (c.attention_bias) {
-      QRT_ASSIGN_OR_RETURN(L.q_bias, take(b(LayerTensor::kAttnQ), {q_dim}, true));
-      QRT_ASSIGN_OR_RETURN(L.k_bias, take(b(LayerTensor::kAttnK), {kv_dim}, true));
-      QRT_ASSIGN_OR_RETURN(L.v_bias, take(b(LayerTensor::kAttnV), {kv_dim}, true));
+      QRT_ASSIGN_OR_RETURN(L.q_bias, take(b(LayerTensor::kAttnQ), {q_dim}, true, as_bias(q_rows)));
+      QRT_ASSIGN_OR_RETURN(L.k_bias, take(b(LayerTensor::kAttnK), {kv_dim}, true, as_bias(kv_rows)));
+      QRT_ASSIGN_OR_RETURN(L.v_bias, take(b(LayerTensor::kAttnV), {kv_dim}, true, as_bias(kv_rows)));
     }
     if (c.attention_out_bias) {
-      QRT_ASSIGN_OR_RETURN(L.o_bias, take(b(LayerTensor::kAttnOutput), {hidden}, true));
+      QRT_ASSIGN_OR_RETURN(L.o_bias, take_reduced_bias(b(LayerTensor::kAttnOutput), {hidden}));
     }
     if (c.qk_norm) {
       QRT_ASSIGN_OR_RETURN(L.q_norm, take(n(LayerTensor::kAttnQNorm), {head_dim_}, true));
@@ -144,22 +199,51 @@ Status Transformer::load(const TensorTable& tensors, const TransformerOptions& o
     }
     QRT_ASSIGN_OR_RETURN(L.ffn_norm, take(n(LayerTensor::kFfnNorm), {hidden}, true));
     if (moe) {
-      const int64_t e = c.experts, f = expert_ffn_;
+      const int64_t e = c.experts, f = c.expert_ffn;
       QRT_ASSIGN_OR_RETURN(L.router, take(n(LayerTensor::kFfnGateInp), {e, hidden}, true));
-      QRT_ASSIGN_OR_RETURN(L.gate_exps, take(n(LayerTensor::kFfnGateExps), {e, f, hidden}, true));
-      QRT_ASSIGN_OR_RETURN(L.up_exps, take(n(LayerTensor::kFfnUpExps), {e, f, hidden}, true));
-      QRT_ASSIGN_OR_RETURN(L.down_exps, take(n(LayerTensor::kFfnDownExps), {e, hidden, f}, true));
+      // Every rank keeps every expert but a slice of its intermediate width, when all three stacks allow that
+      // slice; otherwise whole experts are replicated on every rank.
+      std::optional<quant::DimRange> gate_up_rows, down_cols;
+      if (world > 1) {
+        const std::vector<int64_t> gate_shape{e, f, hidden}, down_shape{e, hidden, f};
+        if (f % world == 0) {
+          gate_up_rows = quant::DimRange{1, rank * (f / world), f / world};
+          down_cols = quant::DimRange{2, gate_up_rows->start, gate_up_rows->length};
+        }
+        auto fits = [&](LayerTensor t, const std::vector<int64_t>& shape, const std::optional<quant::DimRange>& r) {
+          auto it = tensors.find(n(t));
+          return r && (it == tensors.end() || it->second.shape != shape ||
+                       quant::check_slice(it->second.format, it->second.params, shape, *r).ok());
+        };
+        if (!fits(LayerTensor::kFfnGateExps, gate_shape, gate_up_rows) ||
+            !fits(LayerTensor::kFfnUpExps, gate_shape, gate_up_rows) ||
+            !fits(LayerTensor::kFfnDownExps, down_shape, down_cols)) {
+          gate_up_rows.reset();
+          down_cols.reset();
+          L.experts_replicated = true;
+          ++replicated_layers;
+        }
+      }
+      L.expert_ffn = gate_up_rows ? gate_up_rows->length : f;
+      expert_ffn_ = std::max(expert_ffn_, static_cast<int>(L.expert_ffn));
+      QRT_ASSIGN_OR_RETURN(L.gate_exps, take(n(LayerTensor::kFfnGateExps), {e, f, hidden}, true, gate_up_rows));
+      QRT_ASSIGN_OR_RETURN(L.up_exps, take(n(LayerTensor::kFfnUpExps), {e, f, hidden}, true, gate_up_rows));
+      QRT_ASSIGN_OR_RETURN(L.down_exps, take(n(LayerTensor::kFfnDownExps), {e, hidden, f}, true, down_cols));
     } else {
-      QRT_ASSIGN_OR_RETURN(L.gate, take(n(LayerTensor::kFfnGate), {ffn_, hidden}, true));
-      QRT_ASSIGN_OR_RETURN(L.up, take(n(LayerTensor::kFfnUp), {ffn_, hidden}, true));
-      QRT_ASSIGN_OR_RETURN(L.down, take(n(LayerTensor::kFfnDown), {hidden, ffn_}, true));
+      QRT_ASSIGN_OR_RETURN(L.gate, take(n(LayerTensor::kFfnGate), {c.ffn, hidden}, true, ffn_rows));
+      QRT_ASSIGN_OR_RETURN(L.up, take(n(LayerTensor::kFfnUp), {c.ffn, hidden}, true, ffn_rows));
+      QRT_ASSIGN_OR_RETURN(L.down, take(n(LayerTensor::kFfnDown), {hidden, c.ffn}, true, ffn_cols));
       if (c.mlp_bias) {
-        QRT_ASSIGN_OR_RETURN(L.gate_bias, take(b(LayerTensor::kFfnGate), {ffn_}, true));
-        QRT_ASSIGN_OR_RETURN(L.up_bias, take(b(LayerTensor::kFfnUp), {ffn_}, true));
-        QRT_ASSIGN_OR_RETURN(L.down_bias, take(b(LayerTensor::kFfnDown), {hidden}, true));
+        QRT_ASSIGN_OR_RETURN(L.gate_bias, take(b(LayerTensor::kFfnGate), {c.ffn}, true, as_bias(ffn_rows)));
+        QRT_ASSIGN_OR_RETURN(L.up_bias, take(b(LayerTensor::kFfnUp), {c.ffn}, true, as_bias(ffn_rows)));
+        QRT_ASSIGN_OR_RETURN(L.down_bias, take_reduced_bias(b(LayerTensor::kFfnDown), {hidden}));
       }
     }
   }
+
+  if (replicated_layers > 0)
+    log_warn("the expert quantization geometry of ", replicated_layers, " of ", c.layers,
+             " layers does not allow a split among ", world, " ranks; their experts are replicated on every rank");
 
   // RoPE frequencies, with GGUF's per-pair rope_freqs factors (Llama 3.1 files) when present.
   const int rot_dim = c.rope.rot_dim == 0 ? head_dim_ : c.rope.rot_dim;
@@ -346,7 +430,7 @@ Status Transformer::run_layer(Sequence& seq, int layer_index, int64_t n, F32View
     const I32View ids = seq.scratch_[kExpertIds].view<int32_t>(n, top_k);
     QRT_TRY(be.linear(h, L.router, WeightHandle{}, router));
     QRT_TRY(be.moe_route(router, c.normalize_topk, ids, weights));
-    const F32View gate = f32(kGate, n * top_k, expert_ffn_), up = f32(kUp, n * top_k, expert_ffn_);
+    const F32View gate = f32(kGate, n * top_k, L.expert_ffn), up = f32(kUp, n * top_k, L.expert_ffn);
     const F32View expert_out = f32(kExpertOut, n * top_k, hidden);
     QRT_TRY(be.linear_experts(h, L.gate_exps, ids, gate));
     QRT_TRY(be.linear_experts(h, L.up_exps, ids, up));
@@ -354,7 +438,7 @@ Status Transformer::run_layer(Sequence& seq, int layer_index, int64_t n, F32View
     QRT_TRY(be.linear_experts(gate, L.down_exps, ids, expert_out));
     QRT_TRY(be.moe_combine(expert_out, weights, proj));
   }
-  QRT_TRY(be.all_reduce_sum(proj));
+  if (!L.experts_replicated) QRT_TRY(be.all_reduce_sum(proj));
   QRT_TRY(be.add(x, proj, x));
   return ok_status();
 }

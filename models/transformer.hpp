@@ -29,8 +29,9 @@
 
 namespace qrt {
 
-// This rank's share of a tensor-parallel model. Only world = 1 is implemented; the layer code already works
-// on local sizes (heads, kv_heads, ffn, experts' ffn divided by world) so that sliced weights fit in later.
+// This rank's share of a tensor-parallel model: create() uploads only this rank's slices (column-parallel q/k/v,
+// gate/up; row-parallel o, down; expert stacks split on their intermediate width or replicated) and the layers
+// run on local sizes, meeting in the backend's all_reduce_sum. Must match the backend's tp_rank/tp_world_size.
 struct TensorParallel {
   int rank = 0;
   int world = 1;
