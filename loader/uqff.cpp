@@ -126,9 +126,13 @@ Result<std::vector<int64_t>> shape_vector(const SafetensorsEntry& e, const std::
   if (e.dtype != ScalarType::kU32 || e.shape.size() != 1 || e.shape[0] < 1 || e.shape[0] > 4)
     return format_error(file + ": '" + e.name + "' must be a U32 vector of 1 to 4 dims");
   std::vector<int64_t> shape;
+  // Four u32 dims can multiply past 2^63, where a wrapped element count could match a small payload.
+  uint64_t numel = 1;
   for (int64_t i = 0; i < e.shape[0]; ++i) {
     const uint32_t d = quant::load_u32(e.data.data + 4 * i);
     if (d == 0) return format_error(file + ": '" + e.name + "' has a zero dimension");
+    if (__builtin_mul_overflow(numel, uint64_t{d}, &numel) || numel > static_cast<uint64_t>(INT64_MAX))
+      return format_error(file + ": '" + e.name + "' describes more than 2^63 elements");
     shape.push_back(d);
   }
   return shape;
@@ -389,11 +393,17 @@ bool looks_like_uqff(const std::string& path) {
 }
 
 Result<UqffShards> open_uqff_shards(const std::vector<std::string>& shard_paths) {
-  UqffShards out;
+  std::vector<SafetensorsFile> files;
   for (const std::string& path : shard_paths) {
     QRT_ASSIGN_OR_RETURN(SafetensorsFile f, read_safetensors(path));
-    out.files.push_back(std::move(f));
+    files.push_back(std::move(f));
   }
+  return check_uqff_shards(std::move(files));
+}
+
+Result<UqffShards> check_uqff_shards(std::vector<SafetensorsFile> files) {
+  UqffShards out;
+  out.files = std::move(files);
   // Union of names: duplicates are errors, except identical U32 version scalars.
   std::map<std::string, const SafetensorsFile*> owner;
   std::map<std::string, uint32_t> versions;
@@ -419,7 +429,7 @@ Result<UqffShards> open_uqff_shards(const std::vector<std::string>& shard_paths)
                             f.path + "'");
     }
   }
-  const std::string set = shard_paths.empty() ? std::string("UQFF set") : shard_paths.front();
+  const std::string set = out.files.empty() ? std::string("UQFF set") : out.files.front().path;
   if (total > 0 && all_numeric)
     return unsupported(set + ": a pre-1.0 (legacy) UQFF file, which is no longer supported; regenerate it with "
                              "`mistralrs quantize`");

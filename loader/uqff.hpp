@@ -39,6 +39,8 @@ struct UqffShards {
   uint32_t major = 0, minor = 0, patch = 0;
 };
 Result<UqffShards> open_uqff_shards(const std::vector<std::string>& shard_paths);
+// The same rules over shards already parsed (e.g. from memory with parse_safetensors); `files` in index order.
+Result<UqffShards> check_uqff_shards(std::vector<SafetensorsFile> files);
 
 // Every quantized layer of the shards as QuantTensors named `<key>.weight`, plus `<key>.bias` dense tensors.
 Result<TensorTable> uqff_tensors(const UqffShards& shards);

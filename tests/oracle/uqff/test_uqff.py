@@ -228,6 +228,11 @@ def test_reader_rules():
         write_shards(d, "m", [lay])
     expect_error("truncated-layer", wrong_bytes, "expected 68")
 
+    def overflowing_shape(d):
+        # 2 · 536903681 · 536838145 · 32 = 2^64 + 64: a wrapped element count would match 2 rows of Q8_0 blocks.
+        write_shards(d, "m", [ggml_layer("lm_head", 8, [2, 536903681, 536838145, 32], bytes(68), None)])
+    expect_error("overflowing-shape", overflowing_shape, "more than 2^63 elements")
+
     def fork_tag(d):
         lay = small_layer()
         lay.entries["lm_head.weight.format"] = u8(7)
