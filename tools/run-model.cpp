@@ -3,6 +3,9 @@
 // stdout gets the continuation (not the prompt), flushed token by token, and a final newline; with --ids it gets
 // "prompt_ids: ..." and "generated_ids: ..." lines instead. stderr gets the load time and the prompt and
 // generation speeds. Bad input ends with one "error: ..." line and exit status 1.
+//
+// Under `mpirun -np N run-model ...` the model is split among the N ranks (tensor parallelism): every rank runs
+// this same program, and rank 0 alone prints (errors are agreed among the ranks, so rank 0 has them all).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -14,7 +17,11 @@
 
 namespace {
 
+// Only rank 0 of a tensor-parallel job prints.
+bool g_quiet = false;
+
 int fail(const std::string& message) {
+  if (g_quiet) return 1;
   std::string line = message;
   for (char& c : line)
     if (c == '\n' || c == '\r') c = ' ';
@@ -60,6 +67,7 @@ int main(int argc, char** argv) {
   app.add_flag("--ids", ids, "print prompt and generated token ids instead of text");
   CLI11_PARSE(app, argc, argv);
   if (!system_prompt.empty() && !chat) return fail("--system needs --chat");
+  g_quiet = qrt::launcher_rank() != 0;
 
   qrt::ModelOptions options;
   auto parsed_device = qrt::device_from_name(device);
@@ -92,7 +100,7 @@ int main(int argc, char** argv) {
   gen.sampling.seed = seed;
   gen.stop = stops;
   qrt::TokenCallback stream;
-  if (!ids) {
+  if (!ids && !g_quiet) {
     stream = [](int32_t, std::string_view text) {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
@@ -101,9 +109,10 @@ int main(int argc, char** argv) {
   }
   auto result = session->generate(gen, stream);
   if (!result.ok()) {
-    if (!ids) std::printf("\n");
+    if (!ids && !g_quiet) std::printf("\n");
     return fail(result.status());
   }
+  if (g_quiet) return 0;
   if (ids) {
     print_ids("prompt_ids", prompt_ids);
     print_ids("generated_ids", result->tokens);
@@ -113,8 +122,13 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   const qrt::Timings& t = session->timings();
-  std::fprintf(stderr, "load: %.3f s (%s, %s, %s)\n", t.load_seconds, model->info().source_kind.c_str(),
-               model->info().architecture.c_str(), model->info().device.c_str());
+  const qrt::ModelInfo& info = model->info();
+  std::fprintf(stderr, "load: %.3f s, %.2f GB/s (%.1f MB of weights; %s, %s, %s", t.load_seconds,
+               t.load_seconds > 0 ? static_cast<double>(info.weight_bytes) / t.load_seconds * 1e-9 : 0.0,
+               static_cast<double>(info.weight_bytes) * 1e-6, info.source_kind.c_str(), info.architecture.c_str(),
+               info.device.c_str());
+  if (info.tp_world > 1) std::fprintf(stderr, ", split among %d ranks", info.tp_world);
+  std::fprintf(stderr, ")\n");
   std::fprintf(stderr, "prompt: %lld tokens in %.3f s, %.1f tokens/s\n", static_cast<long long>(t.prompt_tokens),
                t.prompt_seconds, t.prompt_tokens_per_second());
   std::fprintf(stderr, "generation: %lld tokens in %.3f s, %.1f tokens/s (stopped: %s)\n",

@@ -10,6 +10,11 @@
 //     return true;  // false stops generation
 //   });
 //
+// Tensor parallelism: started by `mpirun -np N`, every rank calls the same functions in the same order
+// (Model::open, new_session, add_*, generate, ...) and Model::open splits the weights among the N ranks (one GPU
+// each with Device::kCuda, device_index + the rank's local rank). Rank 0's prompt tokens and sampled tokens are the
+// ones every rank runs; token callbacks are called on rank 0 only; an error on any rank is returned on every rank.
+//
 // Ownership and threads: a Model is a cheap shared handle (copies refer to the same loaded weights); a Session
 // keeps its model alive and owns its own KV cache, so any number of models and sessions can live in one process,
 // with no state shared between them beyond a model's weights. Calls on one Session must not overlap; Sessions
@@ -32,6 +37,10 @@ namespace qrt {
 
 enum class Device { kCpu, kCuda };
 
+// This process's rank as an MPI launcher numbered it (OMPI_COMM_WORLD_RANK, PMI_RANK, ...), 0 when not started by
+// one: lets a front end print from rank 0 only, even before a model is open.
+int launcher_rank();
+
 // "cpu" / "cuda".
 const char* device_name(Device device);
 Result<Device> device_from_name(std::string_view name);
@@ -45,6 +54,9 @@ struct ModelOptions {
   // Prompt tokens run through the model per forward call (bounds the scratch memory of long prompts).
   int64_t prompt_batch = 512;
   bool verify_ollama_digests = false;
+  // When the process is one of N > 1 ranks started by an MPI launcher, split the model among them (tensor
+  // parallelism). Off: every process loads the whole model, ignoring the launcher.
+  bool use_launcher_ranks = true;
 };
 
 inline constexpr int64_t kDefaultContextCap = 4096;
@@ -64,6 +76,8 @@ struct ModelInfo {
   int kv_heads = 0;
   uint64_t weight_bytes = 0;  // packed weight bytes uploaded
   bool has_chat_template = false;
+  int tp_rank = 0;   // this process's rank among the ranks the model is split among
+  int tp_world = 1;  // how many ranks that is (1: not split)
 };
 
 struct ChatMessage {

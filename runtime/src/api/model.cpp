@@ -1,6 +1,7 @@
 // qrt::Model: from a path or name to a loaded model (loader -> arch config -> canonical names -> backend and
 // transformer), its tokenizer and its chat template.
 #include <chrono>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "loader/gguf_metadata.hpp"
@@ -13,6 +14,8 @@
 #include "runtime/src/api/model_impl.hpp"
 #include "runtime/src/api/session_state.hpp"
 #include "runtime/src/backend/cpu_backend.hpp"
+#include "runtime/src/backend/make_cuda_backend.hpp"
+#include "runtime/src/comm/communicator.hpp"
 
 namespace qrt {
 namespace {
@@ -68,31 +71,32 @@ void load_chat_template(const ModelSource& src, ModelImpl* m) {
   m->chat_template_status = ok_status();
 }
 
-Result<std::unique_ptr<Backend>> create_backend(const ModelOptions& options) {
+// The backend of this rank: on the CPU, all-reducing through the host communicator; on CUDA, on the rank's own
+// GPU, all-reducing through NCCL.
+Result<std::unique_ptr<Backend>> create_backend(const ModelOptions& options, ModelImpl* m) {
   switch (options.device) {
-    case Device::kCpu: return std::unique_ptr<Backend>(std::make_unique<CpuBackend>());
-    case Device::kCuda:
-#if defined(QRT_HAVE_CUDA)
-      return unsupported("device cuda: this build has the CUDA kernels but no CUDA model backend yet; use device cpu");
-#else
-      return unsupported("device cuda: this build of qrt has no CUDA backend; use device cpu");
-#endif
+    case Device::kCpu: return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(m->comm.get()));
+    case Device::kCuda: {
+      const int device = options.device_index + (m->comm ? m->comm->local_rank() : 0);
+      if (m->comm) {
+        QRT_ASSIGN_OR_RETURN(m->device_comm, make_nccl_communicator(*m->comm, device));
+      }
+      return make_cuda_backend(device, m->device_comm.get());
+    }
   }
   return invalid_argument("unknown device");
 }
 
-Result<std::shared_ptr<ModelImpl>> load(const std::string& path_or_name, const ModelOptions& options) {
-  if (options.context_length < 0) return invalid_argument("context length must be >= 0");
-  if (options.prompt_batch <= 0) return invalid_argument("prompt batch must be positive");
+// Everything after the communicator: the same steps on every rank, with no collective among them, so that a
+// failure on one rank cannot leave the others waiting (the caller agrees on the outcome).
+Status build(const std::string& path_or_name, const ModelOptions& options, ModelImpl* m) {
   // Fail on an unusable device before reading gigabytes.
-  QRT_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, create_backend(options));
+  QRT_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, create_backend(options, m));
 
   OpenOptions open_options;
   open_options.verify_digests = options.verify_ollama_digests;
   QRT_ASSIGN_OR_RETURN(ModelSource src, open_model_source(path_or_name, open_options));
 
-  auto m = std::make_shared<ModelImpl>();
-  m->options = options;
   names::NameScheme scheme{};
   auto config = map_config(src, &scheme);
   if (!config.ok()) return config.status().with_context(path_or_name);
@@ -105,10 +109,12 @@ Result<std::shared_ptr<ModelImpl>> load(const std::string& path_or_name, const M
   auto tokenizer = build_tokenizer(src);
   if (!tokenizer.ok()) return tokenizer.status().with_context(path_or_name);
   m->tokenizer = std::move(*tokenizer);
-  load_chat_template(src, m.get());
+  load_chat_template(src, m);
 
   m->backend = std::move(backend);
-  auto transformer = Transformer::create(*m->backend, m->config, canonical->tensors);
+  TransformerOptions transformer_options;
+  if (m->comm) transformer_options.tp = {m->comm->rank(), m->comm->world()};
+  auto transformer = Transformer::create(*m->backend, m->config, canonical->tensors, transformer_options);
   if (!transformer.ok()) return transformer.status().with_context(path_or_name);
   m->transformer = std::move(*transformer);
 
@@ -128,15 +134,43 @@ Result<std::shared_ptr<ModelImpl>> load(const std::string& path_or_name, const M
   info.kv_heads = m->config.kv_heads;
   for (const auto& [name, tensor] : canonical->tensors) info.weight_bytes += tensor.bytes();
   info.has_chat_template = m->chat_template.has_value();
+  info.tp_rank = m->comm ? m->comm->rank() : 0;
+  info.tp_world = m->comm ? m->comm->world() : 1;
   if (static_cast<int64_t>(m->tokenizer->vocab_size()) > m->config.vocab_size) {
     log_warn(path_or_name, ": the tokenizer has ", m->tokenizer->vocab_size(), " tokens but the model only ",
              m->config.vocab_size, "; prompts using the extra tokens are rejected");
   }
   // The weights now live in the backend; the source's mappings are released when `src` goes out of scope.
+  return ok_status();
+}
+
+Result<std::shared_ptr<ModelImpl>> load(const std::string& path_or_name, const ModelOptions& options) {
+  if (options.context_length < 0) return invalid_argument("context length must be >= 0");
+  if (options.prompt_batch <= 0) return invalid_argument("prompt batch must be positive");
+  auto m = std::make_shared<ModelImpl>();
+  m->options = options;
+  if (options.use_launcher_ranks) {
+    QRT_ASSIGN_OR_RETURN(m->comm, make_communicator_from_environment());
+    if (m->comm->world() == 1) m->comm.reset();
+  }
+  Status built = build(path_or_name, options, m.get());
+  if (m->comm) built = m->comm->agree(built);
+  if (!built.ok()) return built;
   return m;
 }
 
 }  // namespace
+
+int launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK"}) {
+    const char* value = std::getenv(var);
+    if (value == nullptr || *value == '\0') continue;
+    char* end = nullptr;
+    const long rank = std::strtol(value, &end, 10);
+    if (*end == '\0' && rank >= 0 && rank < (1 << 24)) return static_cast<int>(rank);
+  }
+  return 0;
+}
 
 const char* device_name(Device device) {
   switch (device) {

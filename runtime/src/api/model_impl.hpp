@@ -12,6 +12,7 @@
 #include "models/transformer.hpp"
 #include "qrt/runtime.hpp"
 #include "runtime/src/backend/backend.hpp"
+#include "runtime/src/comm/communicator.hpp"
 
 namespace qrt::api_detail {
 
@@ -21,6 +22,11 @@ struct ModelImpl {
   ModelConfig config;
   double load_seconds = 0;
 
+  // Tensor parallelism (null on a single rank): `comm` carries host collectives (token broadcasts, agreeing on
+  // errors), `device_comm` the backend's all-reduce when it is not `comm` (NCCL). Declared before the backend,
+  // which uses them, so that they are destroyed after it.
+  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<Communicator> device_comm;
   // Declared before the transformer so that the transformer (which frees its weights through the backend) is
   // destroyed first.
   std::unique_ptr<Backend> backend;
@@ -36,6 +42,8 @@ struct ModelImpl {
   ~ModelImpl() {
     transformer.reset();
     backend.reset();
+    device_comm.reset();
+    comm.reset();
   }
 };
 

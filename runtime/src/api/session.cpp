@@ -23,8 +23,12 @@ void clear_context(SessionState& s) {
   s.logits.clear();
 }
 
+// Whether this rank decides (samples, calls back): always on a single rank, rank 0 of a tensor-parallel model.
+bool leads(const SessionState& s) { return !s.m->comm || s.m->comm->rank() == 0; }
+
 // Runs the tokens not yet in the KV cache through the model, a batch at a time, leaving the logits of the last
-// one. A failure leaves the cache in an unknown state, so the context is cleared and the error says so.
+// one. A failure leaves the cache in an unknown state, so the context is cleared and the error says so. Under
+// tensor parallelism every rank learns whether any rank failed, so that none goes on alone.
 Status run_pending(SessionState& s) {
   auto& m = *s.m;
   std::lock_guard lock(m.device_mutex);
@@ -33,6 +37,7 @@ Status run_pending(SessionState& s) {
     const int64_t count = std::min<int64_t>(m.options.prompt_batch, static_cast<int64_t>(s.tokens.size()) - first);
     Status st = m.transformer->forward(*s.sequence, std::span(s.tokens.data() + first, static_cast<size_t>(count)),
                                        LogitsFor::kLast, &s.logits);
+    if (m.comm) st = m.comm->agree(st);
     if (!st.ok()) {
       clear_context(s);
       return st.with_context("running the model (the session's context was cleared)");
@@ -60,8 +65,22 @@ void Session::reset() {
   state_->timings.load_seconds = load;
 }
 
-Status Session::add_tokens(std::span<const int32_t> ids) {
+Status Session::add_tokens(std::span<const int32_t> ids_in) {
   SessionState& s = *state_;
+  std::span<const int32_t> ids = ids_in;
+  std::vector<int32_t> shared;
+  if (Communicator* comm = s.m->comm.get()) {
+    // Every rank runs rank 0's tokens.
+    uint64_t count = ids.size();
+    QRT_TRY(comm->broadcast(&count, sizeof count, 0));
+    if (count > static_cast<uint64_t>(s.sequence->capacity()))
+      return out_of_range("prompt of " + std::to_string(count) + " tokens does not fit the context of " +
+                          std::to_string(s.sequence->capacity()) + " tokens");
+    shared.assign(ids.begin(), ids.end());
+    shared.resize(count);
+    QRT_TRY(comm->broadcast(shared.data(), count * sizeof(int32_t), 0));
+    ids = shared;
+  }
   if (ids.empty()) return ok_status();
   const int64_t capacity = s.sequence->capacity();
   const int64_t used = static_cast<int64_t>(s.tokens.size());
@@ -122,8 +141,12 @@ Result<GenerateResult> Session::generate(const GenerateOptions& options, const T
   const Tokenizer& tok = *s.m->tokenizer;
   StreamText stream(options.stop);
   bool ended_by_end_of_generation = false;
+  const bool leader = leads(s);
   for (int i = 0;; ++i) {
-    const int32_t id = sampler.sample(s.logits, s.tokens);
+    // Rank 0 samples; the others run the token it sends. Every decision below depends only on the token and
+    // the options, so every rank makes the same ones.
+    int32_t id = leader ? sampler.sample(s.logits, s.tokens) : 0;
+    if (s.m->comm) QRT_TRY(s.m->comm->broadcast(&id, sizeof id, 0));
     if (options.stop_at_end_of_generation && tok.is_end_of_generation(id)) {
       result.stop_reason = StopReason::kEndOfGeneration;
       ended_by_end_of_generation = true;
@@ -148,7 +171,9 @@ Result<GenerateResult> Session::generate(const GenerateOptions& options, const T
       done = false;
     }
     result.text += text;
-    if (callback && !callback(id, text) && !done) {
+    uint8_t keep_going = leader && callback ? callback(id, text) : 1;
+    if (s.m->comm && !done) QRT_TRY(s.m->comm->broadcast(&keep_going, 1, 0));
+    if (!keep_going && !done) {
       result.stop_reason = StopReason::kCallback;
       result.text += stream.flush();
       break;
@@ -160,7 +185,7 @@ Result<GenerateResult> Session::generate(const GenerateOptions& options, const T
   if (ended_by_end_of_generation) {
     const std::string rest = stream.flush();
     result.text += rest;
-    if (callback && !rest.empty()) callback(kNoToken, rest);
+    if (leader && callback && !rest.empty()) callback(kNoToken, rest);
   }
   s.timings.generated_tokens += static_cast<int64_t>(result.tokens.size());
   s.timings.generation_seconds += seconds_since(start);
