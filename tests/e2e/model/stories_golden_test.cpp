@@ -15,37 +15,14 @@
 #include "models/tensor_names.hpp"
 #include "models/transformer.hpp"
 #include "runtime/src/backend/cpu_backend.hpp"
+#include "stories_golden.hpp"
 #include "test_support.hpp"
 
 namespace qrt {
 namespace {
 
-struct Golden {
-  std::vector<int32_t> prompt, generated;
-  float first_max_logit = 0;
-};
-
-Golden read_golden(const std::filesystem::path& path) {
-  Golden g;
-  std::ifstream in(path);
-  std::string line;
-  auto ints = [](const std::string& s) {
-    std::vector<int32_t> v;
-    std::istringstream ss(s);
-    int32_t x;
-    while (ss >> x) v.push_back(x);
-    return v;
-  };
-  while (std::getline(in, line)) {
-    if (line.rfind("prompt_ids:", 0) == 0) g.prompt = ints(line.substr(11));
-    if (line.rfind("generated_ids:", 0) == 0) g.generated = ints(line.substr(14));
-    if (line.rfind("first generated token: max logit ", 0) == 0) g.first_max_logit = std::stof(line.substr(33));
-  }
-  return g;
-}
-
 // Greedy decoding: the prompt as one batch, then one token at a time through the KV cache.
-void expect_golden(Transformer& model, const Golden& g) {
+void expect_golden(Transformer& model, const test::StoriesGolden& g) {
   auto seq = model.new_sequence(static_cast<int64_t>(g.prompt.size() + g.generated.size()));
   ASSERT_TRUE(seq.ok()) << seq.status().to_string();
   std::vector<float> logits;
@@ -67,7 +44,7 @@ void expect_golden(Transformer& model, const Golden& g) {
 
 TEST(Stories260K, HuggingFaceCheckpointReproducesGoldenGreedy) {
   QRT_REQUIRE_TEST_DATA(data);
-  const Golden golden = read_golden(data / "stories260K/golden_greedy_once_upon_a_time.txt");
+  const test::StoriesGolden golden = test::read_stories_golden(data);
   ASSERT_EQ(golden.generated.size(), 60u);  // as recorded (the header says 64 steps in all)
   const auto dir = data / "stories260K-hf";
   std::ifstream cfg_in(dir / "config.json");
@@ -92,7 +69,7 @@ TEST(Stories260K, HuggingFaceCheckpointReproducesGoldenGreedy) {
 
 TEST(Stories260K, GgufReproducesGoldenGreedy) {
   QRT_REQUIRE_TEST_DATA(data);
-  const Golden golden = read_golden(data / "stories260K/golden_greedy_once_upon_a_time.txt");
+  const test::StoriesGolden golden = test::read_stories_golden(data);
   auto gguf = open_gguf((data / "stories260K/stories260K.gguf").string());
   ASSERT_TRUE(gguf.ok()) << gguf.status().to_string();
   auto config = arch::config_from_gguf(arch::GgufMetadataView(gguf->metadata()));

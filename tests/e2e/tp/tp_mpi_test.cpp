@@ -8,8 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,6 +18,7 @@
 #include "models/tensor_names.hpp"
 #include "qrt/runtime.hpp"
 #include "runtime/src/backend/cpu_backend.hpp"
+#include "stories_golden.hpp"
 #include "test_support.hpp"
 #include "tests/unit/tp/tp_test_models.hpp"
 
@@ -79,31 +78,9 @@ TEST(MultiRank, RandomModelsMatchTheSingleRankModel) {
   }
 }
 
-struct Golden {
-  std::vector<int32_t> prompt, generated;
-};
-
-Golden read_golden(const std::filesystem::path& path) {
-  Golden g;
-  std::ifstream in(path);
-  std::string line;
-  auto ints = [](const std::string& s) {
-    std::vector<int32_t> v;
-    std::istringstream ss(s);
-    int32_t x;
-    while (ss >> x) v.push_back(x);
-    return v;
-  };
-  while (std::getline(in, line)) {
-    if (line.rfind("prompt_ids:", 0) == 0) g.prompt = ints(line.substr(11));
-    if (line.rfind("generated_ids:", 0) == 0) g.generated = ints(line.substr(14));
-  }
-  return g;
-}
-
 TEST(MultiRank, Stories260KLogitsMatchTheSingleRankModel) {
   QRT_REQUIRE_TEST_DATA(data);
-  const Golden golden = read_golden(data / "stories260K/golden_greedy_once_upon_a_time.txt");
+  const test::StoriesGolden golden = test::read_stories_golden(data);
   ASSERT_FALSE(golden.prompt.empty());
   auto gguf = open_gguf((data / "stories260K/stories260K.gguf").string());
   ASSERT_TRUE(world().agree(gguf.status()).ok()) << gguf.status().to_string();
@@ -124,7 +101,7 @@ TEST(MultiRank, Stories260KLogitsMatchTheSingleRankModel) {
 
 TEST(MultiRank, PublicApiSplitsTheModelAndReproducesGoldenGreedy) {
   QRT_REQUIRE_TEST_DATA(data);
-  const Golden golden = read_golden(data / "stories260K/golden_greedy_once_upon_a_time.txt");
+  const test::StoriesGolden golden = test::read_stories_golden(data);
   auto model = Model::open((data / "stories260K/stories260K.gguf").string());
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   EXPECT_EQ(model->info().tp_world, world().world());

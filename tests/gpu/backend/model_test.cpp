@@ -13,6 +13,7 @@
 #include "models/arch/gguf_metadata_view.hpp"
 #include "models/tensor_names.hpp"
 #include "models/transformer.hpp"
+#include "stories_golden.hpp"
 #include "tiny_model.hpp"
 
 namespace qrt {
@@ -125,33 +126,9 @@ TEST_F(CudaModel, TinyModelsMatchCpuLogits) {
   }
 }
 
-struct Golden {
-  std::vector<int32_t> prompt, generated;
-  float first_max_logit = 0;
-};
-
-Golden read_golden(const std::filesystem::path& path) {
-  Golden g;
-  std::ifstream in(path);
-  std::string line;
-  auto ints = [](const std::string& s) {
-    std::vector<int32_t> v;
-    std::istringstream ss(s);
-    int32_t x;
-    while (ss >> x) v.push_back(x);
-    return v;
-  };
-  while (std::getline(in, line)) {
-    if (line.rfind("prompt_ids:", 0) == 0) g.prompt = ints(line.substr(11));
-    if (line.rfind("generated_ids:", 0) == 0) g.generated = ints(line.substr(14));
-    if (line.rfind("first generated token: max logit ", 0) == 0) g.first_max_logit = std::stof(line.substr(33));
-  }
-  return g;
-}
-
 TEST_F(CudaModel, Stories260KGgufReproducesGoldenGreedy) {
   QRT_REQUIRE_TEST_DATA(data);
-  const Golden golden = read_golden(data / "stories260K/golden_greedy_once_upon_a_time.txt");
+  const test::StoriesGolden golden = test::read_stories_golden(data);
   ASSERT_EQ(golden.generated.size(), 60u);
   auto gguf = open_gguf((data / "stories260K/stories260K.gguf").string());
   ASSERT_TRUE(gguf.ok()) << gguf.status().to_string();
