@@ -8,12 +8,11 @@ data, not code: run this once and commit the output; the build never runs it.
     .venv/bin/python scripts/gen-unicode-tables.py --check    # exit 1 when the committed file is stale
 
 Tables (all sorted by code point, searched by binary search in unicode_tables.hpp's functions):
-  kNonspacingMarks   ranges of general category Mn (what accent stripping removes after NFD)
   kPunctuation       ranges of categories Pc Pd Pe Pf Pi Po Ps
   kOther             ranges of categories Cc Cf Cs Co Cn (what BERT's clean-up drops, tab/newline/CR aside)
   kLowercase         runs {first, last, delta, step}: code points first, first+step, ... <= last map to cp+delta
-  kDecompositions    {cp, out0, out1, out2}: the canonical decomposition (NFD) of cp with its Mn marks removed,
-                     zero-padded; Hangul syllables are left to the algorithm in unicode_tables.cpp
+The normalization forms (NFC, NFD, NFKC, NFKD) and the nonspacing marks BERT's accent stripping removes come
+from utf8proc instead, so that decomposition and mark removal share one Unicode version.
 """
 import argparse
 import os
@@ -54,21 +53,6 @@ def lowercase_runs():
     return [(f, l, d, s or 1) for f, l, d, s in runs]
 
 
-def decompositions():
-    out = []
-    for cp in range(MAX_CP):
-        if 0xAC00 <= cp <= 0xD7A3:
-            continue
-        c = chr(cp)
-        nfd = ud.normalize("NFD", c)
-        if nfd == c:
-            continue
-        kept = [ord(x) for x in nfd if ud.category(x) != "Mn"]
-        assert len(kept) <= 3, hex(cp)
-        out.append((cp, *(kept + [0] * (3 - len(kept)))))
-    return out
-
-
 def emit_ranges(name, rs):
     lines = [f"const CodeRange {name}[] = {{"]
     row = []
@@ -105,24 +89,18 @@ def generate():
         "namespace {",
         "",
     ]
-    lines += emit_ranges("kNonspacingMarks", ranges(lambda cp: cat(chr(cp)) == "Mn"))
-    lines += [""]
     lines += emit_ranges("kPunctuation", ranges(lambda cp: cat(chr(cp)).startswith("P")))
     lines += [""]
     lines += emit_ranges("kOther", ranges(lambda cp: cat(chr(cp)).startswith("C")))
     lines += [""]
     lines += emit_rows("const LowercaseRun kLowercase[]", lowercase_runs(), 4)
-    lines += [""]
-    lines += emit_rows("const Decomposition kDecompositions[]", decompositions(), 4)
     lines += [
         "",
         "}  // namespace",
         "",
-        "std::span<const CodeRange> nonspacing_mark_ranges() { return kNonspacingMarks; }",
         "std::span<const CodeRange> punctuation_ranges() { return kPunctuation; }",
         "std::span<const CodeRange> other_ranges() { return kOther; }",
         "std::span<const LowercaseRun> lowercase_runs() { return kLowercase; }",
-        "std::span<const Decomposition> stripped_decompositions() { return kDecompositions; }",
         "",
         "}  // namespace qrt::tokenizer_detail",
         "",

@@ -45,6 +45,7 @@ qrt_find_dependency(qrt::json HEADER nlohmann/json.hpp PACKAGE "nlohmann_json (n
 qrt_find_dependency(qrt::cli11 HEADER CLI/CLI.hpp PACKAGE "CLI11 (libcli11-dev)")
 qrt_find_dependency(qrt::pcre2 HEADER pcre2.h LIBS pcre2-8 PACKAGE "PCRE2 (libpcre2-dev)")
 target_compile_definitions(qrt::pcre2 INTERFACE PCRE2_CODE_UNIT_WIDTH=8)
+qrt_find_dependency(qrt::utf8proc HEADER utf8proc.h LIBS utf8proc PACKAGE "utf8proc (libutf8proc-dev)")
 qrt_find_dependency(qrt::crypto HEADER openssl/evp.h LIBS crypto PACKAGE "OpenSSL libcrypto (libssl-dev)")
 if(QRT_BUILD_TESTS)
   qrt_find_dependency(qrt::gtest HEADER gtest/gtest.h LIBS gtest PACKAGE "GoogleTest (libgtest-dev)"
@@ -58,7 +59,9 @@ if(QRT_BUILD_BENCHMARKS)
                       PACKAGE "Google Benchmark (libbenchmark-dev)" DEPENDS Threads::Threads)
 endif()
 
-# MPI: the CPU communicator for multi-rank tests and the NCCL bootstrap.
+# MPI: the CPU communicator for multi-rank tests and the NCCL bootstrap. Never staged (a job needs the MPI's own
+# launcher and runtime on the machine), so it is searched on the system even with QRT_DEPS_ROOT. QRT_HAVE_MPI
+# becomes the compile definition of the same name (runtime/CMakeLists.txt) and adds *_mpi.cpp sources.
 set(QRT_HAVE_MPI OFF)
 if(NOT QRT_MPI STREQUAL "OFF")
   find_package(MPI COMPONENTS CXX QUIET)

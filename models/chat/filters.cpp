@@ -499,6 +499,10 @@ Result<Value> filter_first_last(const Value& v, bool first) {
   if (!first && v.is_undefined()) return v;
   QRT_ASSIGN_OR_RETURN(auto items, items_of(v));
   if (items.empty()) return Value::undefined(first ? "No first item, sequence was empty." : "No last item, sequence was empty.");
+  if (!first && v.is_string() && v.is_markup()) {
+    // last goes through reversed(), which indexes the Markup (Markup items); first iterates it (plain str).
+    return Value::string(items.back().as_string(), true);
+  }
   return first ? items.front() : items.back();
 }
 
@@ -511,7 +515,8 @@ Result<Value> filter_center(const Value& v, CallArgs& args, Interpreter&) {
   const int64_t margin = width - len;
   const int64_t left = margin / 2 + (margin & width & 1);
   return Value::string(std::string(static_cast<size_t>(left), ' ') + s.as_string() +
-                       std::string(static_cast<size_t>(margin - left), ' '));
+                           std::string(static_cast<size_t>(margin - left), ' '),
+                       s.is_markup());  // Markup.center returns Markup
 }
 
 const std::unordered_map<std::string, FilterFn>& filters() {

@@ -150,12 +150,14 @@ Result<Value> call_string_method(const Value& self, const std::string& name, Cal
     QRT_ASSIGN_OR_RETURN(std::string old_text, string_arg(name, p[0]));
     QRT_ASSIGN_OR_RETURN(std::string new_text, string_arg(name, p[1]));
     if (!p[2].is_integral()) return invalid_argument("replace() count must be an integer");
+    // Markup.replace escapes the replacement (not the text searched for) and returns Markup.
+    if (markup && !p[1].is_markup()) new_text = text::html_escape(new_text);
     if (text::replaced_size(s, old_text, new_text, p[2].as_int()) > interp.limits().max_output_bytes) {
       return out_of_range("replace() result too large");
     }
     std::string out = text::replace(s, old_text, new_text, p[2].as_int());
     QRT_TRY(interp.charge(out.size()));
-    return Value::string(std::move(out));
+    return Value::string(std::move(out), markup);
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
     QRT_ASSIGN_OR_RETURN(auto p, bind_arguments(name, args, {req("sub")}));

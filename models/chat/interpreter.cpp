@@ -1,5 +1,7 @@
 #include "models/chat/interpreter.hpp"
 
+#include <cmath>
+
 #include "models/chat/builtins.hpp"
 #include "models/chat/operators.hpp"
 #include "models/chat/text.hpp"
@@ -447,7 +449,8 @@ Result<Value> Interpreter::get_item(const Value& object, const Value& key) {
         if (i < 0 || i >= n) return missing();
         const auto k = static_cast<size_t>(i);
         if (!is_string) return object.list().items[k];
-        return Value::string(object.as_string().substr(offsets[k], offsets[k + 1] - offsets[k]));
+        // Markup's __getitem__ returns Markup.
+        return Value::string(object.as_string().substr(offsets[k], offsets[k + 1] - offsets[k]), object.is_markup());
       }
       break;
     }
@@ -651,6 +654,16 @@ Result<Value> Interpreter::eval(const Expr& e, const std::shared_ptr<Scope>& sco
     case ExprKind::kBinary: {
       QRT_ASSIGN_OR_RETURN(Value a, eval(*e.node, scope));
       QRT_ASSIGN_OR_RETURN(Value b, eval(*e.right, scope));
+      if (e.binary_op == ast::BinaryOp::kPow && !folding_ && e.node->foldable && !e.right->foldable &&
+          ((a.is_int() && a.as_int() < 0) || (a.is_float() && std::signbit(a.as_float())))) {
+        // Jinja compiles a constant left operand into its Python literal without parentheses, and Python reads
+        // "-2 ** x" as -(2 ** x): the sign applies after the power.
+        auto r = unary_op(a, /*negative=*/true);
+        if (r.ok()) r = binary_op(e.binary_op, *r, b, *this);
+        if (r.ok()) r = unary_op(*r, /*negative=*/true);
+        if (!r.ok()) return located(e, r.status());
+        return r;
+      }
       auto r = binary_op(e.binary_op, a, b, *this);
       if (!r.ok()) return located(e, r.status());
       return r;

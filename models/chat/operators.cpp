@@ -243,11 +243,24 @@ Result<bool> contains(const Value& container, const Value& item) {
         return invalid_argument("'in <string>' requires string as left operand, not " + type_name(item));
       }
       return container.as_string().find(item.as_string()) != std::string::npos;
-    case ValueKind::kList:
+    case ValueKind::kList: {
+      // dict.keys() and dict.items() look the key up by hash, as the dict does: an unhashable key is an error.
+      const Value::DictView view = container.list().view;
+      const Value* key = nullptr;
+      if (view == Value::DictView::kKeys) {
+        key = &item;
+      } else if (view == Value::DictView::kItems && item.is_tuple() && item.list().items.size() == 2) {
+        key = &item.list().items[0];
+      }
+      if (key) {
+        auto hashed = hash_key(*key);
+        if (!hashed.ok()) return hashed.status();
+      }
       for (const Value& x : container.list().items) {
         if (equal(x, item)) return true;
       }
       return false;
+    }
     case ValueKind::kDict:
       if (!container.is_namespace()) {
         QRT_ASSIGN_OR_RETURN(const Value* found, container.dict().find(item));

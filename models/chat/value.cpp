@@ -174,6 +174,8 @@ Result<std::string> hash_key(const Value& key) {
       return "f" + format_float(f);
     }
     case ValueKind::kNone: return std::string("0");
+    // Jinja2's Undefined hashes by its type and equals any other Undefined: one key for all of them.
+    case ValueKind::kUndefined: return std::string("u");
     case ValueKind::kList:
       if (key.is_tuple()) {
         std::string out = "t(";

@@ -172,9 +172,19 @@ Status normalize(const TokenizerState& state, RegexScratch& scratch, std::string
         *text = text->substr(begin, end - begin);
         break;
       }
-      case NormalizerStep::Kind::kBert:
-        *text = bert_normalize(*text, step);
+      case NormalizerStep::Kind::kBert: {
+        QRT_ASSIGN_OR_RETURN(std::string normalized, bert_normalize(*text, step));
+        *text = std::move(normalized);
         break;
+      }
+      case NormalizerStep::Kind::kStripAccents:
+        *text = remove_combining_marks(*text);
+        break;
+      case NormalizerStep::Kind::kUnicode: {
+        QRT_ASSIGN_OR_RETURN(std::string normalized, unicode_normalize(*text, step.form));
+        *text = std::move(normalized);
+        break;
+      }
     }
   }
   return ok_status();

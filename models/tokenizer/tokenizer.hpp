@@ -73,11 +73,11 @@ class Tokenizer {
 
 // Hugging Face `tokenizer.json` text, and optionally `tokenizer_config.json` text (empty when absent) for
 // bos/eos/unk/pad tokens, add_bos_token/add_eos_token and the chat template. Supported: models BPE and
-// WordPiece; normalizers Sequence, Prepend, Replace, Lowercase, Strip, BertNormalizer, NFC/NFKC (accepted
-// without normalizing: text is assumed already normalized); pre-tokenizers Sequence, Split, ByteLevel, Digits,
-// Metaspace, WhitespaceSplit, BertPreTokenizer, Punctuation, Whitespace; post-processors TemplateProcessing,
-// BertProcessing, RobertaProcessing, ByteLevel, Sequence; decoders ByteLevel, Metaspace, Replace, ByteFallback,
-// Fuse, Strip, WordPiece, Sequence. Anything else is an error naming it.
+// WordPiece; normalizers Sequence, Prepend, Replace, Lowercase, Strip, StripAccents, BertNormalizer, NFC, NFD,
+// NFKC, NFKD; pre-tokenizers Sequence, Split, ByteLevel, Digits, Metaspace, WhitespaceSplit, BertPreTokenizer,
+// Punctuation, Whitespace; post-processors TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel,
+// Sequence; decoders ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, WordPiece, Sequence. Anything else
+// is an error naming it.
 Result<TokenizerSpec> tokenizer_spec_from_hf_json(std::string_view tokenizer_json,
                                                   std::string_view tokenizer_config_json = {},
                                                   std::string source = "tokenizer.json");

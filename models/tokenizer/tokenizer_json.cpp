@@ -5,7 +5,6 @@
 #include "models/tokenizer/tokenizer.hpp"
 #include "models/tokenizer/regex.hpp"
 #include "models/tokenizer/unicode.hpp"
-#include "qrt/log.hpp"
 
 namespace qrt {
 
@@ -219,9 +218,16 @@ Status HfConverter::normalizer(const json& node) {
     // strip_accents null means "as lowercase".
     QRT_ASSIGN_OR_RETURN(step.strip_accents, f.boolean("strip_accents", step.lowercase));
     spec_.normalizer.push_back(step);
-  } else if (type == "NFC" || type == "NFKC") {
-    // Composition tables are not carried; input that is already composed (nearly all text) is unaffected.
-    log_info(spec_.source, ": the ", type, " normalizer is not applied; input text is taken as already ", type);
+  } else if (type == "NFC") {
+    spec_.normalizer.push_back(NormalizerStep::unicode(UnicodeForm::kNfc));
+  } else if (type == "NFD") {
+    spec_.normalizer.push_back(NormalizerStep::unicode(UnicodeForm::kNfd));
+  } else if (type == "NFKC") {
+    spec_.normalizer.push_back(NormalizerStep::unicode(UnicodeForm::kNfkc));
+  } else if (type == "NFKD") {
+    spec_.normalizer.push_back(NormalizerStep::unicode(UnicodeForm::kNfkd));
+  } else if (type == "StripAccents") {
+    spec_.normalizer.push_back(NormalizerStep::of_kind(NormalizerStep::Kind::kStripAccents));
   } else {
     return unsupported(spec_.source + ": normalizer \"" + type + "\"");
   }

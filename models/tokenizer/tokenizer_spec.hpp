@@ -66,6 +66,10 @@ enum class SplitBehavior {
 // Where Metaspace-style prefixing adds its marker.
 enum class PrependScheme { kAlways, kFirst, kNever };
 
+// The Unicode normalization forms (UAX #15): canonical or compatibility decomposition, then (NFC, NFKC)
+// canonical composition.
+enum class UnicodeForm { kNfc, kNfd, kNfkc, kNfkd };
+
 struct NormalizerStep {
   enum class Kind {
     kPrepend,    // text = argument + text (non-empty segments only)
@@ -73,12 +77,15 @@ struct NormalizerStep {
     kLowercase,  // Unicode simple lowercase
     kStrip,      // removes leading (strip_left) / trailing (strip_right) whitespace
     kBert,       // BERT cleanup: drop controls, whitespace->' ', space around CJK, lowercase and strip accents
+    kUnicode,    // Unicode normalization to `form` (HF NFC, NFD, NFKC, NFKD)
+    kStripAccents,  // removes combining marks (general category M); HF StripAccents, which follows NFD or NFKD
   };
   Kind kind = Kind::kPrepend;
   std::string pattern;  // kReplace
   std::string content;  // kPrepend, kReplace
   bool strip_left = false, strip_right = false;  // kStrip
   bool lowercase = true, strip_accents = true, handle_chinese_chars = true, clean_text = true;  // kBert
+  UnicodeForm form = UnicodeForm::kNfc;  // kUnicode
 
   static NormalizerStep prepend(std::string text) {
     NormalizerStep s;
@@ -96,6 +103,12 @@ struct NormalizerStep {
   static NormalizerStep of_kind(Kind kind) {
     NormalizerStep s;
     s.kind = kind;
+    return s;
+  }
+  static NormalizerStep unicode(UnicodeForm form) {
+    NormalizerStep s;
+    s.kind = Kind::kUnicode;
+    s.form = form;
     return s;
   }
 };

@@ -90,7 +90,7 @@ void encode_wordpiece_piece(const TokenizerState& state, std::string_view piece,
 Status build_merge_table(TokenizerState& state);
 
 // BERT normalization (lowercase, accent stripping, control removal, spacing around CJK ideographs).
-std::string bert_normalize(std::string_view text, const NormalizerStep& step);
+Result<std::string> bert_normalize(std::string_view text, const NormalizerStep& step);
 // Unicode simple lowercase of UTF-8 text.
 std::string unicode_lowercase(std::string_view text);
 // Whether a code point is punctuation as BERT sees it (ASCII symbols or Unicode P*).

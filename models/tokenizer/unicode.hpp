@@ -1,9 +1,13 @@
-// UTF-8 helpers and the GPT-2 byte <-> unicode table used by byte-level BPE vocabularies.
+// UTF-8 helpers, Unicode normalization forms, and the GPT-2 byte <-> unicode table used by byte-level BPE
+// vocabularies.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+
+#include "models/tokenizer/tokenizer_spec.hpp"
+#include "qrt/status.hpp"
 
 namespace qrt::tokenizer_detail {
 
@@ -32,6 +36,16 @@ bool byte_level_decode(std::string_view text, std::string* out);
 
 // "<0xNN>" -> NN, else -1.
 int parse_byte_token(std::string_view text);
+
+// `text` in Unicode normalization form `form` (utf8proc). Ill-formed bytes stay as they are; the well-formed
+// runs between them are normalized separately.
+Result<std::string> unicode_normalize(std::string_view text, UnicodeForm form);
+
+// NFD with the nonspacing marks (general category Mn) removed: BERT's accent stripping.
+Result<std::string> strip_accents(std::string_view text);
+
+// `text` without its combining marks (general categories Mn, Mc, Me), nothing decomposed: HF StripAccents.
+std::string remove_combining_marks(std::string_view text);
 
 bool is_ascii_space(uint32_t cp);
 // Unicode White_Space.

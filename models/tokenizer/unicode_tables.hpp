@@ -16,16 +16,9 @@ struct LowercaseRun {
   int32_t delta;
   uint32_t step;
 };
-// The canonical decomposition of cp with its nonspacing marks removed (unused slots 0).
-struct Decomposition {
-  uint32_t cp;
-  uint32_t out[3];
-};
 
-std::span<const CodeRange> nonspacing_mark_ranges();
 std::span<const CodeRange> punctuation_ranges();
 std::span<const CodeRange> other_ranges();
 std::span<const LowercaseRun> lowercase_runs();
-std::span<const Decomposition> stripped_decompositions();
 
 }  // namespace qrt::tokenizer_detail

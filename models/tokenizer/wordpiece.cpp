@@ -1,5 +1,6 @@
 // WordPiece (BERT) and the Unicode-aware text helpers it needs: HF BertNormalizer semantics (clean-up, CJK
-// spacing, NFD accent stripping, lowercase) and greedy longest-match-first WordPiece.
+// spacing, accent stripping as NFD then removal of nonspacing marks, lowercase) and greedy
+// longest-match-first WordPiece.
 #include <algorithm>
 
 #include "models/tokenizer/tokenizer_state.hpp"
@@ -33,30 +34,6 @@ bool is_cjk_ideograph(uint32_t cp) {
          (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
 }
 
-// NFD with nonspacing marks removed, appended to out.
-void append_stripped(std::string& out, uint32_t cp) {
-  if (cp >= 0xAC00 && cp <= 0xD7A3) {
-    // Hangul syllables decompose algorithmically into leading consonant, vowel and optional trailing
-    // consonant jamo (none of which is a mark, so all stay).
-    const uint32_t s = cp - 0xAC00;
-    utf8_append(out, 0x1100 + s / (21 * 28));
-    utf8_append(out, 0x1161 + (s % (21 * 28)) / 28);
-    if (s % 28 != 0) utf8_append(out, 0x11A7 + s % 28);
-    return;
-  }
-  if (in_ranges(nonspacing_mark_ranges(), cp)) return;
-  const auto table = stripped_decompositions();
-  const auto it = std::lower_bound(table.begin(), table.end(), cp,
-                                   [](const Decomposition& d, uint32_t value) { return d.cp < value; });
-  if (it == table.end() || it->cp != cp) {
-    utf8_append(out, cp);
-    return;
-  }
-  for (uint32_t c : it->out) {
-    if (c != 0) utf8_append(out, c);
-  }
-}
-
 }  // namespace
 
 bool is_bert_punctuation(uint32_t cp) {
@@ -85,7 +62,7 @@ std::string unicode_lowercase(std::string_view text) {
   return out;
 }
 
-std::string bert_normalize(std::string_view text, const NormalizerStep& step) {
+Result<std::string> bert_normalize(std::string_view text, const NormalizerStep& step) {
   std::string out;
   out.reserve(text.size() + 8);
   for (size_t pos = 0; pos < text.size();) {
@@ -107,11 +84,15 @@ std::string bert_normalize(std::string_view text, const NormalizerStep& step) {
       out.push_back(' ');
       continue;
     }
-    if (step.strip_accents) {
-      append_stripped(out, cp);
+    if (ill_formed) {
+      out.push_back(text[pos - 1]);  // kept as the byte it is
     } else {
       utf8_append(out, cp);
     }
+  }
+  if (step.strip_accents) {
+    // NFD of the whole text (so combining marks are also put in canonical order), then marks dropped.
+    QRT_ASSIGN_OR_RETURN(out, strip_accents(out));
   }
   return step.lowercase ? unicode_lowercase(out) : out;
 }

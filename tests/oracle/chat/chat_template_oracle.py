@@ -5,20 +5,28 @@ apply_chat_template (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, 
 tag, transformers' tojson, raise_exception and strftime_now), and qrt_chat_render must produce the same text,
 or fail where Jinja2 fails.
 
-  chat_template_oracle.py QRT_CHAT_RENDER [--write-expected DIR]
+  chat_template_oracle.py QRT_CHAT_RENDER [--write-expected DIR] [-v]
+
+It also renders random expressions (expression_fuzz.py) in both engines, which must print the same text or
+both fail; the seed is fresh each run and printed (QRT_CHAT_FUZZ_SEED=<seed> repeats a run).
 
 Exit status: 0 all passed, 1 a mismatch, 77 skipped (jinja2 or the data folder missing).
 --write-expected DIR writes Jinja2's rendering of the sample conversation for the templates whose exact text
 the C++ test checks (EXPECTED below) to DIR/<template>.txt, and of the tool-call conversation for
 EXPECTED_TOOL_CALLS to DIR/<template>.tool_calls.txt.
 """
+import copy
 import difflib
 import json
 import os
+import random
+import re
+import resource
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from datetime import datetime
 from pathlib import Path
 
@@ -30,6 +38,11 @@ try:
 except ImportError:
     print("SKIP: jinja2 is not installed (pip install -r tests/oracle/requirements.txt)")
     sys.exit(77)
+
+import expression_fuzz  # noqa: E402 - beside this script
+
+# Jinja2 compiles fuzz expressions such as (1)[0] to Python source, which Python warns about while compiling.
+warnings.filterwarnings("ignore", category=SyntaxWarning)
 
 HERE = Path(__file__).resolve().parent
 CASE_DIR = HERE.parents[1] / "unit" / "chat" / "data"
@@ -99,9 +112,14 @@ def load_cases():
     spec = json.loads((CASE_DIR / "sample_conversations.json").read_text(encoding="utf-8"))
     contexts = {}
     for name, conv in spec["conversations"].items():
+        use_tools = conv.get("use_tools", False)
+        tools = None
+        if use_tools == "functions":
+            tools = [tool["function"] for tool in spec["tools"]]
+        elif use_tools:
+            tools = spec["tools"]
         ctx = {"messages": conv["messages"], "add_generation_prompt": conv["add_generation_prompt"],
-               "bos_token": BOS, "eos_token": EOS,
-               "tools": spec["tools"] if conv.get("use_tools") else None}
+               "bos_token": BOS, "eos_token": EOS, "tools": tools}
         for key, value in conv.items():
             if key not in ("messages", "add_generation_prompt", "use_tools"):
                 ctx[key] = value
@@ -121,7 +139,8 @@ def compile_cached(env, source):
 
 def jinja_render(env_immutable, env_mutable, source, ctx):
     """(ok, text or error message, note). transformers passes documents=None; tools is None without tools."""
-    kwargs = dict(ctx)
+    # A deep copy: the mutable sandbox lets a template change the messages, which other renderings share.
+    kwargs = copy.deepcopy(ctx)
     kwargs.setdefault("documents", None)
     try:
         return True, compile_cached(env_immutable, source).render(**kwargs), ""
@@ -134,6 +153,74 @@ def jinja_render(env_immutable, env_mutable, source, ctx):
             return False, f"{type(e).__name__}: {e}", "mutable sandbox"
     except Exception as e:  # noqa: BLE001
         return False, f"{type(e).__name__}: {e}", ""
+
+
+# Random expressions per run: enough to reach most operator/filter pairs, well under a second in each engine.
+FUZZ_COUNT = 1500
+
+
+class SetResult(Exception):
+    """A fuzz expression made a Python set (dict view minus an iterable): qrt has no set type, and Python prints a
+    set of strings in an order that changes with every process (hash randomization), so there is no text to
+    compare."""
+
+
+class SetDetectingEnvironment(ImmutableSandboxedEnvironment):
+    """Raises SetResult where `-` would make a set. Only used to explain a mismatch: intercepting `-` also stops
+    Jinja2 from folding constant subtractions, which changes other results."""
+
+    intercepted_binops = frozenset(["-"])
+
+    def call_binop(self, context, operator, left, right):
+        if operator == "-" and isinstance(left, (type({}.keys()), type({}.items()))):
+            raise SetResult()
+        return super().call_binop(context, operator, left, right)
+
+
+def jinja_expression(env, source):
+    """(ok, text or error) for one fuzz expression. The variables are copied for every rendering (Jinja2's
+    indent filter appends to a list in place)."""
+    try:
+        return True, env.from_string(source).render(**copy.deepcopy(expression_fuzz.VARIABLES))
+    except Exception as e:  # noqa: BLE001 - a failure is a result to compare
+        return False, f"{type(e).__name__}: {e}"
+
+
+# What qrt's values cannot hold, where Jinja2 has Python's: integers past 64 bits, complex numbers (a negative
+# number to a fractional power). qrt fails with these messages; Jinja2 prints a number.
+KNOWN_LIMITS = ("integer result does not fit in 64 bits", "a negative number raised to a fractional power is complex")
+
+
+# qrt refuses a template naming an unknown filter or test when it parses it. Jinja2 usually does too, at compile
+# time, but not where it evaluates the expression as a constant first and never reaches the name (the
+# unknown filter behind a constant-false `and`): then both agree the name is unknown and only the timing differs.
+UNKNOWN_NAME = re.compile(r"no (filter|test) named '([^']*)'$")
+
+
+def compare_fuzz(env, set_detecting_env, sources, results, seed):
+    """(agreeing, at a known limit, failed) for the fuzz expressions; prints each mismatch with the seed that
+    reproduces it."""
+    passed = limited = failed = 0
+    for source, got in zip(sources, results):
+        if not got["ok"] and got["error"].endswith(KNOWN_LIMITS):
+            limited += 1
+            continue
+        ok, text = jinja_expression(env, source)
+        agree = (ok == got["ok"]) and (not ok or text == got["output"])
+        if not agree and jinja_expression(set_detecting_env, source)[1].startswith("SetResult"):
+            limited += 1
+            continue
+        unknown = None if got["ok"] else UNKNOWN_NAME.search(got["error"])
+        if unknown and unknown.group(2) not in (env.filters if unknown.group(1) == "filter" else env.tests):
+            agree = True
+        if agree:
+            passed += 1
+            continue
+        failed += 1
+        print(f"FAIL fuzz expression (QRT_CHAT_FUZZ_SEED={seed}): {source}")
+        print(f"  jinja2: {text!r}")
+        print(f"  qrt:    {got['output'] if got['ok'] else got['error']!r}")
+    return passed, limited, failed
 
 
 def run_qrt(binary, cases):
@@ -165,6 +252,8 @@ def main():
         return 77
     os.environ["TZ"] = "UTC"
     time.tzset()
+    # A runaway expression fails fast with MemoryError (in both engines) instead of filling the machine.
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, resource.getrlimit(resource.RLIMIT_AS)[1]))
 
     env_immutable = make_environment(ImmutableSandboxedEnvironment)
     env_mutable = make_environment(SandboxedEnvironment)
@@ -176,7 +265,13 @@ def main():
             ctx = dict(conv_ctx, **template_variables.get(path.stem, {}))
             cases.append({"template": str(path), "context": ctx})
             expected.append((path.stem, conv_name) + jinja_render(env_immutable, env_mutable, source, ctx))
+    seed = int(os.environ.get("QRT_CHAT_FUZZ_SEED") or random.SystemRandom().randrange(1 << 31))
+    fuzz_sources = expression_fuzz.cases(seed, FUZZ_COUNT)
+    fuzz_first = len(cases)
+    cases += [{"source": source, "variables": expression_fuzz.VARIABLES} for source in fuzz_sources]
     results = run_qrt(binary, cases)
+    fuzz_results = results[fuzz_first:]
+    results = results[:fuzz_first]
 
     passed = failed = both_failed = 0
     sample_ok = {}
@@ -235,8 +330,14 @@ def main():
                 (write_dir / f"{stem}.tool_calls.txt").write_bytes(text.encode("utf-8"))
         print(f"wrote expected outputs to {write_dir}")
 
+    fuzz_passed, fuzz_limited, fuzz_failed = compare_fuzz(
+        env_immutable, make_environment(SetDetectingEnvironment), fuzz_sources, fuzz_results, seed)
     print(f"{len(templates)} templates x {len(contexts)} conversations ({passed - both_failed - len(language_cases)} "
-          f"identical renderings, {both_failed} failing in both engines), {len(language_cases)} language cases")
+          f"identical renderings, {both_failed} failing in both engines), {len(language_cases)} language cases, "
+          f"{fuzz_passed} of {len(fuzz_sources)} random expressions agree and {fuzz_limited} reach a value qrt "
+          f"does not have (big integer, complex, set) (QRT_CHAT_FUZZ_SEED={seed})")
+    passed += fuzz_passed + fuzz_limited
+    failed += fuzz_failed
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

@@ -48,6 +48,8 @@ METHODS = [".upper()", ".lower()", ".strip()", ".split()", ".split('l')", ".star
 SUBSCRIPTS = ["[0]", "[-1]", "[1]", "[5]", "['name']", "['role']", "[1:]", "[:-1]", "[::-1]", "[::2]",
               "[1:2]", "['zz']", ".0"]
 
+SMALL_EXPONENTS = ["0", "1", "2", "3", "-1", "0.5", "z", "neg", "f", "t", "s", "n"]
+
 BINARY = ["+", "-", "*", "/", "//", "%", "**", "~", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "and",
           "or"]
 
@@ -58,7 +60,10 @@ def expression(rng, depth):
     kind = rng.random()
     inner = expression(rng, depth - 1)
     if kind < 0.25:
-        return f"({inner} {rng.choice(BINARY)} {expression(rng, depth - 1)})"
+        op = rng.choice(BINARY)
+        # A small exponent: Python would spend minutes and gigabytes on 2 ** big.
+        right = rng.choice(SMALL_EXPONENTS) if op == "**" else expression(rng, depth - 1)
+        return f"({inner} {op} {right})"
     if kind < 0.45:
         return f"({inner}|{rng.choice(FILTERS)})"
     if kind < 0.55:

@@ -59,6 +59,16 @@ CASES = [
     ("conditional_expression", "{{ 'y' if true else 'n' }} {{ 'y' if 0 else 'n' }} [{{ 'y' if false }}]", {}, None),
     ("precedence", "{{ 1 + 2 * 3 }} {{ (1 + 2) * 3 }} {{ 2 ** 3 ** 2 }} {{ -2 ** 2 }} {{ -1|abs }} "
      "{{ 'a' ~ 'b' | upper }} {{ not true or true }}", {}, None),
+    # A constant left operand of ** becomes an unparenthesized Python literal: "-2 ** x" is -(2 ** x), while
+    # with both sides constant Jinja computes (-2) ** 2.
+    ("negative_constant_base_of_power", "{{ -2 ** x }}|{{ (0 - 3) ** x }}|{{ -2.0 ** x }}|{{ -2 ** 2 }}|"
+     "{% set y = -2 %}{{ y ** x }}|{{ --2 ** x }}", {"x": 2}, None),
+    ("dict_view_membership_hashes_the_key", "{{ 'a' in d.keys() }}|{{ ('a', 1) in d.items() }}|"
+     "{{ ['a', 1] in d.items() }}|{{ [2, 3] in d.values() }}", D, None),
+    ("unhashable_in_dict_keys_fails", "{{ [] in d.keys() }}", D, "unhashable type: 'list'"),
+    ("markup_stays_markup", "{{ [(s|escape)[0]] }}{{ [(s|escape).replace('h', '<')] }}{{ [(s|escape)|last] }}"
+     "{{ [(s|escape)|first] }}{{ [(s|escape)|center(9)] }}{{ [('<b>'|escape).replace('<', '[')] }}", D, None),
+    ("undefined_is_a_dict_key", "{{ missing in {} }}|{{ {missing: 1}[other] }}|{{ {missing: 1}|length }}", {}, None),
     ("string_plus_int_fails", "{{ 'a' + 1 }}", {}, "can only concatenate str (not \"int\") to str"),
     ("unsupported_operand_fails", "{{ none - 1 }}", {}, "unsupported operand type(s) for -: 'NoneType' and 'int'"),
     ("division_by_zero_fails", "{{ 1 / 0 }}", {}, "division by zero"),

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "models/tokenizer/tokenizer.hpp"
+#include "models/tokenizer/unicode.hpp"
 #include "test_support.hpp"
 #include "vocab_test_data.hpp"
 
@@ -48,9 +49,12 @@ Result<TokenizerSpec> llama3_tiktoken(const fs::path& data) {
 Result<TokenizerSpec> qwen_tiktoken(const fs::path& data) {
   QRT_ASSIGN_OR_RETURN(std::string ranks, read(data / "tokenizers/qwen/qwen.tiktoken"));
   QRT_ASSIGN_OR_RETURN(auto regexes, gguf_pre_tokenizer_regexes("qwen2"));
-  // Qwen2's tokenizer.json runs plain BPE merges (ignore_merges false).
-  return tokenizer_spec_from_tiktoken(ranks, regexes, /*ignore_merges=*/false,
-                                      {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}, "qwen.tiktoken");
+  // Qwen2's tokenizer.json runs plain BPE merges (ignore_merges false), after an NFC normalizer.
+  QRT_ASSIGN_OR_RETURN(TokenizerSpec spec,
+                       tokenizer_spec_from_tiktoken(ranks, regexes, /*ignore_merges=*/false,
+                                                    {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}, "qwen.tiktoken"));
+  spec.normalizer.insert(spec.normalizer.begin(), NormalizerStep::unicode(UnicodeForm::kNfc));
+  return spec;
 }
 
 Result<TokenizerSpec> gpt2_json(const fs::path& data) { return hf_json(data / "tokenizers/gpt2"); }
@@ -174,6 +178,35 @@ INSTANTIATE_TEST_SUITE_P(
                     FileCase{"mistral_v7_sentencepiece_model", mistral_v7_sp, nullptr},
                     FileCase{"cl100k_tiktoken", cl100k_tiktoken, nullptr}),
     file_case_name);
+
+// Qwen2 normalizes to NFC before its byte-level BPE, so the vector strings spelled decomposed (NFD: "A\u0308pfel",
+// "Cu\u031B\u0309a Vie\u0323\u0302t") must give the ids HF recorded for the composed strings; without NFC they
+// would fall apart into the bytes of the combining marks.
+TEST(TokenizerFilesTest, QwenNfcGivesDecomposedTextsTheRecordedIds) {
+  QRT_REQUIRE_TEST_DATA(data);
+  auto tokenizer = build(qwen_tiktoken, data);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
+  std::string why;
+  auto vectors = test::read_vocab_vectors(data / "ggml-vocab", "qwen2", &why);
+  ASSERT_TRUE(vectors) << why;
+  size_t decomposed = 0;
+  for (std::string& text : vectors->texts) {
+    auto nfd = tokenizer_detail::unicode_normalize(text, UnicodeForm::kNfd);
+    ASSERT_TRUE(nfd.ok()) << nfd.status().to_string();
+    if (*nfd != text) ++decomposed;
+    text = std::move(nfd).value();
+  }
+  EXPECT_GE(decomposed, 2u) << "the qwen2 vectors should hold composed characters (\"\u00C4pfel\", \"C\u1EEDa\")";
+  std::string report;
+  EXPECT_EQ(test::count_matching(*tokenizer, *vectors, &report), vectors->texts.size()) << report;
+  // The same tokenizer without its NFC step does not reproduce them: the check above depends on it.
+  auto spec = qwen_tiktoken(data);
+  ASSERT_TRUE(spec.ok());
+  spec->normalizer.erase(spec->normalizer.begin());
+  auto unnormalized = Tokenizer::create(std::move(spec).value());
+  ASSERT_TRUE(unnormalized.ok());
+  EXPECT_EQ(test::count_matching(*unnormalized, *vectors, &report), vectors->texts.size() - decomposed);
+}
 
 // The two descriptions of Llama 3 (GPT-2 style files and tiktoken ranks) are the same tokenizer.
 TEST(TokenizerFilesTest, Llama3FilesAgreeOnWarAndPeace) {

@@ -38,7 +38,14 @@ ChatContext context_for(const std::string& name, const std::string& stem) {
   ctx.add_generation_prompt = conv["add_generation_prompt"].get<bool>();
   ctx.bos_token = "<s>";
   ctx.eos_token = "</s>";
-  if (conv.value("use_tools", false)) ctx.tools = spec["tools"];
+  // use_tools: true passes the tools as {type, function} objects, "functions" the bare function objects.
+  const ordered_json use_tools = conv.value("use_tools", ordered_json(false));
+  if (use_tools == "functions") {
+    ctx.tools = ordered_json::array();
+    for (const auto& tool : spec["tools"]) ctx.tools.push_back(tool["function"]);
+  } else if (use_tools == true) {
+    ctx.tools = spec["tools"];
+  }
   for (const auto& [key, value] : conv.items()) {
     if (key != "messages" && key != "add_generation_prompt" && key != "use_tools") ctx.extra[key] = value;
   }
