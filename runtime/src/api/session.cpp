@@ -142,43 +142,53 @@ Result<GenerateResult> Session::generate(const GenerateOptions& options, const T
   StreamText stream(options.stop);
   bool ended_by_end_of_generation = false;
   const bool leader = leads(s);
+  Communicator* comm = s.m->comm.get();
+  constexpr int32_t kGoOn = -1;
   for (int i = 0;; ++i) {
-    // Rank 0 samples; the others run the token it sends. Every decision below depends only on the token and
-    // the options, so every rank makes the same ones.
-    int32_t id = leader ? sampler.sample(s.logits, s.tokens) : 0;
-    if (s.m->comm) QRT_TRY(s.m->comm->broadcast(&id, sizeof id, 0));
-    if (options.stop_at_end_of_generation && tok.is_end_of_generation(id)) {
-      result.stop_reason = StopReason::kEndOfGeneration;
-      ended_by_end_of_generation = true;
-      break;
-    }
-    s.tokens.push_back(id);
-    result.tokens.push_back(id);
-    // Control tokens (BOS, <|im_start|>, ...) are structure, not text: like llama.cpp's default, they are not
-    // rendered (they are still in the ids).
-    const bool control = tok.token_type(id) == TokenType::kControl;
-    std::string text = stream.push(control ? std::string_view() : tok.token_to_piece(id));
-    bool done = true;
-    if (stream.stopped()) {
-      result.stop_reason = StopReason::kStopString;
-    } else if (i + 1 >= options.max_tokens) {
-      result.stop_reason = StopReason::kMaxTokens;
-      text += stream.flush();
-    } else if (s.sequence->length() >= s.sequence->capacity()) {
-      result.stop_reason = StopReason::kContextFull;  // no slot to run this token through the model
-      text += stream.flush();
+    // Rank 0 decides each step (the token, and whether and why generation stops) and sends the decision after its
+    // callback; the other ranks follow it, so ranks given different options cannot part ways.
+    struct Step {
+      int32_t id = 0;
+      int32_t stop = kGoOn;  // a StopReason, or kGoOn
+    } step;
+    if (leader) {
+      step.id = sampler.sample(s.logits, s.tokens);
+      if (options.stop_at_end_of_generation && tok.is_end_of_generation(step.id))
+        step.stop = static_cast<int32_t>(StopReason::kEndOfGeneration);
     } else {
-      done = false;
+      QRT_TRY(comm->broadcast(&step, sizeof step, 0));
     }
-    result.text += text;
-    uint8_t keep_going = leader && callback ? callback(id, text) : 1;
-    if (s.m->comm && !done) QRT_TRY(s.m->comm->broadcast(&keep_going, 1, 0));
-    if (!keep_going && !done) {
-      result.stop_reason = StopReason::kCallback;
-      result.text += stream.flush();
+    const int32_t id = step.id;
+    if (step.stop != static_cast<int32_t>(StopReason::kEndOfGeneration)) {
+      s.tokens.push_back(id);
+      result.tokens.push_back(id);
+      // Control tokens (BOS, <|im_start|>, ...) are structure, not text: like llama.cpp's default, they are not
+      // rendered (they are still in the ids).
+      const bool control = tok.token_type(id) == TokenType::kControl;
+      std::string text = stream.push(control ? std::string_view() : tok.token_to_piece(id));
+      if (leader) {
+        if (stream.stopped()) {
+          step.stop = static_cast<int32_t>(StopReason::kStopString);
+        } else if (i + 1 >= options.max_tokens) {
+          step.stop = static_cast<int32_t>(StopReason::kMaxTokens);
+        } else if (s.sequence->length() >= s.sequence->capacity()) {
+          step.stop = static_cast<int32_t>(StopReason::kContextFull);  // no slot to run this token through
+        }
+      }
+      const bool flush_now = step.stop == static_cast<int32_t>(StopReason::kMaxTokens) ||
+                             step.stop == static_cast<int32_t>(StopReason::kContextFull);
+      if (flush_now) text += stream.flush();
+      result.text += text;
+      if (leader && callback && !callback(id, text) && step.stop == kGoOn)
+        step.stop = static_cast<int32_t>(StopReason::kCallback);
+      if (step.stop == static_cast<int32_t>(StopReason::kCallback)) result.text += stream.flush();
+    }
+    if (leader && comm) QRT_TRY(comm->broadcast(&step, sizeof step, 0));
+    if (step.stop == static_cast<int32_t>(StopReason::kEndOfGeneration)) ended_by_end_of_generation = true;
+    if (step.stop != kGoOn) {
+      result.stop_reason = static_cast<StopReason>(step.stop);
       break;
     }
-    if (done) break;
     Status st = run_pending(s);
     if (!st.ok()) return st;
   }
