@@ -1,0 +1,152 @@
+"""bench-model end to end on the CPU reference backend with the tiny shape.
+
+Checks the JSON it writes: every requested format present, every figure positive and finite, the derived figures
+consistent with the raw timings, and the weight byte counts equal to a count made here from each format's block
+size and bytes per block (gguf-py's GGML_QUANT_SIZES for the GGML formats when gguf is importable, the published
+layouts otherwise; MLX's affine layout for afq4 with groups of 64 and bf16 scales and biases). Then bad arguments:
+an unknown format and a format without a quantizer must each give one "error: ..." line and exit status 1.
+
+usage: test_bench_model.py <bench-model> <work dir>"""
+import json
+import math
+import os
+import subprocess
+import sys
+
+TOOL, WORK = sys.argv[1], sys.argv[2]
+os.makedirs(WORK, exist_ok=True)
+
+FORMATS = ["q4_k", "q8_0", "afq4", "mxfp4", "bf16"]
+# The tiny shape (tools/bench-model.cpp) with --layers 2.
+HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, FFN, VOCAB = 256, 2, 4, 2, 64, 512, 1024
+PROMPT, DECODE = 16, 4
+
+# (weights per block, bytes per block) from the format specs:
+#   q4_k: 256 weights in 2 (d) + 2 (dmin) + 12 (6-bit scales/mins) + 128 (4-bit codes) = 144 bytes
+#   q8_0: 32 weights in 2 (f16 d) + 32 (int8 codes) = 34 bytes
+#   mxfp4: 32 weights in 16 bytes of E2M1 codes + 1 E8M0 scale = 17 bytes
+#   afq4, group 64: 32 bytes of 4-bit codes + a bf16 scale + a bf16 bias = 36 bytes
+#   bf16: 2 bytes per weight
+BLOCKS = {"q4_k": (256, 144), "q8_0": (32, 34), "mxfp4": (32, 17), "afq4": (64, 36), "bf16": (1, 2)}
+try:
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as T
+    # gguf-py's table is the GGML reference; its MXFP4 block is the same 17 bytes per 32 weights.
+    for name, t in (("q4_k", T.Q4_K), ("q8_0", T.Q8_0), ("mxfp4", T.MXFP4), ("bf16", T.BF16)):
+        if tuple(GGML_QUANT_SIZES[t]) != BLOCKS[name]:
+            print(f"FAIL block size of {name}: gguf-py says {GGML_QUANT_SIZES[t]}, this test assumes {BLOCKS[name]}")
+            sys.exit(1)
+except ImportError:
+    print("note: gguf-py not importable; using the block sizes written above")
+
+passed = failed = 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print(f"FAIL {name}: {detail}")
+
+
+def nbytes(fmt, rows, cols):
+    per_block, block_bytes = BLOCKS[fmt]
+    assert cols % per_block == 0
+    return rows * (cols // per_block) * block_bytes
+
+
+def expected_bytes(fmt):
+    q, kv = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
+    layer = (nbytes(fmt, q, HIDDEN) + 2 * nbytes(fmt, kv, HIDDEN) + nbytes(fmt, HIDDEN, q) +
+             2 * nbytes(fmt, FFN, HIDDEN) + nbytes(fmt, HIDDEN, FFN))
+    output = nbytes(fmt, VOCAB, HIDDEN)
+    embedding = nbytes(fmt, VOCAB, HIDDEN)
+    norms = (2 * LAYERS + 1) * HIDDEN * 4  # F32
+    total = LAYERS * layer + output + embedding + norms
+    per_token = LAYERS * layer + output + nbytes(fmt, 1, HIDDEN)  # linears, output head, one embedding row
+    return total, per_token
+
+
+def positive_finite(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+# ---- the tiny run ----
+json_path = os.path.join(WORK, "bench.json")
+if os.path.exists(json_path):
+    os.remove(json_path)
+cmd = [TOOL, "--shape", "tiny", "--layers", str(LAYERS), "--formats", ",".join(FORMATS), "--prompt", str(PROMPT),
+       "--decode", str(DECODE), "--json", json_path]
+run = subprocess.run(cmd, capture_output=True, text=True, timeout=100)
+print(run.stdout)
+check("exit status", run.returncode == 0, f"{run.returncode}; stderr: {run.stderr[-2000:]}")
+if run.returncode != 0:
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1)
+
+table_rows = {line.split()[0]: line for line in run.stdout.splitlines() if line.split()}
+with open(json_path) as f:
+    report = json.load(f)
+check("device", report.get("device") == "cpu", report.get("device"))
+check("shape", report.get("shape", {}).get("layers") == LAYERS and report["shape"].get("hidden") == HIDDEN,
+      report.get("shape"))
+check("prompt and decode", report.get("prompt_tokens") == PROMPT and report.get("decode_tokens") == DECODE,
+      (report.get("prompt_tokens"), report.get("decode_tokens")))
+bandwidth = report.get("bandwidth_gb_per_s")
+check("bandwidth", positive_finite(bandwidth), bandwidth)
+results = {r.get("format"): r for r in report.get("results", [])}
+check("formats", sorted(results) == sorted(FORMATS), sorted(results))
+
+for fmt in FORMATS:
+    r = results.get(fmt)
+    if r is None:
+        continue
+    check(f"{fmt} in the table", fmt in table_rows, run.stdout)
+    check(f"{fmt} embedding format", r.get("embedding_format") == fmt, r.get("embedding_format"))
+    for key in ("load_s", "load_gb_per_s", "prefill_tokens_per_s", "decode_tokens_per_s", "decode_ms_per_token",
+                "decode_roofline_fraction", "peak_memory_bytes", "weight_bytes", "decode_weight_bytes_per_token"):
+        check(f"{fmt} {key}", positive_finite(r.get(key)), r.get(key))
+    timings_ok = True
+    for key in ("prefill_s", "decode_s"):
+        v = r.get(key)
+        ok = isinstance(v, list) and len(v) == report.get("repetitions") and all(positive_finite(x) for x in v)
+        check(f"{fmt} {key}", ok, v)
+        timings_ok = timings_ok and ok
+    total, per_token = expected_bytes(fmt)
+    check(f"{fmt} weight bytes", r.get("weight_bytes") == total, f"{r.get('weight_bytes')} != expected {total}")
+    check(f"{fmt} decode bytes per token", r.get("decode_weight_bytes_per_token") == per_token,
+          f"{r.get('decode_weight_bytes_per_token')} != expected {per_token}")
+    if not timings_ok or not all(positive_finite(r.get(k)) for k in ("load_s", "weight_bytes")):
+        continue
+    # Derived figures from the raw ones.
+    decode_s = median(r["decode_s"])
+    close = lambda a, b: math.isclose(a, b, rel_tol=1e-6)  # noqa: E731
+    check(f"{fmt} prefill tokens/s", close(r["prefill_tokens_per_s"], PROMPT / median(r["prefill_s"])))
+    check(f"{fmt} decode tokens/s", close(r["decode_tokens_per_s"], DECODE / decode_s))
+    check(f"{fmt} ms/token", close(r["decode_ms_per_token"], decode_s / DECODE * 1e3))
+    check(f"{fmt} load GB/s", close(r["load_gb_per_s"], total / r["load_s"] / 1e9))
+    roofline = (per_token / (bandwidth * 1e9)) / (decode_s / DECODE)
+    check(f"{fmt} roofline fraction", close(r["decode_roofline_fraction"], roofline),
+          f"{r['decode_roofline_fraction']} != {roofline}")
+
+# ---- bad arguments ----
+for name, args, expect in (
+        ("unknown format", ["--shape", "tiny", "--formats", "q4_k,nosuchformat"], "nosuchformat"),
+        ("format without a quantizer", ["--shape", "tiny", "--formats", "iq2_xxs"], "iq2_xxs"),
+        ("unknown shape", ["--shape", "llama9"], "llama9")):
+    bad = subprocess.run([TOOL, "--prompt", "2", "--decode", "1"] + args, capture_output=True, text=True, timeout=60)
+    lines = bad.stderr.strip().splitlines()
+    check(f"{name}: exit status 1", bad.returncode == 1, bad.returncode)
+    check(f"{name}: one error line", len(lines) == 1 and lines[0].startswith("error: ") and expect in lines[0],
+          bad.stderr)
+    check(f"{name}: nothing on stdout", bad.stdout == "", bad.stdout)
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)

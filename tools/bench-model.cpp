@@ -1,0 +1,701 @@
+// bench-model: whole-model speed of a Llama-3-8B-shaped transformer with random weights, per weight format.
+//
+// For each format it reports the load (upload) time, prefill tokens/s (one forward of --prompt tokens), decode
+// tokens/s (--decode single-token forwards after the prompt), peak memory, and each decode figure as a fraction of
+// its roofline: the weight bytes one decoded token must read divided by the measured copy bandwidth.
+//
+// Random weights are made on the fly, fast even at 8B: for each kind of tensor (q, k, v, o, gate, up, down,
+// output, token_embd) one block of rows is filled with random normal values and quantized with the format's
+// reference quantizer, and its packed bytes are repeated down the tensor row block after row block. For the
+// formats whose parts store each row contiguously, row after row (GGML blocks, AFQ, MX, dense, block FP8), that is
+// exactly the quantization of the tiled matrix; for HQQ, which groups across the whole tensor, it is still a legal
+// tensor of random weights of the right magnitude, which is all a benchmark needs. Every layer's tensor of one
+// kind points at the same host bytes (the device gets its own copy of each), so host memory holds one layer plus
+// the embedding and output tables, and it is freed as soon as the upload is done.
+//
+// stdout gets one table; --json writes the same figures (and the raw timings) for bench/results/. Bad input ends
+// with one "error: ..." line on stderr and exit status 1. See bench/NOTES-model.md.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <list>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/quant_reference.hpp"
+#include "kernels/quant/formats.hpp"
+#include "loader/quant_tensor.hpp"
+#include "models/model_config.hpp"
+#include "models/tensor_names.hpp"
+#include "models/transformer.hpp"
+#include "qrt/version.hpp"
+#include "runtime/src/backend/cpu_backend.hpp"
+#include "runtime/src/backend/cuda_device_stats.hpp"
+#include "runtime/src/backend/make_cuda_backend.hpp"
+
+namespace {
+
+using qrt::Result;
+using qrt::Status;
+using qrt::quant::FormatId;
+using qrt::quant::QuantBuffers;
+using qrt::quant::QuantParams;
+using Clock = std::chrono::steady_clock;
+
+int fail(const std::string& message) {
+  std::string line = message;
+  for (char& c : line)
+    if (c == '\n' || c == '\r') c = ' ';
+  std::fprintf(stderr, "error: %s\n", line.c_str());
+  return 1;
+}
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// ---- the model shape -----------------------------------------------------------------------------------------
+
+struct Shape {
+  std::string name;
+  int hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0;
+  float rope_theta = 10000.0f;
+};
+
+Result<Shape> shape_from_name(const std::string& name) {
+  if (name == "llama3-8b") return Shape{name, 4096, 32, 32, 8, 128, 14336, 128256, 500000.0f};
+  // Small enough for the CPU reference backend; every dim is a multiple of 256, so every format's blocks fit.
+  if (name == "tiny") return Shape{name, 256, 2, 4, 2, 64, 512, 1024, 500000.0f};
+  return qrt::invalid_argument("unknown shape '" + name + "' (known: llama3-8b, tiny)");
+}
+
+qrt::ModelConfig config_for(const Shape& s, int64_t context) {
+  qrt::ModelConfig c;
+  c.architecture = "llama";
+  c.vocab_size = s.vocab;
+  c.hidden = s.hidden;
+  c.layers = s.layers;
+  c.heads = s.heads;
+  c.kv_heads = s.kv_heads;
+  c.head_dim = s.head_dim;
+  c.ffn = s.ffn;
+  c.context_length = static_cast<int>(context);
+  c.norm_eps = 1e-5f;
+  c.rope.layout = qrt::RopeLayout::kHalfSplit;
+  c.rope.theta = s.rope_theta;
+  c.tied_embeddings = false;  // Llama 3 8B has its own output head
+  return c;
+}
+
+// One kind of matrix: every layer has one [rows, cols] tensor of it (or, for the two tables, the model has one).
+struct MatrixKind {
+  std::string suffix;  // "attn_q", ... or the table's canonical name
+  int64_t rows = 0, cols = 0;
+};
+
+std::vector<MatrixKind> layer_matrices(const Shape& s) {
+  using qrt::names::layer_tensor_suffix;
+  using qrt::names::LayerTensor;
+  const int64_t h = s.hidden, q = int64_t{s.heads} * s.head_dim, kv = int64_t{s.kv_heads} * s.head_dim;
+  auto kind = [](LayerTensor t, int64_t rows, int64_t cols) {
+    return MatrixKind{std::string(layer_tensor_suffix(t)), rows, cols};
+  };
+  return {kind(LayerTensor::kAttnQ, q, h),       kind(LayerTensor::kAttnK, kv, h),
+          kind(LayerTensor::kAttnV, kv, h),      kind(LayerTensor::kAttnOutput, h, q),
+          kind(LayerTensor::kFfnGate, s.ffn, h), kind(LayerTensor::kFfnUp, s.ffn, h),
+          kind(LayerTensor::kFfnDown, h, s.ffn)};
+}
+
+uint64_t total(const qrt::quant::PartSizes& p) { return p.data + p.scales + p.biases; }
+
+// ---- formats -------------------------------------------------------------------------------------------------
+
+// The parameters a format is benchmarked with: AFQ groups of 64 with BF16 scales and biases (MLX's default),
+// HQQ groups of 64 (ISQ's default); everything else needs none, except per-tensor FP8's scale, which the
+// quantization of each tensor picks (see random_tiled_weight).
+QuantParams params_for(FormatId format) {
+  QuantParams p;
+  switch (qrt::quant::format_info(format).family) {
+    case qrt::quant::Family::kAfq:
+      p.group_size = 64;
+      p.scale_type = qrt::quant::ScalarType::kBF16;
+      break;
+    case qrt::quant::Family::kHqq:
+      p.group_size = 64;
+      break;
+    default:
+      break;
+  }
+  return p;
+}
+
+struct FormatPlan {
+  FormatId format = FormatId::kF32;
+  QuantParams params;
+  FormatId embedding_format = FormatId::kF32;  // the format itself, or BF16 when it cannot hold the table
+  QuantParams embedding_params;
+  uint64_t matrix_bytes = 0;  // every matrix and table as packed (norms aside), to check that the model fits
+};
+
+// Checks a format before any work is done: a known name, a quantizer, and legal shapes for every matrix.
+Result<FormatPlan> plan_format(const std::string& name, const Shape& s) {
+  std::string known;
+  for (FormatId id : qrt::quant::kAllFormats)
+    if (qrt::quant::format_info(id).has_quantizer)
+      known += (known.empty() ? "" : ", ") + std::string(qrt::quant::format_name(id));
+  const std::optional<FormatId> id = qrt::quant::format_from_name(name);
+  if (!id) return qrt::invalid_argument("unknown format '" + name + "' (formats with a quantizer: " + known + ")");
+  if (!qrt::quant::format_info(*id).has_quantizer)
+    return qrt::unsupported("format " + name + " has no quantizer in qrt, so no random weights can be made for it " +
+                            "(formats with a quantizer: " + known + ")");
+  FormatPlan plan;
+  plan.format = *id;
+  plan.params = params_for(*id);
+  std::vector<MatrixKind> kinds = layer_matrices(s);
+  kinds.push_back({std::string(qrt::names::kOutput), s.vocab, s.hidden});
+  for (const MatrixKind& k : kinds) {
+    auto sizes = qrt::cpu::part_sizes(*id, k.rows, k.cols, plan.params);
+    if (!sizes.ok())
+      return sizes.status().with_context("format " + name + " cannot hold " + k.suffix + " [" + std::to_string(k.rows) +
+                                         ", " + std::to_string(k.cols) + "] of shape " + s.name);
+    plan.matrix_bytes += total(*sizes) * (k.suffix == qrt::names::kOutput ? 1 : static_cast<uint64_t>(s.layers));
+  }
+  plan.embedding_format = *id;
+  plan.embedding_params = plan.params;
+  if (!qrt::cpu::part_sizes(*id, s.vocab, s.hidden, plan.params).ok()) {
+    plan.embedding_format = FormatId::kBF16;
+    plan.embedding_params = QuantParams{};
+  }
+  QRT_ASSIGN_OR_RETURN(qrt::quant::PartSizes embd,
+                       qrt::cpu::part_sizes(plan.embedding_format, s.vocab, s.hidden, plan.embedding_params));
+  plan.matrix_bytes += total(embd);
+  return plan;
+}
+
+// ---- random weights ------------------------------------------------------------------------------------------
+
+// Rows quantized once per tensor; their packed bytes are repeated down the tensor.
+constexpr int64_t kBlockRows = 256;
+
+// A [rows, cols] tensor in `format`: kBlockRows rows of N(0, scale²) values quantized by the reference quantizer,
+// repeated row block after row block (a last partial block takes the first rows of the block). Valid because the
+// parts of these formats grow row by row: each part's size must be linear in rows, which is checked against
+// cpu::part_sizes. Per-tensor FP8 gets its scale (amax / 448) from the block, written to *params.
+Result<QuantBuffers> random_tiled_weight(FormatId format, int64_t rows, int64_t cols, float scale, QuantParams* params,
+                                         std::mt19937_64& rng) {
+  const int64_t block_rows = std::min(rows, kBlockRows);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> x(static_cast<size_t>(block_rows * cols));  // x: [block_rows, cols]
+  float amax = 0.0f;
+  for (float& v : x) {
+    v = normal(rng);
+    amax = std::max(amax, std::fabs(v));
+  }
+  if (qrt::quant::format_info(format).family == qrt::quant::Family::kFp8) params->global_scale = amax / 448.0f;
+  const std::string what =
+      std::string(qrt::quant::format_name(format)) + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
+  QRT_ASSIGN_OR_RETURN(QuantBuffers block, qrt::cpu::quantize(format, x.data(), block_rows, cols, *params));
+  QRT_ASSIGN_OR_RETURN(qrt::quant::PartSizes block_sizes, qrt::cpu::part_sizes(format, block_rows, cols, *params));
+  QRT_ASSIGN_OR_RETURN(qrt::quant::PartSizes full, qrt::cpu::part_sizes(format, rows, cols, *params));
+  const int64_t full_blocks = rows / block_rows, tail_rows = rows % block_rows;
+  qrt::quant::PartSizes tail;
+  if (tail_rows > 0) {
+    QRT_ASSIGN_OR_RETURN(tail, qrt::cpu::part_sizes(format, tail_rows, cols, *params));
+  }
+
+  QuantBuffers out;
+  struct Part {
+    const char* name;
+    const std::vector<uint8_t>& block;
+    std::vector<uint8_t>& out;
+    uint64_t block_size, tail_size, full_size;
+  };
+  const Part parts[] = {{"data", block.data, out.data, block_sizes.data, tail.data, full.data},
+                        {"scales", block.scales, out.scales, block_sizes.scales, tail.scales, full.scales},
+                        {"biases", block.biases, out.biases, block_sizes.biases, tail.biases, full.biases}};
+  for (const Part& p : parts) {
+    if (p.block.size() != p.block_size)
+      return qrt::internal_error(what + ": the quantizer wrote " + std::to_string(p.block.size()) + " bytes of " +
+                                 p.name + " for " + std::to_string(block_rows) + " rows, part_sizes says " +
+                                 std::to_string(p.block_size));
+    if (static_cast<uint64_t>(full_blocks) * p.block_size + p.tail_size != p.full_size)
+      return qrt::unsupported(what + ": the " + p.name + " part does not grow row by row (" +
+                              std::to_string(p.full_size) + " bytes for the tensor, " + std::to_string(p.block_size) +
+                              " per " + std::to_string(block_rows) + " rows), so a row block cannot be tiled");
+    p.out.resize(p.full_size);
+    for (int64_t b = 0; b < full_blocks; ++b)
+      if (p.block_size > 0) std::memcpy(p.out.data() + b * p.block_size, p.block.data(), p.block_size);
+    if (p.tail_size > 0) std::memcpy(p.out.data() + full_blocks * p.block_size, p.block.data(), p.tail_size);
+  }
+  return out;
+}
+
+// The canonical tensor table of the random model. The spans point into `storage`; every layer's tensor of one
+// kind shares one buffer.
+struct HostModel {
+  qrt::TensorTable tensors;
+  std::list<QuantBuffers> storage;
+  uint64_t weight_bytes = 0;            // every uploaded byte: all matrices, tables and norms
+  uint64_t decode_bytes_per_token = 0;  // what one decoded token reads: linears, output head, one embedding row
+};
+
+const QuantBuffers& keep(HostModel& m, QuantBuffers b) { return m.storage.emplace_back(std::move(b)); }
+
+void add_tensor(HostModel& m, const std::string& name, FormatId format, std::vector<int64_t> shape,
+                const QuantBuffers& b, const QuantParams& params) {
+  auto span = [](const std::vector<uint8_t>& v) { return qrt::ByteSpan{v.empty() ? nullptr : v.data(), v.size()}; };
+  qrt::QuantTensor t;
+  t.name = name;
+  t.format = format;
+  t.shape = std::move(shape);
+  t.data = span(b.data);
+  t.scales = span(b.scales);
+  t.biases = span(b.biases);
+  t.params = params;
+  t.file = "random weights";
+  m.weight_bytes += t.bytes();
+  m.tensors[name] = std::move(t);
+}
+
+Result<HostModel> make_host_model(const Shape& s, const FormatPlan& plan, uint64_t seed) {
+  using qrt::names::LayerTensor;
+  std::mt19937_64 rng(seed);
+  HostModel m;
+  auto matrix_scale = [](int64_t cols) { return 1.0f / std::sqrt(static_cast<float>(cols)); };
+
+  for (const MatrixKind& k : layer_matrices(s)) {
+    QuantParams p = plan.params;
+    QRT_ASSIGN_OR_RETURN(QuantBuffers b,
+                         random_tiled_weight(plan.format, k.rows, k.cols, matrix_scale(k.cols), &p, rng));
+    const QuantBuffers& kept = keep(m, std::move(b));
+    for (int l = 0; l < s.layers; ++l)
+      add_tensor(m, "blk." + std::to_string(l) + "." + k.suffix, plan.format, {k.rows, k.cols}, kept, p);
+    m.decode_bytes_per_token +=
+        static_cast<uint64_t>(s.layers) * (kept.data.size() + kept.scales.size() + kept.biases.size());
+  }
+
+  QuantParams out_p = plan.params;
+  QRT_ASSIGN_OR_RETURN(QuantBuffers out_b,
+                       random_tiled_weight(plan.format, s.vocab, s.hidden, matrix_scale(s.hidden), &out_p, rng));
+  const QuantBuffers& output = keep(m, std::move(out_b));
+  add_tensor(m, std::string(qrt::names::kOutput), plan.format, {s.vocab, s.hidden}, output, out_p);
+  m.decode_bytes_per_token += output.data.size() + output.scales.size() + output.biases.size();
+
+  QuantParams embd_p = plan.embedding_params;
+  QRT_ASSIGN_OR_RETURN(QuantBuffers embd_b,
+                       random_tiled_weight(plan.embedding_format, s.vocab, s.hidden, 1.0f, &embd_p, rng));
+  add_tensor(m, std::string(qrt::names::kTokenEmbd), plan.embedding_format, {s.vocab, s.hidden},
+             keep(m, std::move(embd_b)), embd_p);
+  QRT_ASSIGN_OR_RETURN(qrt::quant::PartSizes embd_row,
+                       qrt::cpu::part_sizes(plan.embedding_format, 1, s.hidden, embd_p));
+  m.decode_bytes_per_token += total(embd_row);
+
+  // RMSNorm weights: F32 near 1.
+  std::normal_distribution<float> normal(1.0f, 0.1f);
+  auto norm = [&]() -> const QuantBuffers& {
+    QuantBuffers b;
+    b.data.resize(static_cast<size_t>(s.hidden) * 4);
+    for (int i = 0; i < s.hidden; ++i) {
+      const float v = normal(rng);
+      std::memcpy(b.data.data() + 4 * i, &v, 4);
+    }
+    return keep(m, std::move(b));
+  };
+  add_tensor(m, std::string(qrt::names::kOutputNorm), FormatId::kF32, {s.hidden}, norm(), QuantParams{});
+  const QuantBuffers& attn_norm = norm();
+  const QuantBuffers& ffn_norm = norm();
+  for (int l = 0; l < s.layers; ++l) {
+    add_tensor(m, qrt::names::layer_tensor(l, LayerTensor::kAttnNorm), FormatId::kF32, {s.hidden}, attn_norm, {});
+    add_tensor(m, qrt::names::layer_tensor(l, LayerTensor::kFfnNorm), FormatId::kF32, {s.hidden}, ffn_norm, {});
+  }
+  return m;
+}
+
+// ---- memory and bandwidth ------------------------------------------------------------------------------------
+
+// Linux keeps a resettable high-water mark of the resident set (VmHWM; writing 5 to clear_refs resets it), so each
+// format gets its own peak. Where that is unavailable the process peak so far (getrusage) is reported instead.
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  if (!f) return false;
+  f << "5";
+  f.flush();
+  return static_cast<bool>(f);
+}
+
+uint64_t peak_rss_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;  // "VmHWM:   1234 kB"
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<uint64_t>(u.ru_maxrss) * 1024;
+}
+
+// Host memcpy bandwidth in bytes/s (read + write), median of several copies of a buffer far larger than any
+// cache: the CPU backend's roofline.
+double host_copy_bandwidth(uint64_t bytes, int repetitions) {
+  std::vector<uint8_t> a(bytes, 0x5A), b(bytes, 0);
+  std::vector<double> s;
+  for (int i = 0; i < repetitions + 1; ++i) {
+    const auto t0 = Clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    const double dt = seconds_since(t0);
+    if (i > 0) s.push_back(dt);  // the first copy warms up
+  }
+  volatile uint8_t sink = b[bytes / 2];  // keep the copies observable
+  (void)sink;
+  return 2.0 * static_cast<double>(bytes) / median(s);
+}
+
+std::string host_cpu_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "unknown CPU";
+}
+
+// ---- one format ----------------------------------------------------------------------------------------------
+
+struct Options {
+  Shape shape;
+  std::string device = "cpu";
+  int device_index = 0;
+  int prompt = 512, decode = 128, repetitions = 3, warmup = 1;
+  uint64_t seed = 1;
+};
+
+struct FormatResult {
+  FormatPlan plan;
+  uint64_t weight_bytes = 0, decode_bytes_per_token = 0;
+  double generate_s = 0, load_s = 0;
+  std::vector<double> prefill_s, decode_s;
+  uint64_t peak_device_bytes = 0, peak_host_rss_bytes = 0;
+  bool host_peak_is_per_format = false;
+};
+
+int32_t argmax(const std::vector<float>& logits) {
+  int32_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i)
+    if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+  return best;
+}
+
+Result<std::unique_ptr<qrt::Backend>> open_backend(const Options& o) {
+  if (o.device == "cuda") return qrt::make_cuda_backend(o.device_index);
+  return std::unique_ptr<qrt::Backend>(std::make_unique<qrt::CpuBackend>());
+}
+
+// Device memory in use now (CUDA; 0 on the CPU, whose memory is the process's resident set).
+Result<uint64_t> device_used(const Options& o) {
+  if (o.device != "cuda") return uint64_t{0};
+  QRT_ASSIGN_OR_RETURN(qrt::CudaMemoryUse use, qrt::cuda_memory_use(o.device_index));
+  return use.used_bytes;
+}
+
+// The prompt, then greedy decoding of o.decode tokens. Greedy picks on the host from the downloaded logits, so on
+// CUDA each decode step includes the copy of its [vocab] logits back to the host, as a generating caller's would.
+Status prefill_and_decode(qrt::Transformer& model, qrt::Sequence& seq, const std::vector<int32_t>& prompt, int decode,
+                          double* prefill_s, double* decode_s) {
+  std::vector<float> logits;
+  seq.reset();
+  auto t0 = Clock::now();
+  QRT_TRY(model.forward(seq, prompt, qrt::LogitsFor::kLast, &logits));
+  *prefill_s = seconds_since(t0);
+  for (float v : logits)
+    if (!std::isfinite(v)) return qrt::internal_error("non-finite logits after the prompt");
+  int32_t token = argmax(logits);
+  t0 = Clock::now();
+  for (int i = 0; i < decode; ++i) {
+    const int32_t one[1] = {token};
+    QRT_TRY(model.forward(seq, one, qrt::LogitsFor::kLast, &logits));
+    token = argmax(logits);
+  }
+  *decode_s = seconds_since(t0);
+  return qrt::ok_status();
+}
+
+Result<FormatResult> bench_format(const Options& o, const FormatPlan& plan) {
+  const std::string fname(qrt::quant::format_name(plan.format));
+  FormatResult r;
+  r.plan = plan;
+  r.host_peak_is_per_format = reset_peak_rss();
+  QRT_ASSIGN_OR_RETURN(const uint64_t used_before, device_used(o));
+  uint64_t used_peak = used_before;
+  auto sample = [&]() -> Status {
+    QRT_ASSIGN_OR_RETURN(const uint64_t used, device_used(o));
+    used_peak = std::max(used_peak, used);
+    return qrt::ok_status();
+  };
+
+  QRT_ASSIGN_OR_RETURN(std::unique_ptr<qrt::Backend> backend, open_backend(o));
+  auto t0 = Clock::now();
+  QRT_ASSIGN_OR_RETURN(HostModel host, make_host_model(o.shape, plan, o.seed));
+  r.generate_s = seconds_since(t0);
+  r.weight_bytes = host.weight_bytes;
+  r.decode_bytes_per_token = host.decode_bytes_per_token;
+  std::fprintf(stderr, "%s: %.1f MiB of random weights made in %.2f s; loading\n", fname.c_str(),
+               static_cast<double>(r.weight_bytes) / (1 << 20), r.generate_s);
+
+  const qrt::ModelConfig config = config_for(o.shape, int64_t{o.prompt} + o.decode);
+  t0 = Clock::now();
+  QRT_ASSIGN_OR_RETURN(std::unique_ptr<qrt::Transformer> model,
+                       qrt::Transformer::create(*backend, config, host.tensors));
+  QRT_TRY(backend->synchronize());
+  r.load_s = seconds_since(t0);
+  host = HostModel{};  // the device holds its own copy now
+  QRT_TRY(sample());
+
+  QRT_ASSIGN_OR_RETURN(std::unique_ptr<qrt::Sequence> seq, model->new_sequence(int64_t{o.prompt} + o.decode));
+  std::mt19937_64 rng(o.seed + 1000);
+  std::uniform_int_distribution<int32_t> token(0, o.shape.vocab - 1);
+  std::vector<int32_t> prompt(static_cast<size_t>(o.prompt));
+  for (int32_t& t : prompt) t = token(rng);
+
+  double prefill_s = 0, decode_s = 0;
+  for (int i = 0; i < o.warmup; ++i) {  // first-use costs: scratch buffers, library handles, caches
+    std::fprintf(stderr, "%s: warm-up\n", fname.c_str());
+    QRT_TRY(prefill_and_decode(*model, *seq, prompt, std::min(o.decode, 2), &prefill_s, &decode_s));
+  }
+  for (int i = 0; i < o.repetitions; ++i) {
+    std::fprintf(stderr, "%s: run %d of %d\n", fname.c_str(), i + 1, o.repetitions);
+    QRT_TRY(prefill_and_decode(*model, *seq, prompt, o.decode, &prefill_s, &decode_s));
+    r.prefill_s.push_back(prefill_s);
+    r.decode_s.push_back(decode_s);
+    QRT_TRY(sample());
+  }
+  r.peak_device_bytes = used_peak - used_before;
+  r.peak_host_rss_bytes = peak_rss_bytes();
+  return r;
+}
+
+// ---- report --------------------------------------------------------------------------------------------------
+
+struct Derived {
+  double load_gb_s, prefill_tok_s, decode_tok_s, ms_per_token, roofline_fraction;
+  uint64_t peak_bytes;
+};
+
+Derived derive(const Options& o, const FormatResult& r, double bandwidth) {
+  Derived d{};
+  d.load_gb_s = static_cast<double>(r.weight_bytes) / r.load_s * 1e-9;
+  d.prefill_tok_s = o.prompt / median(r.prefill_s);
+  const double decode_s = median(r.decode_s);
+  d.decode_tok_s = o.decode / decode_s;
+  d.ms_per_token = decode_s / o.decode * 1e3;
+  // The time the token's weight bytes take at the copy bandwidth, over the time the token took.
+  d.roofline_fraction = (static_cast<double>(r.decode_bytes_per_token) / bandwidth) / (d.ms_per_token * 1e-3);
+  d.peak_bytes = o.device == "cuda" ? r.peak_device_bytes : r.peak_host_rss_bytes;
+  return d;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+void print_table(const Options& o, const std::vector<FormatResult>& results, double bandwidth) {
+  const char* mem = o.device == "cuda" ? "peak dev MiB" : "peak RSS MiB";
+  std::printf("%-9s %-9s %11s %8s %9s %13s %12s %9s %10s %12s\n", "format", "embd", "weights MiB", "load s",
+              "load GB/s", "prefill tok/s", "decode tok/s", "ms/token", "roofline %", mem);
+  for (const FormatResult& r : results) {
+    const Derived d = derive(o, r, bandwidth);
+    std::printf("%-9s %-9s %11.1f %8.4f %9.2f %13.1f %12.2f %9.3f %10.1f %12.1f\n",
+                std::string(qrt::quant::format_name(r.plan.format)).c_str(),
+                std::string(qrt::quant::format_name(r.plan.embedding_format)).c_str(),
+                static_cast<double>(r.weight_bytes) / (1 << 20), r.load_s, d.load_gb_s, d.prefill_tok_s, d.decode_tok_s,
+                d.ms_per_token, d.roofline_fraction * 100.0, static_cast<double>(d.peak_bytes) / (1 << 20));
+  }
+}
+
+nlohmann::ordered_json to_json(const Options& o, const std::string& device_name, const std::string& commit,
+                               const std::vector<FormatResult>& results, double bandwidth,
+                               const std::string& bandwidth_source) {
+  nlohmann::ordered_json j;
+  j["tool"] = "bench-model";
+  j["qrt_version"] = qrt::kVersion;
+  j["commit"] = commit;
+  j["date"] = utc_now();
+  j["device"] = o.device == "cuda" ? "cuda:" + std::to_string(o.device_index) : "cpu";
+  j["device_name"] = device_name;
+  const Shape& s = o.shape;
+  j["shape"] = {{"name", s.name},
+                {"hidden", s.hidden},
+                {"layers", s.layers},
+                {"heads", s.heads},
+                {"kv_heads", s.kv_heads},
+                {"head_dim", s.head_dim},
+                {"ffn", s.ffn},
+                {"vocab", s.vocab},
+                {"rope_theta", s.rope_theta},
+                {"tied_embeddings", false}};
+  j["prompt_tokens"] = o.prompt;
+  j["decode_tokens"] = o.decode;
+  j["repetitions"] = o.repetitions;
+  j["warmup"] = o.warmup;
+  j["bandwidth_gb_per_s"] = bandwidth * 1e-9;
+  j["bandwidth_source"] = bandwidth_source;
+  j["peak_memory_kind"] = o.device == "cuda" ? "device memory in use (cudaMemGetInfo) above the level before loading"
+                                             : "host peak resident set (VmHWM)";
+  auto& list = j["results"] = nlohmann::ordered_json::array();
+  for (const FormatResult& r : results) {
+    const Derived d = derive(o, r, bandwidth);
+    nlohmann::ordered_json e;
+    e["format"] = qrt::quant::format_name(r.plan.format);
+    e["embedding_format"] = qrt::quant::format_name(r.plan.embedding_format);
+    e["group_size"] = r.plan.params.group_size;
+    e["scale_type"] = qrt::quant::scalar_type_name(r.plan.params.scale_type);
+    e["weight_bytes"] = r.weight_bytes;
+    e["decode_weight_bytes_per_token"] = r.decode_bytes_per_token;
+    e["generate_s"] = r.generate_s;
+    e["load_s"] = r.load_s;
+    e["load_gb_per_s"] = d.load_gb_s;
+    e["prefill_tokens_per_s"] = d.prefill_tok_s;
+    e["decode_tokens_per_s"] = d.decode_tok_s;
+    e["decode_ms_per_token"] = d.ms_per_token;
+    e["decode_roofline_fraction"] = d.roofline_fraction;
+    e["peak_memory_bytes"] = d.peak_bytes;
+    e["peak_host_rss_bytes"] = r.peak_host_rss_bytes;
+    e["host_peak_is_per_format"] = r.host_peak_is_per_format;
+    if (o.device == "cuda") e["peak_device_bytes"] = r.peak_device_bytes;
+    e["prefill_s"] = r.prefill_s;
+    e["decode_s"] = r.decode_s;
+    list.push_back(std::move(e));
+  }
+  return j;
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench-model: prefill and decode speed of a Llama-3-8B-shaped model with random weights"};
+  app.set_version_flag("--version", std::string("qrt ") + qrt::kVersion);
+  Options o;
+  std::string shape_name = "llama3-8b", formats = "q4_k,q8_0,afq4,mxfp4,bf16", json_path, commit;
+  int layers = 0;
+  double bandwidth_gb_s = 0.0;
+  app.add_option("--shape", shape_name, "llama3-8b or tiny");
+  app.add_option("--layers", layers, "override the shape's layer count")->check(CLI::Range(1, 1024));
+  app.add_option("--formats", formats, "comma-separated weight formats (any format with a quantizer)");
+  app.add_option("--device", o.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--device-index", o.device_index, "CUDA device index")->check(CLI::NonNegativeNumber);
+  // Bounded so that a typo cannot ask for a KV cache and scratch of hundreds of GB or a run of days.
+  app.add_option("--prompt", o.prompt, "prompt tokens (one prefill forward)")->check(CLI::Range(1, 32768));
+  app.add_option("--decode", o.decode, "tokens decoded after the prompt")->check(CLI::Range(1, 32768));
+  app.add_option("--repetitions", o.repetitions, "timed runs per format (the median is reported)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--warmup", o.warmup, "untimed runs per format before the timed ones")->check(CLI::Range(0, 100));
+  app.add_option("--bandwidth", bandwidth_gb_s, "copy bandwidth in GB/s (read + write) instead of measuring it")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--json", json_path, "write the results as JSON to this file");
+  app.add_option("--commit", commit, "the qrt commit being measured, recorded in the JSON");
+  app.add_option("--seed", o.seed, "random seed for the weights and the prompt");
+  CLI11_PARSE(app, argc, argv);
+
+  auto shape = shape_from_name(shape_name);
+  if (!shape.ok()) return fail(shape.status().message());
+  o.shape = *shape;
+  if (layers > 0) o.shape.layers = layers;
+  std::vector<FormatPlan> plans;
+  for (const std::string& name : split_list(formats)) {
+    auto plan = plan_format(name, o.shape);
+    if (!plan.ok()) return fail(plan.status().message());
+    plans.push_back(*plan);
+  }
+  if (plans.empty()) return fail("--formats names no format");
+  // A model that cannot fit is an error up front, not an allocation failure (or the OOM killer) later.
+  uint64_t memory_bytes =
+      static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  std::string memory_what = "host memory";
+  if (o.device == "cuda") {
+    auto use = qrt::cuda_memory_use(o.device_index);
+    if (!use.ok()) return fail(use.status().message());
+    memory_bytes = use->total_bytes;
+    memory_what = "device memory";
+  }
+  for (const FormatPlan& plan : plans)
+    if (plan.matrix_bytes > memory_bytes)
+      return fail("format " + std::string(qrt::quant::format_name(plan.format)) + ": the " + o.shape.name +
+                  " shape with " + std::to_string(o.shape.layers) + " layers needs " +
+                  std::to_string(plan.matrix_bytes >> 20) + " MiB of weights, more than the " +
+                  std::to_string(memory_bytes >> 20) + " MiB of " + memory_what + " (use --layers to take fewer)");
+
+  std::string device_name = host_cpu_name();
+  if (o.device == "cuda") {
+    auto name = qrt::cuda_device_name(o.device_index);
+    if (!name.ok()) return fail(name.status().message());
+    device_name = *name;
+  }
+  double bandwidth = bandwidth_gb_s * 1e9;
+  std::string bandwidth_source = "--bandwidth";
+  if (bandwidth <= 0.0) {
+    if (o.device == "cuda") {
+      auto bw = qrt::cuda_copy_bandwidth(o.device_index, uint64_t{1} << 30, 9);
+      if (!bw.ok()) return fail(bw.status().message());
+      bandwidth = *bw;
+      bandwidth_source = "device-to-device cudaMemcpy of 1 GiB, read + write, median of 9";
+    } else {
+      bandwidth = host_copy_bandwidth(uint64_t{256} << 20, 5);
+      bandwidth_source = "host memcpy of 256 MiB, read + write, median of 5";
+    }
+  }
+
+  std::vector<FormatResult> results;
+  for (const FormatPlan& plan : plans) {
+    auto r = bench_format(o, plan);
+    if (!r.ok())
+      return fail(r.status().with_context("format " + std::string(qrt::quant::format_name(plan.format))).message());
+    results.push_back(std::move(*r));
+  }
+
+  const Shape& s = o.shape;
+  std::printf("bench-model: %s shape (%d layers, hidden %d, %d/%d heads of %d, ffn %d, vocab %d) on %s (%s)\n",
+              s.name.c_str(), s.layers, s.hidden, s.heads, s.kv_heads, s.head_dim, s.ffn, s.vocab,
+              o.device == "cuda" ? ("cuda:" + std::to_string(o.device_index)).c_str() : "cpu", device_name.c_str());
+  std::printf("prompt %d tokens, decode %d tokens, median of %d runs; bandwidth %.1f GB/s (%s)\n", o.prompt, o.decode,
+              o.repetitions, bandwidth * 1e-9, bandwidth_source.c_str());
+  print_table(o, results, bandwidth);
+  std::fflush(stdout);
+
+  if (!json_path.empty()) {
+    std::ofstream f(json_path);
+    if (!f) return fail("cannot open " + json_path + " for writing");
+    f << to_json(o, device_name, commit, results, bandwidth, bandwidth_source).dump(2) << "\n";
+    if (!f) return fail("cannot write " + json_path);
+  }
+  return 0;
+}
