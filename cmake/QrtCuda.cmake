@@ -33,12 +33,16 @@ if(NOT QRT_CUDA STREQUAL "OFF")
   endif()
 endif()
 
-# NCCL ships with the CUDA toolkit images we target, or as libnccl-dev.
+# NCCL ships with the CUDA toolkit images we target, as libnccl-dev, or as NVIDIA's Python wheel (nvidia-nccl-cu*,
+# which PyTorch installs: <site-packages>/nvidia/nccl with include/nccl.h and lib/libnccl.so.2 only, hence the
+# versioned name). QRT_NCCL_ROOT names such a folder.
+set(QRT_NCCL_ROOT "" CACHE PATH "a folder with include/nccl.h and lib/libnccl.so* (e.g. a wheel's nvidia/nccl)")
 set(QRT_HAVE_NCCL OFF)
 if(QRT_HAVE_CUDA AND NOT QRT_NCCL STREQUAL "OFF")
-  find_path(QRT_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${QRT_DEPS_ROOT}/include
+  find_path(QRT_NCCL_INCLUDE nccl.h HINTS ${QRT_NCCL_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS} ${QRT_DEPS_ROOT}/include
             PATH_SUFFIXES ../../targets/x86_64-linux/include)
-  find_library(QRT_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${QRT_DEPS_ROOT}/lib)
+  find_library(QRT_NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
+               HINTS ${QRT_NCCL_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR} ${QRT_DEPS_ROOT}/lib)
   if(QRT_NCCL_INCLUDE AND QRT_NCCL_LIBRARY)
     add_library(qrt::nccl UNKNOWN IMPORTED)
     set_target_properties(qrt::nccl PROPERTIES IMPORTED_LOCATION ${QRT_NCCL_LIBRARY}
