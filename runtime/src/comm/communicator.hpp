@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "qrt/status.hpp"
 
@@ -54,6 +55,11 @@ class Communicator {
 
   // Stops every rank of the job with `exit_code` (MPI_Abort under MPI; std::exit on a single rank).
   [[noreturn]] virtual void abort(int exit_code) = 0;
+
+  // For ranks that are threads of one process: makes every pending and later collective of the whole group return
+  // an error, so that a rank that failed does not leave the others waiting. Other kinds need no such thing (a
+  // failed process is stopped by the launcher) and ignore it.
+  virtual void cancel_group() {}
 };
 
 // The communicator the launcher asked for, read from the environment:
@@ -75,6 +81,11 @@ Result<std::unique_ptr<Communicator>> make_mpi_communicator();
 // over the bootstrap's ranks: a failure on any rank is returned on every rank. `bootstrap` must outlive the
 // result. Unsupported in a build without NCCL.
 Result<std::unique_ptr<Communicator>> make_nccl_communicator(Communicator& bootstrap, int device);
+
+// `world` ranks that are threads of this process (kind "threads"): rank r is element r. Host-memory collectives,
+// summing in rank order (bit-identical on every rank); cancel_group() releases every waiting rank with an error.
+// Each rank's calls must come from one thread at a time; the ranks' threads run concurrently.
+Result<std::vector<std::unique_ptr<Communicator>>> make_thread_group_communicators(int world);
 
 // Whether this build of qrt contains the MPI and NCCL communicators.
 bool mpi_communicator_built();

@@ -1,10 +1,9 @@
-// A sliced model run by ranks that are threads: each thread owns a CpuBackend whose all-reduce goes through an
-// in-process communicator, loads only its slices and runs the same tokens; its logits must equal the single-rank
+// A sliced model run by ranks that are threads: each thread owns a CpuBackend whose all-reduce goes through the
+// in-process thread-group communicator, loads only its slices and runs the same tokens; its logits must equal the single-rank
 // model's within 1e-5 relative, for every architecture's features, several formats, 2 and 4 ranks, KV heads
 // split and replicated, MoE experts split and replicated. Impossible splits must fail on every rank alike.
 #include <gtest/gtest.h>
 
-#include <barrier>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -26,57 +25,6 @@ using test::max_rel_diff;
 using test::requantize;
 using test::run;
 
-// State shared by the ranks of one in-process group.
-struct ThreadGroup {
-  explicit ThreadGroup(int world) : world(world), barrier(world), slots(static_cast<size_t>(world)) {}
-  int world;
-  std::barrier<> barrier;
-  std::vector<const void*> slots;
-};
-
-// One rank of a ThreadGroup. Sums in rank order, so every rank gets bit-identical results.
-class ThreadRankCommunicator final : public Communicator {
- public:
-  ThreadRankCommunicator(ThreadGroup& group, int rank) : group_(group), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int world() const override { return group_.world; }
-  int local_rank() const override { return rank_; }
-  std::string_view kind() const override { return "threads"; }
-
-  Status all_reduce_sum(float* data, size_t n, void*) override {
-    group_.slots[static_cast<size_t>(rank_)] = data;
-    group_.barrier.arrive_and_wait();
-    std::vector<float> sum(n, 0.0f);
-    for (const void* slot : group_.slots)
-      for (size_t i = 0; i < n; ++i) sum[i] += static_cast<const float*>(slot)[i];
-    group_.barrier.arrive_and_wait();  // every rank has read every slot before any is overwritten
-    std::memcpy(data, sum.data(), n * sizeof(float));
-    return ok_status();
-  }
-  Status broadcast(void* data, size_t bytes, int root) override {
-    group_.slots[static_cast<size_t>(rank_)] = data;
-    group_.barrier.arrive_and_wait();
-    if (rank_ != root) std::memcpy(data, group_.slots[static_cast<size_t>(root)], bytes);
-    group_.barrier.arrive_and_wait();
-    return ok_status();
-  }
-  Status agree(const Status& local) override {
-    group_.slots[static_cast<size_t>(rank_)] = &local;
-    group_.barrier.arrive_and_wait();
-    Status first = ok_status();
-    for (int r = 0; r < group_.world && first.ok(); ++r) {
-      const Status& s = *static_cast<const Status*>(group_.slots[static_cast<size_t>(r)]);
-      if (!s.ok()) first = Status(s.code(), "rank " + std::to_string(r) + ": " + s.message());
-    }
-    group_.barrier.arrive_and_wait();
-    return first;
-  }
-  [[noreturn]] void abort(int) override { std::abort(); }
-
- private:
-  ThreadGroup& group_;
-  int rank_;
-};
 
 struct RankResult {
   Status status;
@@ -85,12 +33,13 @@ struct RankResult {
 
 // Every rank of `world` as a thread; a build failure anywhere is agreed on before anyone runs collectives.
 std::vector<RankResult> run_tensor_parallel(const test::TinyModel& m, int world) {
-  ThreadGroup group(world);
+  auto comms = make_thread_group_communicators(world);
+  EXPECT_TRUE(comms.ok()) << comms.status().to_string();
   std::vector<RankResult> results(static_cast<size_t>(world));
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      ThreadRankCommunicator comm(group, r);
+      Communicator& comm = *(*comms)[static_cast<size_t>(r)];
       CpuBackend backend(&comm);
       TransformerOptions options;
       options.tp = {r, world};
@@ -163,6 +112,33 @@ TEST(TensorParallelThreads, HeadsThatCannotBeSharedAreAnError) {
   const auto results = run_tensor_parallel(m, 4);  // 6 heads among 4 ranks
   ASSERT_FALSE(results[0].status.ok());
   EXPECT_NE(results[0].status.message().find("heads"), std::string::npos) << results[0].status.to_string();
+}
+
+// A rank that fails between collectives cancels the group: the ranks waiting for it get an error, not a hang.
+TEST(ThreadGroupCommunicator, CancelReleasesWaitingRanks) {
+  auto comms = make_thread_group_communicators(3);
+  ASSERT_TRUE(comms.ok());
+  std::vector<Status> got(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      Communicator& comm = *(*comms)[static_cast<size_t>(r)];
+      std::vector<float> x(8, static_cast<float>(r + 1));
+      got[static_cast<size_t>(r)] = comm.all_reduce_sum(x.data(), x.size());  // all three: sums to 6
+      if (got[static_cast<size_t>(r)].ok() && x[0] != 6.0f) got[static_cast<size_t>(r)] = internal_error("bad sum");
+      if (r == 2) {
+        comm.cancel_group();  // rank 2 fails here and never joins the next collective
+        return;
+      }
+      if (got[static_cast<size_t>(r)].ok()) got[static_cast<size_t>(r)] = comm.all_reduce_sum(x.data(), x.size());
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(got[2].ok()) << got[2].to_string();
+  for (int r : {0, 1}) {
+    EXPECT_FALSE(got[static_cast<size_t>(r)].ok()) << "rank " << r;
+    EXPECT_NE(got[static_cast<size_t>(r)].message().find("cancelled"), std::string::npos);
+  }
 }
 
 }  // namespace
