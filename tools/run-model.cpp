@@ -65,6 +65,10 @@ int main(int argc, char** argv) {
   app.add_option("--system", system_prompt, "system message for --chat");
   app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_flag("--ids", ids, "print prompt and generated token ids instead of text");
+  int tensor_parallel = 0;
+  app.add_option("--tp", tensor_parallel,
+                 "split the model among N ranks inside this process (threads; one GPU each with --device cuda)")
+      ->check(CLI::Range(1, 64));
   CLI11_PARSE(app, argc, argv);
   if (!system_prompt.empty() && !chat) return fail("--system needs --chat");
   g_quiet = qrt::launcher_rank() != 0;
@@ -74,6 +78,7 @@ int main(int argc, char** argv) {
   if (!parsed_device.ok()) return fail(parsed_device.status());
   options.device = *parsed_device;
   options.context_length = context;
+  options.tensor_parallel = tensor_parallel;
   auto model = qrt::Model::open(model_path, options);
   if (!model.ok()) return fail(model.status());
   auto session = model->new_session();

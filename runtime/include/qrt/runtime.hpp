@@ -57,6 +57,9 @@ struct ModelOptions {
   // When the process is one of N > 1 ranks started by an MPI launcher, split the model among them (tensor
   // parallelism). Off: every process loads the whole model, ignoring the launcher.
   bool use_launcher_ranks = true;
+  // Split the model among this many ranks inside this process, one thread each (and with Device::kCuda one GPU
+  // each, device_index onwards); 0 or 1: no split. Not together with an MPI launch of several ranks.
+  int tensor_parallel = 0;
 };
 
 inline constexpr int64_t kDefaultContextCap = 4096;

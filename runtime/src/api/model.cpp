@@ -2,6 +2,8 @@
 // transformer), its tokenizer and its chat template.
 #include <chrono>
 #include <cstdlib>
+#include <functional>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "loader/gguf_metadata.hpp"
@@ -21,6 +23,7 @@ namespace qrt {
 namespace {
 
 using api_detail::ModelImpl;
+using api_detail::PeerRank;
 
 // The architecture config and the scheme of the tensor names, from GGUF metadata or config.json.
 Result<ModelConfig> map_config(const ModelSource& src, names::NameScheme* scheme) {
@@ -71,27 +74,65 @@ void load_chat_template(const ModelSource& src, ModelImpl* m) {
   m->chat_template_status = ok_status();
 }
 
-// The backend of this rank: on the CPU, all-reducing through the host communicator; on CUDA, on the rank's own
-// GPU, all-reducing through NCCL.
-Result<std::unique_ptr<Backend>> create_backend(const ModelOptions& options, ModelImpl* m) {
+// One rank's backend: on the CPU, all-reducing through `comm` (host collectives; null on a single rank); on CUDA,
+// on GPU `device`, all-reducing through an NCCL communicator made over `comm` (collective over its ranks).
+Result<std::unique_ptr<Backend>> create_backend(const ModelOptions& options, Communicator* comm, int device,
+                                                std::unique_ptr<Communicator>* device_comm) {
   switch (options.device) {
-    case Device::kCpu: return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(m->comm.get()));
+    case Device::kCpu: return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(comm));
     case Device::kCuda: {
-      const int device = options.device_index + (m->comm ? m->comm->local_rank() : 0);
-      if (m->comm) {
-        QRT_ASSIGN_OR_RETURN(m->device_comm, make_nccl_communicator(*m->comm, device));
+      if (comm) {
+        QRT_ASSIGN_OR_RETURN(*device_comm, make_nccl_communicator(*comm, device));
       }
-      return make_cuda_backend(device, m->device_comm.get());
+      return make_cuda_backend(device, device_comm->get());
     }
   }
   return invalid_argument("unknown device");
+}
+
+// Runs fn(rank) for every rank of this process's group at once: ranks 1.. on their own threads, rank 0 on the
+// caller's. A rank that fails cancels the group's collectives, so that no rank waits for it; the lowest failing
+// rank's error is returned.
+Status on_every_local_rank(ModelImpl* m, const std::function<Status(int)>& fn) {
+  const int ranks = 1 + static_cast<int>(m->peers.size());
+  std::vector<Status> results(static_cast<size_t>(ranks));
+  auto run = [&](int r) {
+    Status s = fn(r);
+    if (!s.ok()) (r == 0 ? *m->local_comm : *m->peers[static_cast<size_t>(r - 1)].comm).cancel_group();
+    results[static_cast<size_t>(r)] = std::move(s);
+  };
+  std::vector<std::thread> threads;
+  for (int r = 1; r < ranks; ++r) threads.emplace_back(run, r);
+  run(0);
+  for (auto& t : threads) t.join();
+  return api_detail::first_rank_failure(results);
+}
+
+// The backends of every rank this process holds: the one of a single rank or MPI rank, or those of the in-process
+// group (ModelOptions::tensor_parallel).
+Status create_backends(const ModelOptions& options, ModelImpl* m) {
+  if (m->peers.empty() && !m->local_comm) {
+    const int device = options.device_index + (m->comm ? m->comm->local_rank() : 0);
+    QRT_ASSIGN_OR_RETURN(m->backend, create_backend(options, m->comm.get(), device, &m->device_comm));
+    return ok_status();
+  }
+  return on_every_local_rank(m, [&](int r) -> Status {
+    const int device = options.device_index + r;
+    if (r == 0) {
+      QRT_ASSIGN_OR_RETURN(m->backend, create_backend(options, m->local_comm.get(), device, &m->device_comm));
+    } else {
+      PeerRank& peer = m->peers[static_cast<size_t>(r - 1)];
+      QRT_ASSIGN_OR_RETURN(peer.backend, create_backend(options, peer.comm.get(), device, &peer.device_comm));
+    }
+    return ok_status();
+  });
 }
 
 // Everything after the communicator: the same steps on every rank, with no collective among them, so that a
 // failure on one rank cannot leave the others waiting (the caller agrees on the outcome).
 Status build(const std::string& path_or_name, const ModelOptions& options, ModelImpl* m) {
   // Fail on an unusable device before reading gigabytes.
-  QRT_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, create_backend(options, m));
+  QRT_TRY(create_backends(options, m));
 
   OpenOptions open_options;
   open_options.verify_digests = options.verify_ollama_digests;
@@ -111,12 +152,26 @@ Status build(const std::string& path_or_name, const ModelOptions& options, Model
   m->tokenizer = std::move(*tokenizer);
   load_chat_template(src, m);
 
-  m->backend = std::move(backend);
-  TransformerOptions transformer_options;
-  if (m->comm) transformer_options.tp = {m->comm->rank(), m->comm->world()};
-  auto transformer = Transformer::create(*m->backend, m->config, canonical->tensors, transformer_options);
-  if (!transformer.ok()) return transformer.status().with_context(path_or_name);
-  m->transformer = std::move(*transformer);
+  if (m->peers.empty()) {
+    TransformerOptions transformer_options;
+    if (m->comm) transformer_options.tp = {m->comm->rank(), m->comm->world()};
+    auto transformer = Transformer::create(*m->backend, m->config, canonical->tensors, transformer_options);
+    if (!transformer.ok()) return transformer.status().with_context(path_or_name);
+    m->transformer = std::move(*transformer);
+  } else {
+    // Each rank uploads its own slices, all at once.
+    const int world = 1 + static_cast<int>(m->peers.size());
+    Status loaded = on_every_local_rank(m, [&](int r) -> Status {
+      TransformerOptions transformer_options;
+      transformer_options.tp = {r, world};
+      Backend& backend = r == 0 ? *m->backend : *m->peers[static_cast<size_t>(r - 1)].backend;
+      QRT_ASSIGN_OR_RETURN(auto transformer,
+                           Transformer::create(backend, m->config, canonical->tensors, transformer_options));
+      (r == 0 ? m->transformer : m->peers[static_cast<size_t>(r - 1)].transformer) = std::move(transformer);
+      return ok_status();
+    });
+    if (!loaded.ok()) return loaded.with_context(path_or_name);
+  }
 
   ModelInfo& info = m->info;
   info.path = path_or_name;
@@ -135,7 +190,7 @@ Status build(const std::string& path_or_name, const ModelOptions& options, Model
   for (const auto& [name, tensor] : canonical->tensors) info.weight_bytes += tensor.bytes();
   info.has_chat_template = m->chat_template.has_value();
   info.tp_rank = m->comm ? m->comm->rank() : 0;
-  info.tp_world = m->comm ? m->comm->world() : 1;
+  info.tp_world = m->comm ? m->comm->world() : 1 + static_cast<int>(m->peers.size());
   if (static_cast<int64_t>(m->tokenizer->vocab_size()) > m->config.vocab_size) {
     log_warn(path_or_name, ": the tokenizer has ", m->tokenizer->vocab_size(), " tokens but the model only ",
              m->config.vocab_size, "; prompts using the extra tokens are rejected");
@@ -149,9 +204,22 @@ Result<std::shared_ptr<ModelImpl>> load(const std::string& path_or_name, const M
   if (options.prompt_batch <= 0) return invalid_argument("prompt batch must be positive");
   auto m = std::make_shared<ModelImpl>();
   m->options = options;
+  if (options.tensor_parallel < 0 || options.tensor_parallel > 64)
+    return invalid_argument("tensor parallel rank count " + std::to_string(options.tensor_parallel) +
+                            " (expected 0 to 64)");
   if (options.use_launcher_ranks) {
     QRT_ASSIGN_OR_RETURN(m->comm, make_communicator_from_environment());
     if (m->comm->world() == 1) m->comm.reset();
+  }
+  if (options.tensor_parallel > 1) {
+    if (m->comm)
+      return invalid_argument("tensor parallelism inside one process (" + std::to_string(options.tensor_parallel) +
+                              " ranks) cannot be combined with a launch of " + std::to_string(m->comm->world()) +
+                              " MPI ranks: use one or the other");
+    QRT_ASSIGN_OR_RETURN(auto comms, make_thread_group_communicators(options.tensor_parallel));
+    m->local_comm = std::move(comms[0]);
+    m->peers.resize(comms.size() - 1);
+    for (size_t r = 1; r < comms.size(); ++r) m->peers[r - 1].comm = std::move(comms[r]);
   }
   Status built = build(path_or_name, options, m.get());
   if (m->comm) built = m->comm->agree(built);
@@ -242,6 +310,11 @@ Result<Session> Model::new_session(const SessionOptions& options) const {
     if (!sequence.ok()) return sequence.status().with_context("creating a session of " + std::to_string(capacity) +
                                                                " tokens");
     state->sequence = std::move(*sequence);
+    for (PeerRank& peer : impl_->peers) {
+      auto peer_sequence = peer.transformer->new_sequence(capacity);
+      if (!peer_sequence.ok()) return peer_sequence.status().with_context("creating a session on a peer rank");
+      state->peer_sequences.push_back(std::move(*peer_sequence));
+    }
   }
   state->timings.load_seconds = impl_->load_seconds;
   return Session(std::move(state));

@@ -2,6 +2,7 @@
 // sampling, stop strings and streaming.
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "runtime/src/api/session_state.hpp"
 #include "runtime/src/api/stream_text.hpp"
@@ -19,12 +20,34 @@ double seconds_since(Clock::time_point start) {
 
 void clear_context(SessionState& s) {
   s.sequence->reset();
+  for (auto& peer : s.peer_sequences) peer->reset();
   s.tokens.clear();
   s.logits.clear();
 }
 
 // Whether this rank decides (samples, calls back): always on a single rank, rank 0 of a tensor-parallel model.
 bool leads(const SessionState& s) { return !s.m->comm || s.m->comm->rank() == 0; }
+
+// The same forward pass on every rank of an in-process tensor-parallel group: ranks 1.. on their own threads,
+// rank 0 (whose logits the session keeps) on the caller's. A failing rank cancels the group's collectives so that
+// none waits for it; the group is then unusable and every later pass fails too.
+Status forward_on_every_local_rank(SessionState& s, std::span<const int32_t> batch) {
+  auto& m = *s.m;
+  std::vector<Status> by_rank(m.peers.size() + 1);
+  std::vector<std::thread> threads;
+  for (size_t p = 0; p < m.peers.size(); ++p) {
+    threads.emplace_back([&, p] {
+      std::vector<float> logits;  // the same as rank 0's
+      Status st = m.peers[p].transformer->forward(*s.peer_sequences[p], batch, LogitsFor::kLast, &logits);
+      if (!st.ok()) m.peers[p].comm->cancel_group();
+      by_rank[p + 1] = std::move(st);
+    });
+  }
+  by_rank[0] = m.transformer->forward(*s.sequence, batch, LogitsFor::kLast, &s.logits);
+  if (!by_rank[0].ok()) m.local_comm->cancel_group();
+  for (auto& t : threads) t.join();
+  return api_detail::first_rank_failure(by_rank);
+}
 
 // Runs the tokens not yet in the KV cache through the model, a batch at a time, leaving the logits of the last
 // one. A failure leaves the cache in an unknown state, so the context is cleared and the error says so. Under
@@ -35,8 +58,9 @@ Status run_pending(SessionState& s) {
   while (s.sequence->length() < static_cast<int64_t>(s.tokens.size())) {
     const int64_t first = s.sequence->length();
     const int64_t count = std::min<int64_t>(m.options.prompt_batch, static_cast<int64_t>(s.tokens.size()) - first);
-    Status st = m.transformer->forward(*s.sequence, std::span(s.tokens.data() + first, static_cast<size_t>(count)),
-                                       LogitsFor::kLast, &s.logits);
+    const std::span<const int32_t> batch(s.tokens.data() + first, static_cast<size_t>(count));
+    Status st = m.peers.empty() ? m.transformer->forward(*s.sequence, batch, LogitsFor::kLast, &s.logits)
+                                : forward_on_every_local_rank(s, batch);
     if (m.comm) st = m.comm->agree(st);
     if (!st.ok()) {
       clear_context(s);

@@ -17,6 +17,7 @@ struct SessionState {
   ~SessionState() {
     std::lock_guard lock(m->device_mutex);
     sequence.reset();
+    peer_sequences.clear();
   }
   SessionState(const SessionState&) = delete;
   SessionState& operator=(const SessionState&) = delete;
@@ -24,6 +25,8 @@ struct SessionState {
   Model model;  // keeps the model alive for the session's lifetime
   std::shared_ptr<ModelImpl> m;
   std::unique_ptr<Sequence> sequence;
+  // The KV caches of the in-process tensor-parallel ranks 1.. (ModelImpl::peers), in step with `sequence`.
+  std::vector<std::unique_ptr<Sequence>> peer_sequences;
   // The context: tokens [0, sequence->length()) are in the KV cache; at most the last generated token may not
   // be yet (it is run through the model when the context continues).
   std::vector<int32_t> tokens;
