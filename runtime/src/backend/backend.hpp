@@ -28,6 +28,7 @@
 #include "loader/quant_tensor.hpp"
 #include "models/model_config.hpp"
 #include "qrt/status.hpp"
+#include "runtime/src/sampler.hpp"
 
 namespace qrt {
 
@@ -94,6 +95,18 @@ struct KvLayerView {
   F32View k;               // [capacity, kv_heads * head_dim]
   F32View v;               // [capacity, kv_heads * head_dim]
   ConstI32View positions;  // [capacity, 1], shared by all layers
+};
+
+// One decode step of sampling for `rows` sequences that share the parameters. The random draws are made on the
+// host (u01[r] = std::generate_canonical<double, 53>(rng of sequence r), what std::uniform_real_distribution
+// takes), so the op is deterministic and equals sample_with_uniform (runtime/src/sampler.hpp) row by row.
+struct SampleStep {
+  SamplingParams params;        // the seed is not used
+  std::vector<double> u01;      // [rows], each in [0, 1); unused (but required) when temperature is 0
+  // The penalties of row r are penalties[penalty_offsets[r] .. penalty_offsets[r + 1]) (count_penalty_tokens of
+  // that row's history): distinct tokens inside the vocabulary, counts > 0. Empty offsets: no penalties.
+  std::vector<int32_t> penalty_offsets;  // [rows + 1] or empty
+  std::vector<PenaltyCount> penalties;
 };
 
 class Backend {
@@ -171,6 +184,13 @@ class Backend {
   //   logits: [rows, vocab]; ids: [rows, 1] (int32). A backend without a device argmax reports unsupported.
   virtual Status argmax(ConstF32View logits, I32View ids) {
     return unsupported(name() + ": argmax is not implemented by this backend");
+  }
+
+  // ids[r] = sample_with_uniform(penalized row r of logits, step.params, step.u01[r]): penalties, then greedy or
+  // top-k / softmax / top-p / min-p and the given draw, so decode copies back one id per row.
+  //   logits: [rows, vocab] (not modified); ids: [rows, 1] (int32). Unsupported unless the backend overrides it.
+  virtual Status sample(ConstF32View logits, const SampleStep& step, I32View ids) {
+    return unsupported(name() + ": sample is not implemented by this backend");
   }
 
   // Sums x across tensor-parallel ranks in place (after row-parallel o and down projections). The identity on

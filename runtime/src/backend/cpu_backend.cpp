@@ -2,11 +2,13 @@
 
 #include <cstring>
 #include <new>
+#include <span>
 #include <string>
 
 #include "kernels/cpu/ops.hpp"
 #include "kernels/cpu/quant_reference.hpp"
 #include "kernels/quant/formats.hpp"
+#include "runtime/src/backend/op_checks.hpp"
 #include "runtime/src/comm/communicator.hpp"
 
 namespace qrt {
@@ -414,6 +416,28 @@ Status CpuBackend::moe_combine(ConstF32View y, ConstF32View weights, F32View out
   QRT_TRY(check_view(out, op, "out"));
   if (overlaps(y, out) || overlaps(weights, out)) return shape_error(op, "out overlaps an input");
   cpu::moe_combine(y.data, weights.data, tokens, static_cast<int>(top_k), y.cols, out.data);
+  return ok_status();
+}
+
+// Row by row through the CPU sampler, so this op is the reference the device sampler is tested against.
+Status CpuBackend::sample(ConstF32View logits, const SampleStep& step, I32View ids) {
+  const char* op = "sample";
+  QRT_TRY(op_checks::sample(logits, step, ids));
+  QRT_TRY(check_view(logits, op, "logits"));
+  QRT_TRY(check_view(ids, op, "ids"));
+  const size_t vocab = static_cast<size_t>(logits.cols);
+  std::vector<float> row(vocab);  // [vocab] the penalized copy of one row
+  SampleScratch scratch;
+  for (int64_t r = 0; r < logits.rows; ++r) {
+    const float* src = logits.data + r * logits.cols;
+    row.assign(src, src + vocab);
+    if (!step.penalty_offsets.empty()) {
+      const auto first = step.penalties.begin() + step.penalty_offsets[static_cast<size_t>(r)];
+      const auto last = step.penalties.begin() + step.penalty_offsets[static_cast<size_t>(r) + 1];
+      apply_penalty_counts(row, std::span<const PenaltyCount>(first, last), step.params);
+    }
+    ids.data[r] = sample_with_uniform(row, step.params, step.u01[static_cast<size_t>(r)], scratch);
+  }
   return ok_status();
 }
 

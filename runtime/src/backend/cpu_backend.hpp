@@ -47,6 +47,7 @@ class CpuBackend final : public Backend {
   Status moe_route(ConstF32View logits, bool renormalize, I32View ids, F32View weights) override;
   Status linear_experts(ConstF32View x, WeightHandle w, ConstI32View ids, F32View y) override;
   Status moe_combine(ConstF32View y, ConstF32View weights, F32View out) override;
+  Status sample(ConstF32View logits, const SampleStep& step, I32View ids) override;
 
   Status all_reduce_sum(F32View x) override;
   int tp_rank() const override;

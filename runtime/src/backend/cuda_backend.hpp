@@ -68,6 +68,8 @@ class CudaBackend final : public Backend {
   Status linear_experts(ConstF32View x, WeightHandle w, ConstI32View ids, F32View y) override;
   Status moe_combine(ConstF32View y, ConstF32View weights, F32View out) override;
   Status argmax(ConstF32View logits, I32View ids) override;
+  // kernels/sampling/sample.hpp; the draws and penalty pairs are copied in through the upload staging.
+  Status sample(ConstF32View logits, const SampleStep& step, I32View ids) override;
 
   // Sums x across ranks through the communicator, ordered on the compute stream (returns once enqueued).
   Status all_reduce_sum(F32View x) override;

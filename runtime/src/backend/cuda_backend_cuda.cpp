@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <climits>
+#include <span>
 #include <string>
+#include <type_traits>
 
 #include "kernels/activation/silu_mul.hpp"
 #include "kernels/attention/attention.hpp"
@@ -17,6 +19,7 @@
 #include "kernels/norm/rms_norm.hpp"
 #include "kernels/rope/rope.hpp"
 #include "kernels/sampling/argmax.hpp"
+#include "kernels/sampling/sample.hpp"
 #include "runtime/src/comm/communicator.hpp"
 #include "runtime/src/backend/make_cuda_backend.hpp"
 #include "runtime/src/backend/op_checks.hpp"
@@ -483,6 +486,46 @@ Status CudaBackend::argmax(ConstF32View logits, I32View ids) {
   QRT_TRY(check_view(ids, op, "ids"));
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   return kernels::argmax_rows(logits.data, logits.rows, logits.cols, ids.data, ctx_->compute_stream());
+}
+
+Status CudaBackend::sample(ConstF32View logits, const SampleStep& step, I32View ids) {
+  const char* op = "sample";
+  QRT_TRY(op_checks::sample(logits, step, ids));
+  QRT_TRY(check_view(logits, op, "logits"));
+  QRT_TRY(check_view(ids, op, "ids"));
+  if (logits.rows == 0) return ok_status();
+  static_assert(sizeof(PenaltyCount) == 2 * sizeof(int32_t) && std::is_standard_layout_v<PenaltyCount>,
+                "PenaltyCount is uploaded as (token, count) int32 pairs");
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  const cudaStream_t stream = ctx_->compute_stream();
+  // The dequantization scratch (stream-ordered like every op) holds the kernel workspace, then the host inputs.
+  QRT_ASSIGN_OR_RETURN(const uint64_t work_bytes, kernels::sample_rows_workspace_bytes(logits.rows, logits.cols));
+  const uint64_t u01_bytes = step.u01.size() * sizeof(double);
+  const uint64_t offsets_bytes = step.penalty_offsets.size() * sizeof(int32_t);
+  const uint64_t pairs_bytes = step.penalties.size() * sizeof(PenaltyCount);
+  const uint64_t u01_at = work_bytes, offsets_at = align_up(u01_at + u01_bytes, kPartAlignment);
+  const uint64_t pairs_at = align_up(offsets_at + offsets_bytes, kPartAlignment);
+  const uint64_t total = align_up(pairs_at + pairs_bytes + 1, kPartAlignment);
+  QRT_ASSIGN_OR_RETURN(float* scratch, dequant_scratch(total));
+  uint8_t* base = reinterpret_cast<uint8_t*>(scratch);
+  const std::span<const cudaStream_t> streams(&stream, 1);
+  QRT_TRY(upload_staging_.copy(step.u01.data(), base + u01_at, u01_bytes, streams));
+  kernels::SampleRowsArgs args;
+  args.logits = logits.data;
+  args.rows = logits.rows;
+  args.vocab = logits.cols;
+  const SamplingParams& p = step.params;
+  args.settings = {p.temperature,        p.top_k,          p.top_p, p.min_p, p.repetition_penalty,
+                   p.presence_penalty, p.frequency_penalty};
+  args.u01 = reinterpret_cast<const double*>(base + u01_at);
+  if (!step.penalty_offsets.empty() && !step.penalties.empty()) {
+    QRT_TRY(upload_staging_.copy(step.penalty_offsets.data(), base + offsets_at, offsets_bytes, streams));
+    QRT_TRY(upload_staging_.copy(step.penalties.data(), base + pairs_at, pairs_bytes, streams));
+    args.penalty_offsets = reinterpret_cast<const int32_t*>(base + offsets_at);
+    args.penalty_pairs = reinterpret_cast<const int32_t*>(base + pairs_at);
+  }
+  args.ids = ids.data;
+  return kernels::sample_rows(args, base, work_bytes, stream);
 }
 
 // ---- tensor parallelism -------------------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 #include "runtime/src/backend/op_checks.hpp"
 
+#include <algorithm>
+
 namespace qrt::op_checks {
 namespace {
 
@@ -153,6 +155,53 @@ Status argmax(ConstF32View logits, I32View ids) {
     return shape_error(op, "logits " + view_string(logits) + " and ids " + view_string(ids) +
                                " are not [rows, vocab > 0] and [rows, 1]");
   if (overlaps(logits, ids)) return shape_error(op, "ids overlap logits");
+  return ok_status();
+}
+
+Status sample(ConstF32View logits, const SampleStep& step, I32View ids) {
+  const char* op = "sample";
+  if (logits.rows < 0 || logits.cols <= 0 || logits.cols > 2147483647LL || ids.rows != logits.rows || ids.cols != 1)
+    return shape_error(op, "logits " + view_string(logits) + " and ids " + view_string(ids) +
+                               " are not [rows, 0 < vocab < 2^31] and [rows, 1]");
+  if (overlaps(logits, ids)) return shape_error(op, "ids overlap logits");
+  if (Status s = validate_sampling_params(step.params); !s.ok())
+    return invalid_argument(std::string(op) + ": " + s.message());
+  const size_t rows = static_cast<size_t>(logits.rows);
+  if (step.u01.size() != rows)
+    return shape_error(op, "u01 has " + std::to_string(step.u01.size()) + " draws for " + std::to_string(rows) +
+                               " rows");
+  for (size_t r = 0; r < rows; ++r)
+    if (!(step.u01[r] >= 0.0 && step.u01[r] < 1.0))
+      return shape_error(op, "u01[" + std::to_string(r) + "] = " + std::to_string(step.u01[r]) + " is not in [0, 1)");
+  if (step.penalty_offsets.empty()) {
+    if (!step.penalties.empty()) return shape_error(op, "penalties given without penalty_offsets");
+    return ok_status();
+  }
+  if (step.penalty_offsets.size() != rows + 1 || step.penalty_offsets.front() != 0 ||
+      static_cast<size_t>(step.penalty_offsets.back()) != step.penalties.size())
+    return shape_error(op, "penalty_offsets must be [rows + 1 = " + std::to_string(rows + 1) + "] from 0 to " +
+                               std::to_string(step.penalties.size()) + ", found " +
+                               std::to_string(step.penalty_offsets.size()) + " entries");
+  std::vector<int32_t> tokens;  // one row's tokens, sorted to find a repeat
+  for (size_t r = 0; r < rows; ++r) {
+    const int32_t begin = step.penalty_offsets[r], end = step.penalty_offsets[r + 1];
+    if (begin > end || static_cast<size_t>(end) > step.penalties.size())
+      return shape_error(op, "penalty_offsets decrease or pass the " + std::to_string(step.penalties.size()) +
+                                 " penalties at row " + std::to_string(r));
+    for (int32_t i = begin; i < end; ++i) {
+      const PenaltyCount& c = step.penalties[static_cast<size_t>(i)];
+      if (c.token < 0 || c.token >= logits.cols || c.count <= 0)
+        return shape_error(op, "penalty " + std::to_string(i) + " of row " + std::to_string(r) + " is (token " +
+                                   std::to_string(c.token) + ", count " + std::to_string(c.count) +
+                                   "), needs 0 <= token < " + std::to_string(logits.cols) + " and count > 0");
+    }
+    tokens.clear();
+    for (int32_t i = begin; i < end; ++i) tokens.push_back(step.penalties[static_cast<size_t>(i)].token);
+    std::sort(tokens.begin(), tokens.end());
+    if (const auto twice = std::adjacent_find(tokens.begin(), tokens.end()); twice != tokens.end())
+      return shape_error(op, "token " + std::to_string(*twice) + " appears twice in the penalties of row " +
+                                 std::to_string(r));
+  }
   return ok_status();
 }
 

@@ -61,5 +61,8 @@ Status linear_experts(ConstF32View x, const WeightInfo& w, ConstI32View ids, F32
 Status moe_combine(ConstF32View y, ConstF32View weights, F32View out);
 // logits: [rows, vocab]; ids: [rows, 1].
 Status argmax(ConstF32View logits, I32View ids);
+// logits: [rows, vocab < 2^31]; ids: [rows, 1]; the step's parameters, u01 in [0, 1) for every row, and penalty
+// offsets / tokens / counts in range with distinct tokens per row.
+Status sample(ConstF32View logits, const SampleStep& step, I32View ids);
 
 }  // namespace qrt::op_checks
