@@ -329,6 +329,46 @@ Status Transformer::forward(Sequence& seq, std::span<const int32_t> tokens, Logi
 
 Status Transformer::forward(Sequence& seq, std::span<const int32_t> tokens, std::span<const int32_t> positions,
                             LogitsFor which, std::vector<float>* logits) {
+  seq.has_last_logits_ = false;  // the logits scratch is about to be overwritten, possibly with every row
+  F32View out;
+  QRT_TRY(run_forward(seq, tokens, positions, which, &out));
+  logits->resize(static_cast<size_t>(out.rows * out.cols));
+  Status copied = backend_.download(out.data, logits->data(), logits->size() * sizeof(float));
+  if (!copied.ok()) {
+    seq.length_ -= static_cast<int64_t>(tokens.size());  // as if the pass had not happened
+    return copied;
+  }
+  return ok_status();
+}
+
+Status Transformer::forward_keep_logits(Sequence& seq, std::span<const int32_t> tokens) {
+  std::vector<int32_t> positions(tokens.size());
+  for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int32_t>(seq.length() + static_cast<int64_t>(i));
+  seq.has_last_logits_ = false;
+  F32View out;
+  QRT_TRY(run_forward(seq, tokens, positions, LogitsFor::kLast, &out));
+  seq.has_last_logits_ = true;
+  return ok_status();
+}
+
+Status Transformer::sample_last(Sequence& seq, const SampleStep& step, int32_t* id) {
+  if (!seq.has_last_logits_) return invalid_argument("sample_last: no logits kept by a forward pass of this sequence");
+  const ConstF32View logits = seq.scratch_[kLogits].view<float>(1, config_.vocab_size);
+  const I32View ids = seq.scratch_[kTokens].view<int32_t>(1, 1);  // free between passes
+  QRT_TRY(backend_.sample(logits, step, ids));
+  return backend_.download(ids.data, id, sizeof(int32_t));
+}
+
+Status Transformer::download_last_logits(Sequence& seq, std::vector<float>* logits) {
+  if (!seq.has_last_logits_)
+    return invalid_argument("download_last_logits: no logits kept by a forward pass of this sequence");
+  logits->resize(static_cast<size_t>(config_.vocab_size));
+  return backend_.download(seq.scratch_[kLogits].view<float>(1, config_.vocab_size).data, logits->data(),
+                           logits->size() * sizeof(float));
+}
+
+Status Transformer::run_forward(Sequence& seq, std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                                LogitsFor which, F32View* logits) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return invalid_argument("forward: no tokens");
   if (positions.size() != tokens.size())
@@ -369,8 +409,7 @@ Status Transformer::forward(Sequence& seq, std::span<const int32_t> tokens, std:
   QRT_TRY(backend_.rms_norm(x.row_range(first_row, rows), output_norm_, config_.norm_eps, h));
   const F32View out = f32(kLogits, rows, config_.vocab_size);
   QRT_TRY(backend_.linear(h, output_, WeightHandle{}, out));
-  logits->resize(static_cast<size_t>(rows * config_.vocab_size));
-  QRT_TRY(backend_.download(out.data, logits->data(), logits->size() * sizeof(float)));
+  *logits = out;
   seq.length_ += n;
   return ok_status();
 }

@@ -54,7 +54,10 @@ class Sequence {
   int64_t length() const { return length_; }      // tokens in the KV cache
   int64_t capacity() const { return capacity_; }  // the most tokens it can hold
   // Forgets every cached token (the memory is kept).
-  void reset() { length_ = 0; }
+  void reset() {
+    length_ = 0;
+    has_last_logits_ = false;
+  }
 
  private:
   friend class Transformer;
@@ -62,6 +65,7 @@ class Sequence {
 
   int64_t length_ = 0;
   int64_t capacity_ = 0;
+  bool has_last_logits_ = false;  // the logits scratch holds the last token's logits (forward_keep_logits)
   ScopedBuffer k_cache_, v_cache_;  // [layers, capacity, kv_heads * head_dim]
   ScopedBuffer positions_;          // [capacity] int32
   int64_t scratch_tokens_ = 0;      // rows the scratch buffers hold
@@ -99,11 +103,22 @@ class Transformer {
   // The same at positions length, length + 1, ....
   Status forward(Sequence& seq, std::span<const int32_t> tokens, LogitsFor which, std::vector<float>* logits);
 
+  // Decoding without copying logits back: the forward pass leaves the last token's logits on the device, in the
+  // sequence; sample_last turns them into one id through the backend's sample op and copies back only that id.
+  // A backend without the op reports unsupported; download_last_logits then gives the logits to sample on the
+  // host. Both need a forward_keep_logits since the sequence was created or reset.
+  Status forward_keep_logits(Sequence& seq, std::span<const int32_t> tokens);
+  Status sample_last(Sequence& seq, const SampleStep& step, int32_t* id);
+  Status download_last_logits(Sequence& seq, std::vector<float>* logits);
+
  private:
   struct Layer;
   Transformer(Backend& backend, const ModelConfig& config);
   Status load(const TensorTable& tensors, const TransformerOptions& options);
   Status ensure_scratch(Sequence& seq, int64_t tokens);
+  // The forward pass up to the logits, left on the device: [rows, vocab], rows = 1 for kLast, n for kAll.
+  Status run_forward(Sequence& seq, std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                     LogitsFor which, F32View* logits);
   Status run_layer(Sequence& seq, int layer_index, int64_t tokens, F32View x);
 
   Backend& backend_;

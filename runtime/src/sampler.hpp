@@ -36,6 +36,10 @@ class Sampler {
 
   const SamplingParams& params() const { return params_; }
 
+  // The draw sample() would take for its next token, consumed: for backends that sample on the device (with
+  // sample_with_uniform's convention). Only a temperature above 0 draws.
+  double next_uniform() { return std::generate_canonical<double, 53>(rng_); }
+
  private:
   explicit Sampler(const SamplingParams& p) : params_(p), rng_(p.seed) {}
   SamplingParams params_;

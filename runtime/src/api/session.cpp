@@ -37,13 +37,12 @@ Status forward_on_every_local_rank(SessionState& s, std::span<const int32_t> bat
   std::vector<std::thread> threads;
   for (size_t p = 0; p < m.peers.size(); ++p) {
     threads.emplace_back([&, p] {
-      std::vector<float> logits;  // the same as rank 0's
-      Status st = m.peers[p].transformer->forward(*s.peer_sequences[p], batch, LogitsFor::kLast, &logits);
+      Status st = m.peers[p].transformer->forward_keep_logits(*s.peer_sequences[p], batch);
       if (!st.ok()) m.peers[p].comm->cancel_group();
       by_rank[p + 1] = std::move(st);
     });
   }
-  by_rank[0] = m.transformer->forward(*s.sequence, batch, LogitsFor::kLast, &s.logits);
+  by_rank[0] = m.transformer->forward_keep_logits(*s.sequence, batch);
   if (!by_rank[0].ok()) m.local_comm->cancel_group();
   for (auto& t : threads) t.join();
   return api_detail::first_rank_failure(by_rank);
@@ -59,7 +58,7 @@ Status run_pending(SessionState& s) {
     const int64_t first = s.sequence->length();
     const int64_t count = std::min<int64_t>(m.options.prompt_batch, static_cast<int64_t>(s.tokens.size()) - first);
     const std::span<const int32_t> batch(s.tokens.data() + first, static_cast<size_t>(count));
-    Status st = m.peers.empty() ? m.transformer->forward(*s.sequence, batch, LogitsFor::kLast, &s.logits)
+    Status st = m.peers.empty() ? m.transformer->forward_keep_logits(*s.sequence, batch)
                                 : forward_on_every_local_rank(s, batch);
     if (m.comm) st = m.comm->agree(st);
     if (!st.ok()) {
@@ -68,6 +67,36 @@ Status run_pending(SessionState& s) {
     }
   }
   return ok_status();
+}
+
+// The next token from the logits the last pass left on the device: sampled there when the backend can (only the
+// id is copied back), else on the host. Both give the same id for the same draw (sample_with_uniform).
+Result<int32_t> sample_next(SessionState& s, Sampler& sampler) {
+  auto& m = *s.m;
+  const SamplingParams& p = sampler.params();
+  std::lock_guard lock(m.device_mutex);
+  if (s.host_sampling) {
+    QRT_TRY(m.transformer->download_last_logits(*s.sequence, &s.logits));
+    return sampler.sample(s.logits, s.tokens);
+  }
+  SampleStep step;
+  step.params = p;
+  step.u01 = {p.temperature > 0.0f ? sampler.next_uniform() : 0.0};
+  step.penalties = count_penalty_tokens(s.tokens, static_cast<size_t>(m.config.vocab_size), p);
+  if (!step.penalties.empty()) step.penalty_offsets = {0, static_cast<int32_t>(step.penalties.size())};
+  int32_t id = 0;
+  Status st = m.transformer->sample_last(*s.sequence, step, &id);
+  if (st.code() == ErrorCode::kUnsupported) {
+    // No sample op: the host samples, with the draw already taken, and from now on through the sampler.
+    s.host_sampling = true;
+    QRT_TRY(m.transformer->download_last_logits(*s.sequence, &s.logits));
+    std::vector<float> penalized = s.logits;
+    apply_penalty_counts(penalized, step.penalties, p);
+    SampleScratch scratch;
+    return sample_with_uniform(penalized, p, step.u01[0], scratch);
+  }
+  QRT_TRY(st);
+  return id;
 }
 
 }  // namespace
@@ -176,7 +205,7 @@ Result<GenerateResult> Session::generate(const GenerateOptions& options, const T
       int32_t stop = kGoOn;  // a StopReason, or kGoOn
     } step;
     if (leader) {
-      step.id = sampler.sample(s.logits, s.tokens);
+      QRT_ASSIGN_OR_RETURN(step.id, sample_next(s, sampler));
       if (options.stop_at_end_of_generation && tok.is_end_of_generation(step.id))
         step.stop = static_cast<int32_t>(StopReason::kEndOfGeneration);
     } else {

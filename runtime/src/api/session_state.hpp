@@ -30,7 +30,10 @@ struct SessionState {
   // The context: tokens [0, sequence->length()) are in the KV cache; at most the last generated token may not
   // be yet (it is run through the model when the context continues).
   std::vector<int32_t> tokens;
-  std::vector<float> logits;  // [vocab]: after tokens[sequence->length() - 1]
+  // [vocab]: the last token's logits, copied back only when sampling on the host (the backend has no sample op;
+  // then host_sampling is set on first use).
+  std::vector<float> logits;
+  bool host_sampling = false;
   Timings timings;
 };
 

@@ -8,6 +8,7 @@
 
 #include "models/transformer.hpp"
 #include "runtime/src/backend/cpu_backend.hpp"
+#include "runtime/src/sampler.hpp"
 #include "test_support.hpp"
 #include "tiny_model.hpp"
 
@@ -72,6 +73,36 @@ TEST(Transformer, BatchEqualsTokenByTokenAndLastEqualsAll) {
     ASSERT_TRUE((*model)->forward(**seq, tokens, LogitsFor::kLast, &logits).ok());
     std::vector<float> last_row(all.end() - c.vocab_size, all.end());
     EXPECT_LT(max_rel_diff(logits, last_row), 1e-6);
+  }
+}
+
+// Decoding without copying logits back: forward_keep_logits leaves the last token's logits on the device, equal
+// to forward's; sample_last gives the id the host sampler gives on them with the same draw.
+TEST(Transformer, KeptLogitsAndDeviceSamplingMatchTheHost) {
+  ModelConfig c = tiny_llama_config();
+  auto m = make_tiny_model(c);
+  CpuBackend backend;
+  auto model = Transformer::create(backend, m.config, m.tensors);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const auto tokens = some_tokens(6, c.vocab_size);
+  auto a = (*model)->new_sequence(8), b = (*model)->new_sequence(8);
+  ASSERT_TRUE(a.ok() && b.ok());
+  int32_t id = -1;
+  EXPECT_FALSE((*model)->sample_last(**b, SampleStep{}, &id).ok()) << "no kept logits yet";
+  std::vector<float> want, kept;
+  ASSERT_TRUE((*model)->forward(**a, tokens, LogitsFor::kLast, &want).ok());
+  ASSERT_TRUE((*model)->forward_keep_logits(**b, tokens).ok());
+  EXPECT_EQ((*b)->length(), 6);
+  ASSERT_TRUE((*model)->download_last_logits(**b, &kept).ok());
+  EXPECT_EQ(kept, want);
+  for (float temperature : {0.0f, 0.8f}) {
+    SampleStep step;
+    step.params.temperature = temperature;
+    step.params.top_k = 10;
+    step.u01 = {0.37};
+    ASSERT_TRUE((*model)->sample_last(**b, step, &id).ok());
+    SampleScratch scratch;
+    EXPECT_EQ(id, sample_with_uniform(kept, step.params, 0.37, scratch)) << "temperature " << temperature;
   }
 }
 
