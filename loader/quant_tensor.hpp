@@ -30,13 +30,20 @@ struct QuantTensor {
   quant::QuantParams params;
   std::string file;                      // the file the spans point into, for error messages and reports
 
+  // The loaders bound the product of the non-zero dims; a zero dim makes the tensor empty whatever the others are
+  // (GGUF allows [0, 2^40, 2^40]), so it is looked for before multiplying.
   int64_t numel() const {
+    for (int64_t d : shape)
+      if (d == 0) return 0;
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     return n;
   }
   int64_t cols() const { return shape.empty() ? 1 : shape.back(); }  // the input (block) dimension
-  int64_t rows() const { return shape.empty() ? 1 : numel() / cols(); }  // everything else folded
+  int64_t rows() const {  // everything else folded
+    if (shape.empty()) return 1;
+    return cols() == 0 ? 0 : numel() / cols();
+  }
   uint64_t bytes() const { return data.size + scales.size + biases.size; }
 
   // The 2-D view decoders take (host pointers into the mapping).

@@ -178,6 +178,23 @@ TEST(Gguf, ZeroElementTensorIsEmpty) {
   EXPECT_EQ(f->tensors.at("after").data.size, 8u);
 }
 
+// A zero dim beside dims whose product overflows 64 bits (found by the GGUF fuzzer): still an empty tensor, with
+// no overflow on the way (the sanitizer build of the fuzzer caught the multiplication).
+TEST(Gguf, ZeroDimBesideHugeDimsIsEmpty) {
+  GgufBuilder g;
+  g.tensor({"empty", 0, {32, 0, int64_t{1} << 40, int64_t{1} << 40}, {}});
+  g.tensor({"no_columns", 0, {0, 4}, {}});
+  auto f = parse(g.build());
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  const QuantTensor& t = f->tensors.at("empty");
+  EXPECT_EQ(t.numel(), 0);
+  EXPECT_EQ(t.rows(), 0);
+  EXPECT_EQ(t.data.size, 0u);
+  const QuantTensor& no_columns = f->tensors.at("no_columns");  // [4, 0]: rows() must not divide by zero
+  EXPECT_EQ(no_columns.numel(), 0);
+  EXPECT_EQ(no_columns.rows(), 0);
+}
+
 TEST(Gguf, UnsupportedTypeIsNamedOrSkipped) {
   const auto type = test::ggml_type_without_format();
   if (!type) GTEST_SKIP() << "every live GGML type has a qrt format";
