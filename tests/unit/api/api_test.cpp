@@ -47,19 +47,7 @@ GenerateOptions greedy(int n) {
   return o;
 }
 
-class StoriesApi : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    auto dir = test::test_data_dir(&why);
-    if (!dir) GTEST_SKIP() << "test data unavailable: " << why;
-    data_ = *dir;
-    golden_ = test::read_stories_golden(data_);
-    ASSERT_EQ(golden_.generated.size(), 60u);
-  }
-  std::filesystem::path data_;
-  test::StoriesGolden golden_;
-};
+class StoriesApi : public test::StoriesTest {};
 
 TEST_F(StoriesApi, GgufTokenizerFromMetadataMatchesTheRecordedPromptIds) {
   OPEN_MODEL(gguf, test::stories_gguf(data_));

@@ -13,17 +13,8 @@
 namespace qrt {
 namespace {
 
-class StoriesTensorParallel : public ::testing::Test {
+class StoriesTensorParallel : public test::StoriesTest {
  protected:
-  void SetUp() override {
-    std::string why;
-    auto dir = test::test_data_dir(&why);
-    if (!dir) GTEST_SKIP() << "test data unavailable: " << why;
-    data_ = *dir;
-    golden_ = test::read_stories_golden(data_);
-    ASSERT_EQ(golden_.generated.size(), 60u);
-  }
-
   // Ids generated from the golden prompt by a model split among `ranks` (0: not split).
   std::vector<int32_t> generate(int ranks, const GenerateOptions& gen) {
     ModelOptions options;
@@ -40,9 +31,6 @@ class StoriesTensorParallel : public ::testing::Test {
     EXPECT_TRUE(result.ok()) << result.status().to_string();
     return result.ok() ? result->tokens : std::vector<int32_t>{};
   }
-
-  std::filesystem::path data_;
-  test::StoriesGolden golden_;
 };
 
 TEST_F(StoriesTensorParallel, SplitModelReproducesGoldenGreedy) {
