@@ -5,8 +5,8 @@
 #   bench/gemv-gpu-session.sh sass    per-kernel registers/spills and SASS facts (LDGSTS, LDS, no LDL/STL)
 #   bench/gemv-gpu-session.sh bench   copy roofline + gemv and gemv_generic for the fast formats, medians
 #   bench/gemv-gpu-session.sh all     all four in order
-# Logs go to $OUT (the device tool's return folder) when set, else build-gemv-gpu/results; a short table is printed
-# last. Needs the staged dependencies (.deps-stage, carried with the call) on a machine without the Debian packages.
+# Logs go to $OUT when set, else build-gemv-gpu/results; a short table is printed last. Needs the staged
+# dependencies (.deps-stage from third_party/stage-deps) on a machine without the Debian packages.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-gemv-gpu
