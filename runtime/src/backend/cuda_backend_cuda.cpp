@@ -194,35 +194,12 @@ Status CudaBackend::copy_weight_part(const ByteSpan& span, uint8_t* device) {
 Result<WeightHandle> CudaBackend::upload_weight(const QuantTensor& t) {
   const auto start = std::chrono::steady_clock::now();
   const std::string where = "uploading " + t.name + (t.file.empty() ? "" : " from " + t.file);
-  if (t.shape.empty() || t.shape.size() > 3)
-    return invalid_argument(where + ": expected 1 to 3 dims, found " + shape_string(t.shape));
-  int64_t numel = 1;
-  for (int64_t d : t.shape) {
-    if (d <= 0) return invalid_argument(where + ": non-positive dim in shape " + shape_string(t.shape));
-    if (d > (int64_t{1} << 50) / numel) return invalid_argument(where + ": shape " + shape_string(t.shape) + " is too large");
-    numel *= d;
-  }
+  QRT_ASSIGN_OR_RETURN(const quant::PartSizes matrix_parts, op_checks::weight_matrix_parts(t));
   auto w = std::make_unique<Weight>();
   w->format = t.format;
   w->shape = t.shape;
   w->params = t.params;
-  const int64_t matrix_rows = t.shape.size() >= 2 ? t.shape[t.shape.size() - 2] : 1;
-  auto parts = cpu::part_sizes(t.format, matrix_rows, w->cols(), t.params);
-  if (!parts.ok()) return parts.status().with_context(where);
-  w->matrix_parts = *parts;
-  const uint64_t matrices = static_cast<uint64_t>(w->rows() / matrix_rows);
-  const quant::PartSizes expected{parts->data * matrices, parts->scales * matrices, parts->biases * matrices};
-  auto check_part = [&](const ByteSpan& span, uint64_t want, const char* part) -> Status {
-    if (span.size != want)
-      return format_error(where + ": " + std::string(quant::format_name(t.format)) + " " + shape_string(t.shape) +
-                          " needs " + std::to_string(want) + " bytes of " + part + ", found " +
-                          std::to_string(span.size));
-    if (span.size != 0 && span.data == nullptr) return invalid_argument(where + ": null " + part + " span");
-    return ok_status();
-  };
-  QRT_TRY(check_part(t.data, expected.data, "data"));
-  QRT_TRY(check_part(t.scales, expected.scales, "scales"));
-  QRT_TRY(check_part(t.biases, expected.biases, "biases"));
+  w->matrix_parts = matrix_parts;
 
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   std::vector<float> values;

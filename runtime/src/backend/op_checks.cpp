@@ -1,5 +1,7 @@
 #include "runtime/src/backend/op_checks.hpp"
 
+#include "kernels/cpu/quant_reference.hpp"
+
 #include <algorithm>
 
 namespace qrt::op_checks {
@@ -203,6 +205,35 @@ Status sample(ConstF32View logits, const SampleStep& step, I32View ids) {
                                  std::to_string(r));
   }
   return ok_status();
+}
+
+Result<quant::PartSizes> weight_matrix_parts(const QuantTensor& t) {
+  const std::string where = "uploading " + t.name + (t.file.empty() ? "" : " from " + t.file);
+  if (t.shape.empty() || t.shape.size() > 3)
+    return invalid_argument(where + ": expected 1 to 3 dims, found " + shape_string(t.shape));
+  int64_t numel = 1;
+  for (int64_t d : t.shape) {
+    if (d <= 0) return invalid_argument(where + ": non-positive dim in shape " + shape_string(t.shape));
+    if (d > (int64_t{1} << 50) / numel) return invalid_argument(where + ": shape " + shape_string(t.shape) + " is too large");
+    numel *= d;
+  }
+  const int64_t cols = t.shape.back();
+  const int64_t matrix_rows = t.shape.size() >= 2 ? t.shape[t.shape.size() - 2] : 1;
+  auto parts = cpu::part_sizes(t.format, matrix_rows, cols, t.params);
+  if (!parts.ok()) return parts.status().with_context(where);
+  const auto matrices = static_cast<uint64_t>(numel / cols / matrix_rows);
+  auto check_part = [&](const ByteSpan& span, uint64_t want, const char* part) -> Status {
+    if (span.size != want)
+      return format_error(where + ": " + std::string(quant::format_name(t.format)) + " " + shape_string(t.shape) +
+                          " needs " + std::to_string(want) + " bytes of " + part + ", found " +
+                          std::to_string(span.size));
+    if (span.size != 0 && span.data == nullptr) return invalid_argument(where + ": null " + part + " span");
+    return ok_status();
+  };
+  QRT_TRY(check_part(t.data, parts->data * matrices, "data"));
+  QRT_TRY(check_part(t.scales, parts->scales * matrices, "scales"));
+  QRT_TRY(check_part(t.biases, parts->biases * matrices, "biases"));
+  return *parts;
 }
 
 }  // namespace qrt::op_checks

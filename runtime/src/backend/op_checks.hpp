@@ -29,6 +29,11 @@ bool overlaps(const DeviceView<A>& a, const DeviceView<B>& b) {
   return a0 < b1 && b0 < a1;
 }
 
+// upload_weight's rules, the same for every backend: 1 to 3 positive dims of at most 2^50 elements in all, legal
+// for the format, and spans of exactly the part sizes (a 3-D stack being `shape[0]` matrices packed one after
+// another). Returns the part sizes of one [shape[-2], shape[-1]] matrix. Errors start with "uploading NAME".
+Result<quant::PartSizes> weight_matrix_parts(const QuantTensor& t);
+
 // A view with a negative dimension.
 template <class T>
 Status check_non_negative(const DeviceView<T>& v, const char* op, const char* what) {
