@@ -14,32 +14,6 @@
 namespace qrt {
 namespace {
 
-std::string shape_string(int64_t rows, int64_t cols) {
-  return "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
-}
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-template <class T>
-std::string view_string(const DeviceView<T>& v) {
-  return shape_string(v.rows, v.cols);
-}
-
-Status shape_error(const char* op, const std::string& what) { return invalid_argument(std::string(op) + ": " + what); }
-
-template <class A, class B>
-bool overlaps(const DeviceView<A>& a, const DeviceView<B>& b) {
-  const auto* a0 = reinterpret_cast<const uint8_t*>(a.data);
-  const auto* b0 = reinterpret_cast<const uint8_t*>(b.data);
-  const auto* a1 = a0 + a.numel() * static_cast<int64_t>(sizeof(A));
-  const auto* b1 = b0 + b.numel() * static_cast<int64_t>(sizeof(B));
-  return a0 < b1 && b0 < a1;
-}
-
 // Decodes row `row` of a packed matrix into out[0 .. v.cols).
 void decode_row(quant::FormatId format, const quant::QuantView& v, int64_t row, float* out) {
   quant::dispatch_format(format, [&](auto tag) {
@@ -131,7 +105,7 @@ Status CpuBackend::check_range(const void* p, uint64_t bytes, const char* op, co
 
 template <class T>
 Status CpuBackend::check_view(const DeviceView<T>& v, const char* op, const char* what) const {
-  if (v.rows < 0 || v.cols < 0) return shape_error(op, std::string(what) + " has a negative shape " + view_string(v));
+  QRT_TRY(op_checks::check_non_negative(v, op, what));
   return check_range(v.data, static_cast<uint64_t>(v.numel()) * sizeof(T), op, what);
 }
 
@@ -186,10 +160,7 @@ void CpuBackend::free_weight(WeightHandle h) {
 Status CpuBackend::embed(WeightHandle table, ConstI32View tokens, F32View out) {
   const char* op = "embed";
   QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(table, op, "table"));
-  if (w->shape.size() != 2) return shape_error(op, "table must be [vocab, dim], found " + shape_string(w->shape));
-  if (tokens.cols != 1 || out.rows != tokens.rows || out.cols != w->cols())
-    return shape_error(op, "tokens " + view_string(tokens) + " and out " + view_string(out) + " do not match table " +
-                               shape_string(w->shape));
+  QRT_TRY(op_checks::embed(WeightInfo{w->format, w->shape}, tokens, out));
   QRT_TRY(check_view(tokens, op, "tokens"));
   QRT_TRY(check_view(out, op, "out"));
   const quant::QuantView v = w->view();
@@ -206,11 +177,9 @@ Status CpuBackend::embed(WeightHandle table, ConstI32View tokens, F32View out) {
 Status CpuBackend::rms_norm(ConstF32View x, WeightHandle weight, float eps, F32View out) {
   const char* op = "rms_norm";
   QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(weight, op, "weight"));
-  if (w->shape.size() != 1 || w->shape[0] != x.cols || out.rows != x.rows || out.cols != x.cols)
-    return shape_error(op, "x " + view_string(x) + ", weight " + shape_string(w->shape) + ", out " + view_string(out));
+  QRT_TRY(op_checks::rms_norm(x, WeightInfo{w->format, w->shape}, out));
   QRT_TRY(check_view(x, op, "x"));
   QRT_TRY(check_view(out, op, "out"));
-  if (x.data != out.data && overlaps(x, out)) return shape_error(op, "out partially overlaps x");
   cpu::rms_norm(x.data, w->values.data(), x.rows, x.cols, eps, out.data);
   return ok_status();
 }
@@ -218,19 +187,14 @@ Status CpuBackend::rms_norm(ConstF32View x, WeightHandle weight, float eps, F32V
 Status CpuBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bias, F32View y) {
   const char* op = "linear";
   QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(weight, op, "weight"));
-  if (w->shape.size() != 2) return shape_error(op, "weight must be [out, in], found " + shape_string(w->shape));
-  if (x.cols != w->cols() || y.rows != x.rows || y.cols != w->rows())
-    return shape_error(op, "x " + view_string(x) + " · Wᵀ " + shape_string(w->shape) + " does not fit y " +
-                               view_string(y));
-  QRT_TRY(check_view(x, op, "x"));
-  QRT_TRY(check_view(y, op, "y"));
-  if (overlaps(x, y)) return shape_error(op, "y overlaps x");
   const Weight* b = nullptr;
   if (bias.valid()) {
     QRT_ASSIGN_OR_RETURN(b, find_weight(bias, op, "bias"));
-    if (b->shape.size() != 1 || b->shape[0] != y.cols)
-      return shape_error(op, "bias " + shape_string(b->shape) + " does not match y " + view_string(y));
   }
+  const WeightInfo bias_info = b ? WeightInfo{b->format, b->shape} : WeightInfo{};
+  QRT_TRY(op_checks::linear(x, WeightInfo{w->format, w->shape}, b ? &bias_info : nullptr, y));
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_TRY(check_view(y, op, "y"));
   QRT_TRY(cpu::matmul(w->format, w->view(), x.data, x.rows, y.data));
   if (b != nullptr)
     for (int64_t i = 0; i < y.rows; ++i) cpu::add(y.data + i * y.cols, b->values.data(), y.cols, y.data + i * y.cols);
@@ -239,17 +203,7 @@ Status CpuBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bias
 
 Status CpuBackend::rope(F32View x, int heads, ConstI32View positions, const RopeParams& p) {
   const char* op = "rope";
-  if (heads <= 0 || p.head_dim <= 0 || x.cols != static_cast<int64_t>(heads) * p.head_dim)
-    return shape_error(op, "x " + view_string(x) + " is not [tokens, " + std::to_string(heads) + " * " +
-                               std::to_string(p.head_dim) + "]");
-  if (p.rot_dim <= 0 || p.rot_dim % 2 != 0 || p.rot_dim > p.head_dim)
-    return shape_error(op, "rot_dim " + std::to_string(p.rot_dim) + " must be even and within head_dim " +
-                               std::to_string(p.head_dim));
-  if (p.inv_freq.numel() != p.rot_dim / 2)
-    return shape_error(op, "inv_freq " + view_string(p.inv_freq) + " needs rot_dim / 2 = " +
-                               std::to_string(p.rot_dim / 2) + " values");
-  if (positions.cols != 1 || positions.rows != x.rows)
-    return shape_error(op, "positions " + view_string(positions) + " do not match x " + view_string(x));
+  QRT_TRY(op_checks::rope(x, heads, positions, p));
   QRT_TRY(check_view(x, op, "x"));
   QRT_TRY(check_view(positions, op, "positions"));
   QRT_TRY(check_view(p.inv_freq, op, "inv_freq"));
@@ -260,12 +214,7 @@ Status CpuBackend::rope(F32View x, int heads, ConstI32View positions, const Rope
 
 Status CpuBackend::kv_write(const KvLayerView& cache, int64_t first_slot, ConstF32View k, ConstF32View v) {
   const char* op = "kv_write";
-  if (k.rows != v.rows || k.cols != cache.k.cols || v.cols != cache.v.cols || cache.k.rows != cache.v.rows)
-    return shape_error(op, "k " + view_string(k) + " / v " + view_string(v) + " do not fit cache " +
-                               view_string(cache.k) + " / " + view_string(cache.v));
-  if (first_slot < 0 || first_slot + k.rows > cache.k.rows)
-    return out_of_range("kv_write: slots [" + std::to_string(first_slot) + ", " + std::to_string(first_slot + k.rows) +
-                        ") exceed the cache capacity " + std::to_string(cache.k.rows));
+  QRT_TRY(op_checks::kv_write(cache, first_slot, k, v));
   QRT_TRY(check_view(k, op, "k"));
   QRT_TRY(check_view(v, op, "v"));
   QRT_TRY(check_view(cache.k, op, "cache k"));
@@ -278,30 +227,13 @@ Status CpuBackend::kv_write(const KvLayerView& cache, int64_t first_slot, ConstF
 Status CpuBackend::attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, int64_t keys,
                              const AttentionParams& p, F32View out) {
   const char* op = "attention";
-  if (p.heads <= 0 || p.kv_heads <= 0 || p.head_dim <= 0 || p.heads % p.kv_heads != 0)
-    return shape_error(op, "heads " + std::to_string(p.heads) + " must be a positive multiple of kv_heads " +
-                               std::to_string(p.kv_heads));
-  const int64_t q_dim = static_cast<int64_t>(p.heads) * p.head_dim;
-  const int64_t kv_dim = static_cast<int64_t>(p.kv_heads) * p.head_dim;
-  if (q.cols != q_dim || out.rows != q.rows || out.cols != q_dim || q_positions.rows != q.rows ||
-      q_positions.cols != 1)
-    return shape_error(op, "q " + view_string(q) + ", positions " + view_string(q_positions) + ", out " +
-                               view_string(out) + " for " + std::to_string(p.heads) + " heads of " +
-                               std::to_string(p.head_dim));
-  if (cache.k.cols != kv_dim || cache.v.cols != kv_dim || cache.v.rows != cache.k.rows ||
-      cache.positions.rows < cache.k.rows || cache.positions.cols != 1)
-    return shape_error(op, "cache k " + view_string(cache.k) + " / v " + view_string(cache.v) + " / positions " +
-                               view_string(cache.positions) + " is not [capacity, " + std::to_string(kv_dim) + "]");
-  if (keys < 0 || keys > cache.k.rows)
-    return out_of_range("attention: " + std::to_string(keys) + " keys exceed the cache capacity " +
-                        std::to_string(cache.k.rows));
+  QRT_TRY(op_checks::attention(q, q_positions, cache, keys, p, out));
   QRT_TRY(check_view(q, op, "q"));
   QRT_TRY(check_view(q_positions, op, "q_positions"));
   QRT_TRY(check_view(out, op, "out"));
   QRT_TRY(check_view(cache.k, op, "cache k"));
   QRT_TRY(check_view(cache.v, op, "cache v"));
   QRT_TRY(check_view(cache.positions, op, "cache positions"));
-  if (overlaps(q, out)) return shape_error(op, "out overlaps q");
   cpu::AttentionShape shape{p.heads, p.kv_heads, p.head_dim, p.scale, p.sliding_window};
   cpu::attention(q.data, q_positions.data, q.rows, cache.k.data, cache.v.data, cache.positions.data, keys, shape,
                  out.data);
@@ -310,8 +242,7 @@ Status CpuBackend::attention(ConstF32View q, ConstI32View q_positions, const KvL
 
 Status CpuBackend::silu_mul(ConstF32View gate, ConstF32View up, F32View out) {
   const char* op = "silu_mul";
-  if (gate.rows != up.rows || gate.cols != up.cols || out.rows != gate.rows || out.cols != gate.cols)
-    return shape_error(op, "gate " + view_string(gate) + ", up " + view_string(up) + ", out " + view_string(out));
+  QRT_TRY(op_checks::same_shape3(op, "gate", gate, "up", up, out));
   QRT_TRY(check_view(gate, op, "gate"));
   QRT_TRY(check_view(up, op, "up"));
   QRT_TRY(check_view(out, op, "out"));
@@ -321,8 +252,7 @@ Status CpuBackend::silu_mul(ConstF32View gate, ConstF32View up, F32View out) {
 
 Status CpuBackend::add(ConstF32View a, ConstF32View b, F32View out) {
   const char* op = "add";
-  if (a.rows != b.rows || a.cols != b.cols || out.rows != a.rows || out.cols != a.cols)
-    return shape_error(op, "a " + view_string(a) + ", b " + view_string(b) + ", out " + view_string(out));
+  QRT_TRY(op_checks::same_shape3(op, "a", a, "b", b, out));
   QRT_TRY(check_view(a, op, "a"));
   QRT_TRY(check_view(b, op, "b"));
   QRT_TRY(check_view(out, op, "out"));
@@ -332,10 +262,7 @@ Status CpuBackend::add(ConstF32View a, ConstF32View b, F32View out) {
 
 Status CpuBackend::moe_route(ConstF32View logits, bool renormalize, I32View ids, F32View weights) {
   const char* op = "moe_route";
-  if (ids.rows != logits.rows || weights.rows != logits.rows || ids.cols != weights.cols || ids.cols <= 0 ||
-      ids.cols > logits.cols)
-    return shape_error(op, "logits " + view_string(logits) + ", ids " + view_string(ids) + ", weights " +
-                               view_string(weights) + " (top_k must be in [1, experts])");
+  QRT_TRY(op_checks::moe_route(logits, ids, weights));
   QRT_TRY(check_view(logits, op, "logits"));
   QRT_TRY(check_view(ids, op, "ids"));
   QRT_TRY(check_view(weights, op, "weights"));
@@ -347,19 +274,13 @@ Status CpuBackend::moe_route(ConstF32View logits, bool renormalize, I32View ids,
 Status CpuBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32View ids, F32View y) {
   const char* op = "linear_experts";
   QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(weight, op, "weight"));
-  if (w->shape.size() != 3)
-    return shape_error(op, "weight must be [experts, out, in], found " + shape_string(w->shape));
+  QRT_TRY(op_checks::linear_experts(x, WeightInfo{w->format, w->shape}, ids, y));
   const int64_t experts = w->shape[0], out_dim = w->shape[1], in_dim = w->shape[2];
   const int64_t tokens = ids.rows, top_k = ids.cols;
   const bool shared_input = x.rows == tokens;
-  if (top_k <= 0 || x.cols != in_dim || (!shared_input && x.rows != tokens * top_k) || y.rows != tokens * top_k ||
-      y.cols != out_dim)
-    return shape_error(op, "x " + view_string(x) + ", ids " + view_string(ids) + ", y " + view_string(y) +
-                               " do not fit weight " + shape_string(w->shape));
   QRT_TRY(check_view(x, op, "x"));
   QRT_TRY(check_view(ids, op, "ids"));
   QRT_TRY(check_view(y, op, "y"));
-  if (overlaps(x, y)) return shape_error(op, "y overlaps x");
   for (int64_t i = 0; i < ids.numel(); ++i)
     if (ids.data[i] < 0 || ids.data[i] >= experts)
       return out_of_range("linear_experts: expert id " + std::to_string(ids.data[i]) + " outside [0, " +
@@ -389,13 +310,11 @@ Status CpuBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32V
 
 Status CpuBackend::moe_combine(ConstF32View y, ConstF32View weights, F32View out) {
   const char* op = "moe_combine";
+  QRT_TRY(op_checks::moe_combine(y, weights, out));
   const int64_t tokens = weights.rows, top_k = weights.cols;
-  if (top_k <= 0 || y.rows != tokens * top_k || out.rows != tokens || out.cols != y.cols)
-    return shape_error(op, "y " + view_string(y) + ", weights " + view_string(weights) + ", out " + view_string(out));
   QRT_TRY(check_view(y, op, "y"));
   QRT_TRY(check_view(weights, op, "weights"));
   QRT_TRY(check_view(out, op, "out"));
-  if (overlaps(y, out) || overlaps(weights, out)) return shape_error(op, "out overlaps an input");
   cpu::moe_combine(y.data, weights.data, tokens, static_cast<int>(top_k), y.cols, out.data);
   return ok_status();
 }
