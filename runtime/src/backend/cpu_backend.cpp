@@ -160,9 +160,9 @@ void CpuBackend::free_weight(WeightHandle h) {
 Status CpuBackend::embed(WeightHandle table, ConstI32View tokens, F32View out) {
   const char* op = "embed";
   QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(table, op, "table"));
-  QRT_TRY(op_checks::embed(WeightInfo{w->format, w->shape}, tokens, out));
   QRT_TRY(check_view(tokens, op, "tokens"));
   QRT_TRY(check_view(out, op, "out"));
+  QRT_TRY(op_checks::embed(WeightInfo{w->format, w->shape}, tokens, out));
   const quant::QuantView v = w->view();
   for (int64_t t = 0; t < tokens.rows; ++t) {
     const int32_t id = tokens.data[t];
@@ -177,9 +177,9 @@ Status CpuBackend::embed(WeightHandle table, ConstI32View tokens, F32View out) {
 Status CpuBackend::rms_norm(ConstF32View x, WeightHandle weight, float eps, F32View out) {
   const char* op = "rms_norm";
   QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(weight, op, "weight"));
-  QRT_TRY(op_checks::rms_norm(x, WeightInfo{w->format, w->shape}, out));
   QRT_TRY(check_view(x, op, "x"));
   QRT_TRY(check_view(out, op, "out"));
+  QRT_TRY(op_checks::rms_norm(x, WeightInfo{w->format, w->shape}, out));
   cpu::rms_norm(x.data, w->values.data(), x.rows, x.cols, eps, out.data);
   return ok_status();
 }
@@ -192,9 +192,9 @@ Status CpuBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bias
     QRT_ASSIGN_OR_RETURN(b, find_weight(bias, op, "bias"));
   }
   const WeightInfo bias_info = b ? WeightInfo{b->format, b->shape} : WeightInfo{};
-  QRT_TRY(op_checks::linear(x, WeightInfo{w->format, w->shape}, b ? &bias_info : nullptr, y));
   QRT_TRY(check_view(x, op, "x"));
   QRT_TRY(check_view(y, op, "y"));
+  QRT_TRY(op_checks::linear(x, WeightInfo{w->format, w->shape}, b ? &bias_info : nullptr, y));
   QRT_TRY(cpu::matmul(w->format, w->view(), x.data, x.rows, y.data));
   if (b != nullptr)
     for (int64_t i = 0; i < y.rows; ++i) cpu::add(y.data + i * y.cols, b->values.data(), y.cols, y.data + i * y.cols);
@@ -203,10 +203,10 @@ Status CpuBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bias
 
 Status CpuBackend::rope(F32View x, int heads, ConstI32View positions, const RopeParams& p) {
   const char* op = "rope";
-  QRT_TRY(op_checks::rope(x, heads, positions, p));
   QRT_TRY(check_view(x, op, "x"));
   QRT_TRY(check_view(positions, op, "positions"));
   QRT_TRY(check_view(p.inv_freq, op, "inv_freq"));
+  QRT_TRY(op_checks::rope(x, heads, positions, p));
   cpu::rope(x.data, x.rows, heads, p.head_dim, p.rot_dim, positions.data, p.inv_freq.data, p.attn_factor,
             p.layout == RopeLayout::kInterleaved);
   return ok_status();
@@ -214,11 +214,11 @@ Status CpuBackend::rope(F32View x, int heads, ConstI32View positions, const Rope
 
 Status CpuBackend::kv_write(const KvLayerView& cache, int64_t first_slot, ConstF32View k, ConstF32View v) {
   const char* op = "kv_write";
-  QRT_TRY(op_checks::kv_write(cache, first_slot, k, v));
   QRT_TRY(check_view(k, op, "k"));
   QRT_TRY(check_view(v, op, "v"));
   QRT_TRY(check_view(cache.k, op, "cache k"));
   QRT_TRY(check_view(cache.v, op, "cache v"));
+  QRT_TRY(op_checks::kv_write(cache, first_slot, k, v));
   std::memcpy(cache.k.data + first_slot * k.cols, k.data, static_cast<size_t>(k.numel()) * sizeof(float));
   std::memcpy(cache.v.data + first_slot * v.cols, v.data, static_cast<size_t>(v.numel()) * sizeof(float));
   return ok_status();
@@ -227,13 +227,13 @@ Status CpuBackend::kv_write(const KvLayerView& cache, int64_t first_slot, ConstF
 Status CpuBackend::attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, int64_t keys,
                              const AttentionParams& p, F32View out) {
   const char* op = "attention";
-  QRT_TRY(op_checks::attention(q, q_positions, cache, keys, p, out));
   QRT_TRY(check_view(q, op, "q"));
   QRT_TRY(check_view(q_positions, op, "q_positions"));
   QRT_TRY(check_view(out, op, "out"));
   QRT_TRY(check_view(cache.k, op, "cache k"));
   QRT_TRY(check_view(cache.v, op, "cache v"));
   QRT_TRY(check_view(cache.positions, op, "cache positions"));
+  QRT_TRY(op_checks::attention(q, q_positions, cache, keys, p, out));
   cpu::AttentionShape shape{p.heads, p.kv_heads, p.head_dim, p.scale, p.sliding_window};
   cpu::attention(q.data, q_positions.data, q.rows, cache.k.data, cache.v.data, cache.positions.data, keys, shape,
                  out.data);
@@ -242,30 +242,30 @@ Status CpuBackend::attention(ConstF32View q, ConstI32View q_positions, const KvL
 
 Status CpuBackend::silu_mul(ConstF32View gate, ConstF32View up, F32View out) {
   const char* op = "silu_mul";
-  QRT_TRY(op_checks::same_shape3(op, "gate", gate, "up", up, out));
   QRT_TRY(check_view(gate, op, "gate"));
   QRT_TRY(check_view(up, op, "up"));
   QRT_TRY(check_view(out, op, "out"));
+  QRT_TRY(op_checks::same_shape3(op, "gate", gate, "up", up, out));
   cpu::silu_mul(gate.data, up.data, gate.numel(), out.data);
   return ok_status();
 }
 
 Status CpuBackend::add(ConstF32View a, ConstF32View b, F32View out) {
   const char* op = "add";
-  QRT_TRY(op_checks::same_shape3(op, "a", a, "b", b, out));
   QRT_TRY(check_view(a, op, "a"));
   QRT_TRY(check_view(b, op, "b"));
   QRT_TRY(check_view(out, op, "out"));
+  QRT_TRY(op_checks::same_shape3(op, "a", a, "b", b, out));
   cpu::add(a.data, b.data, a.numel(), out.data);
   return ok_status();
 }
 
 Status CpuBackend::moe_route(ConstF32View logits, bool renormalize, I32View ids, F32View weights) {
   const char* op = "moe_route";
-  QRT_TRY(op_checks::moe_route(logits, ids, weights));
   QRT_TRY(check_view(logits, op, "logits"));
   QRT_TRY(check_view(ids, op, "ids"));
   QRT_TRY(check_view(weights, op, "weights"));
+  QRT_TRY(op_checks::moe_route(logits, ids, weights));
   cpu::moe_route(logits.data, logits.rows, static_cast<int>(logits.cols), static_cast<int>(ids.cols), renormalize,
                  ids.data, weights.data);
   return ok_status();
@@ -274,13 +274,13 @@ Status CpuBackend::moe_route(ConstF32View logits, bool renormalize, I32View ids,
 Status CpuBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32View ids, F32View y) {
   const char* op = "linear_experts";
   QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(weight, op, "weight"));
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_TRY(check_view(ids, op, "ids"));
+  QRT_TRY(check_view(y, op, "y"));
   QRT_TRY(op_checks::linear_experts(x, WeightInfo{w->format, w->shape}, ids, y));
   const int64_t experts = w->shape[0], out_dim = w->shape[1], in_dim = w->shape[2];
   const int64_t tokens = ids.rows, top_k = ids.cols;
   const bool shared_input = x.rows == tokens;
-  QRT_TRY(check_view(x, op, "x"));
-  QRT_TRY(check_view(ids, op, "ids"));
-  QRT_TRY(check_view(y, op, "y"));
   for (int64_t i = 0; i < ids.numel(); ++i)
     if (ids.data[i] < 0 || ids.data[i] >= experts)
       return out_of_range("linear_experts: expert id " + std::to_string(ids.data[i]) + " outside [0, " +
@@ -310,11 +310,11 @@ Status CpuBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32V
 
 Status CpuBackend::moe_combine(ConstF32View y, ConstF32View weights, F32View out) {
   const char* op = "moe_combine";
-  QRT_TRY(op_checks::moe_combine(y, weights, out));
   const int64_t tokens = weights.rows, top_k = weights.cols;
   QRT_TRY(check_view(y, op, "y"));
   QRT_TRY(check_view(weights, op, "weights"));
   QRT_TRY(check_view(out, op, "out"));
+  QRT_TRY(op_checks::moe_combine(y, weights, out));
   cpu::moe_combine(y.data, weights.data, tokens, static_cast<int>(top_k), y.cols, out.data);
   return ok_status();
 }
