@@ -85,7 +85,7 @@ struct GgufModel {
 Result<GgufModel> open_gguf(const std::string& path, const GgufReadOptions& options = {});
 
 // The loader half of a ModelSource for a GGUF model: kind, path, tensors, keep_alive and gguf_metadata.
-// config and tokenizer are left for models/ to fill from the metadata.
+// The tokenizer is left for models/ to build from the metadata.
 ModelSource gguf_model_source(GgufModel&& model);
 
 // "<prefix>-00002-of-00005.gguf" -> {prefix, 2, 5}; nullopt for any other name.

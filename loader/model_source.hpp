@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "loader/quant_tensor.hpp"
-#include "models/model_config.hpp"
 
 namespace qrt {
 
@@ -27,7 +26,6 @@ struct TokenizerAssets {
 struct ModelSource {
   SourceKind kind = SourceKind::kGguf;
   std::string path;       // what the user named
-  ModelConfig config;
   std::string hf_config_json;  // config.json as found (UQFF, HF checkpoints, Ollama tensor models); models/ maps it
   TokenizerAssets tokenizer;
   TensorTable tensors;

@@ -6,12 +6,9 @@
 #include <string>
 #include <vector>
 
-namespace qrt {
+#include "kernels/rope/rope_layout.hpp"
 
-enum class RopeLayout {
-  kInterleaved,  // GGUF `llama`: rotate adjacent pairs (2i, 2i+1); Q/K rows were permuted by the converter
-  kHalfSplit,    // HF / NEOX: rotate element i with i + rot_dim/2
-};
+namespace qrt {
 
 enum class RopeScaling { kNone, kLinear, kLlama3, kYarn };
 

@@ -25,7 +25,7 @@
 #include "loader/quant_tensor.hpp"
 #include "models/model_config.hpp"
 #include "models/rope.hpp"
-#include "runtime/src/backend/backend.hpp"
+#include "backend/backend.hpp"
 
 namespace qrt {
 

@@ -41,9 +41,9 @@
 #include "models/tensor_names.hpp"
 #include "models/transformer.hpp"
 #include "qrt/version.hpp"
-#include "runtime/src/backend/cpu_backend.hpp"
-#include "runtime/src/backend/cuda_device_stats.hpp"
-#include "runtime/src/backend/make_cuda_backend.hpp"
+#include "backend/cpu_backend.hpp"
+#include "backend/cuda_device_stats.hpp"
+#include "backend/make_cuda_backend.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Device sampling, following sample_with_uniform (runtime/src/sampler.cpp) step by step:
+// Device sampling, following sample_with_uniform (kernels/cpu/sampler.cpp) step by step:
 //  1. penalties: the row is copied to scratch and each (token, count) pair changes one logit, with the CPU's
 //     float operations written as explicitly rounded intrinsics (no contraction into an FMA).
 //  2. temperature 0: argmax_rows (first maximum, NaN never wins), then a NaN in slot 0 gives 0, as

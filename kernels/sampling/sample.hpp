@@ -1,6 +1,6 @@
 // Sampling on the device: penalties, then greedy or top-k / softmax / top-p / min-p and a draw given by the host,
 // so decode copies back one token id per row. Each row gives the id that sample_with_uniform
-// (runtime/src/sampler.hpp) gives for the same logits, parameters and u01; see sample.cu for where the two can
+// (kernels/cpu/sampler.hpp) gives for the same logits, parameters and u01; see sample.cu for where the two can
 // differ (rounding of exp and of the softmax sum, only ever visible at a cumulative boundary).
 #pragma once
 

@@ -14,7 +14,7 @@
 #include "models/arch/gguf_metadata_view.hpp"
 #include "models/tensor_names.hpp"
 #include "models/transformer.hpp"
-#include "runtime/src/backend/cpu_backend.hpp"
+#include "backend/cpu_backend.hpp"
 #include "stories_golden.hpp"
 #include "test_support.hpp"
 

@@ -17,7 +17,7 @@
 #include "models/arch/gguf_metadata_view.hpp"
 #include "models/tensor_names.hpp"
 #include "qrt/runtime.hpp"
-#include "runtime/src/backend/cpu_backend.hpp"
+#include "backend/cpu_backend.hpp"
 #include "stories_golden.hpp"
 #include "test_support.hpp"
 #include "tests/unit/tp/tp_test_models.hpp"

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "kernels/cpu/quant_reference.hpp"
-#include "runtime/src/backend/cpu_backend.hpp"
-#include "runtime/src/backend/cuda_backend.hpp"
+#include "backend/cpu_backend.hpp"
+#include "backend/cuda_backend.hpp"
 #include "test_support.hpp"
 
 namespace qrt::test {

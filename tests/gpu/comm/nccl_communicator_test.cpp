@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/src/backend/cuda_backend.hpp"
-#include "runtime/src/comm/communicator.hpp"
+#include "backend/cuda_backend.hpp"
+#include "backend/comm/communicator.hpp"
 #include "test_support.hpp"
 
 namespace qrt {

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/src/backend/cpu_backend.hpp"
-#include "runtime/src/backend/make_cuda_backend.hpp"
-#include "runtime/src/sampler.hpp"
+#include "backend/cpu_backend.hpp"
+#include "backend/make_cuda_backend.hpp"
+#include "kernels/cpu/sampler.hpp"
 #include "test_support.hpp"
 
 namespace qrt {

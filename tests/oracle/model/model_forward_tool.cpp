@@ -30,7 +30,7 @@
 #include "models/arch/arch.hpp"
 #include "models/tensor_names.hpp"
 #include "models/transformer.hpp"
-#include "runtime/src/backend/cpu_backend.hpp"
+#include "backend/cpu_backend.hpp"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "qrt/runtime.hpp"
-#include "runtime/src/backend/make_cuda_backend.hpp"
+#include "backend/make_cuda_backend.hpp"
 #include "stories_fixture.hpp"
 #include "test_support.hpp"
 

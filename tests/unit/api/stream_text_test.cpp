@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "runtime/src/api/stream_text.hpp"
+#include "runtime/src/stream_text.hpp"
 
 namespace qrt {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/src/comm/communicator.hpp"
+#include "backend/comm/communicator.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -2,7 +2,7 @@
 // executable runs alone, MPI when it runs under mpirun.
 #pragma once
 
-#include "runtime/src/comm/communicator.hpp"
+#include "backend/comm/communicator.hpp"
 
 namespace qrt::test {
 

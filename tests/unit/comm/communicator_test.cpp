@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "comm_test_world.hpp"
-#include "runtime/src/backend/cpu_backend.hpp"
+#include "backend/cpu_backend.hpp"
 #include "test_support.hpp"
 
 namespace qrt {

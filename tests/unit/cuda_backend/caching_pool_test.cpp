@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "runtime/src/backend/caching_pool.hpp"
+#include "backend/caching_pool.hpp"
 
 namespace qrt {
 namespace {

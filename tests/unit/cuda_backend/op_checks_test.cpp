@@ -5,9 +5,9 @@
 #include <list>
 #include <tuple>
 
-#include "runtime/src/backend/cpu_backend.hpp"
-#include "runtime/src/backend/make_cuda_backend.hpp"
-#include "runtime/src/backend/op_checks.hpp"
+#include "backend/cpu_backend.hpp"
+#include "backend/make_cuda_backend.hpp"
+#include "backend/op_checks.hpp"
 #include "test_support.hpp"
 
 namespace qrt {

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "kernels/cpu/quant_reference.hpp"
-#include "runtime/src/backend/cpu_backend.hpp"
+#include "backend/cpu_backend.hpp"
 #include "test_support.hpp"
 
 namespace qrt {

@@ -7,8 +7,8 @@
 #include <numeric>
 
 #include "models/transformer.hpp"
-#include "runtime/src/backend/cpu_backend.hpp"
-#include "runtime/src/sampler.hpp"
+#include "backend/cpu_backend.hpp"
+#include "kernels/cpu/sampler.hpp"
 #include "test_support.hpp"
 #include "tiny_model.hpp"
 

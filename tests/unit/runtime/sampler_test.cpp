@@ -4,7 +4,7 @@
 #include <map>
 #include <vector>
 
-#include "runtime/src/sampler.hpp"
+#include "kernels/cpu/sampler.hpp"
 
 namespace qrt {
 namespace {

@@ -10,8 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/src/backend/cpu_backend.hpp"
-#include "runtime/src/sampler.hpp"
+#include "backend/cpu_backend.hpp"
+#include "kernels/cpu/sampler.hpp"
 #include "test_support.hpp"
 
 namespace qrt {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "models/transformer.hpp"
-#include "runtime/src/backend/cpu_backend.hpp"
-#include "runtime/src/comm/communicator.hpp"
+#include "backend/cpu_backend.hpp"
+#include "backend/comm/communicator.hpp"
 #include "test_support.hpp"
 #include "tests/unit/tp/tp_test_models.hpp"
 

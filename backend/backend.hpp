@@ -1,0 +1,230 @@
+// The device interface the transformer runs on: device-resident buffers, weights uploaded once in their packed
+// form, and a small list of ops. Implemented by the CPU reference (cpu_backend.hpp) and the CUDA backend.
+//
+// Execution model (written for a GPU):
+//  * Ops are issued in call order on the backend's one stream. They may run asynchronously: a returned ok Status
+//    means the arguments were valid and the op was issued; faults inside a kernel surface at the next
+//    download() or synchronize(). The CPU backend runs each op before returning.
+//  * Every pointer in a DeviceView is device memory (host memory for the CPU backend) obtained from allocate();
+//    views may point anywhere inside an allocation. The host never reads device memory except through
+//    download(), so a forward pass has no host round trip until the logits come back.
+//  * Shapes are checked against each other in every op and a mismatch is an error, never a crash. Values that
+//    only the device sees (token ids, router ids) are checked by the CPU backend; callers validate them on the
+//    host before upload, since a GPU kernel cannot report them.
+//  * Elementwise and row-wise ops (rms_norm, rope, silu_mul, add) accept an output that aliases an input
+//    exactly; other ops need distinct outputs.
+//
+// Tensor parallelism: a rank may hold a slice of a layer (column-parallel q/k/v/gate/up: fewer output rows;
+// row-parallel o/down: fewer input columns). The ops only see the local shapes, so they need no change; the
+// partial sums of row-parallel layers go through all_reduce_sum(), which is the identity on a single rank.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/sampler.hpp"
+#include "kernels/rope/rope_layout.hpp"
+#include "loader/quant_tensor.hpp"
+#include "qrt/status.hpp"
+
+namespace qrt {
+
+// A row-major [rows, cols] view of device memory. 1-D arrays (positions, token ids) are [n, 1].
+template <class T>
+struct DeviceView {
+  T* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+
+  int64_t numel() const { return rows * cols; }
+  // Rows [first, first + count): no bounds check here, the ops check the shapes they are given.
+  DeviceView row_range(int64_t first, int64_t count) const { return {data + first * cols, count, cols}; }
+  // The same memory seen as [new_rows, new_cols]; the caller keeps new_rows * new_cols == numel().
+  DeviceView reshaped(int64_t new_rows, int64_t new_cols) const { return {data, new_rows, new_cols}; }
+  template <class U = T, class = std::enable_if_t<!std::is_const_v<U>>>
+  operator DeviceView<const U>() const {  // NOLINT: a mutable view is usable where a const one is expected
+    return {data, rows, cols};
+  }
+};
+using F32View = DeviceView<float>;
+using ConstF32View = DeviceView<const float>;
+using I32View = DeviceView<int32_t>;
+using ConstI32View = DeviceView<const int32_t>;
+
+// One allocation of device memory.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  uint64_t bytes = 0;
+};
+
+// A weight living on the device, in its packed format. 0 is "no weight" (e.g. an absent bias).
+struct WeightHandle {
+  uint32_t id = 0;
+  bool valid() const { return id != 0; }
+  bool operator==(const WeightHandle&) const = default;
+};
+
+struct WeightInfo {
+  quant::FormatId format = quant::FormatId::kF32;
+  std::vector<int64_t> shape;  // logical, outermost first: [n], [out, in] or [experts, out, in]
+};
+
+// RoPE for one projection. The frequencies are computed once on the host (models/rope.hpp: base, Llama 3 /
+// linear / YaRN scaling, GGUF rope_freqs) and uploaded, so the op itself has no scaling logic.
+struct RopeParams {
+  RopeLayout layout = RopeLayout::kHalfSplit;
+  int head_dim = 0;
+  int rot_dim = 0;            // rotated dims per head (even, <= head_dim); the rest pass through
+  float attn_factor = 1.0f;   // multiplies cos and sin (YaRN)
+  ConstF32View inv_freq;      // [rot_dim / 2, 1]: pair i turns by position * inv_freq[i]
+};
+
+struct AttentionParams {
+  int heads = 0;             // query heads (local to this rank)
+  int kv_heads = 0;          // key/value heads; heads % kv_heads == 0
+  int head_dim = 0;
+  float scale = 0.0f;        // on q·k, usually 1/sqrt(head_dim)
+  int sliding_window = 0;    // 0 = full causal attention; else q_pos - k_pos < sliding_window
+};
+
+// One layer's KV cache: slot s holds the key and value rows of the token at position positions[s].
+struct KvLayerView {
+  F32View k;               // [capacity, kv_heads * head_dim]
+  F32View v;               // [capacity, kv_heads * head_dim]
+  ConstI32View positions;  // [capacity, 1], shared by all layers
+};
+
+// One decode step of sampling for `rows` sequences that share the parameters. The random draws are made on the
+// host (u01[r] = std::generate_canonical<double, 53>(rng of sequence r), what std::uniform_real_distribution
+// takes), so the op is deterministic and equals sample_with_uniform (kernels/cpu/sampler.hpp) row by row.
+struct SampleStep {
+  SamplingParams params;        // the seed is not used
+  std::vector<double> u01;      // [rows], each in [0, 1); unused (but required) when temperature is 0
+  // The penalties of row r are penalties[penalty_offsets[r] .. penalty_offsets[r + 1]) (count_penalty_tokens of
+  // that row's history): distinct tokens inside the vocabulary, counts > 0. Empty offsets: no penalties.
+  std::vector<int32_t> penalty_offsets;  // [rows + 1] or empty
+  std::vector<PenaltyCount> penalties;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // ---- memory -------------------------------------------------------------------------------------------
+  virtual Result<DeviceBuffer> allocate(uint64_t bytes) = 0;
+  // Frees an allocation (waiting for ops that may still use it). A default DeviceBuffer is ignored.
+  virtual void deallocate(DeviceBuffer buffer) = 0;
+  // Host -> device, ordered after the ops issued before it. The host memory may be reused once this returns.
+  virtual Status upload(const void* host, void* device, uint64_t bytes) = 0;
+  // Device -> host: waits for every op issued before it, then copies.
+  virtual Status download(const void* device, void* host, uint64_t bytes) = 0;
+  // Waits for every issued op; reports a deferred device fault.
+  virtual Status synchronize() = 0;
+
+  // ---- weights -------------------------------------------------------------------------------------------
+  // Copies a tensor's parts to the device unchanged (packed data, scales, biases), after checking the format's
+  // shape rules and the part sizes. 1-D tensors (norm weights, biases) may be stored decoded to f32.
+  // A 3-D [experts, out, in] tensor is `experts` independently packed [out, in] matrices, one after another in
+  // each part: expert e's parts start at e * part_sizes(out, in) (some formats, e.g. HQQ, group across a whole
+  // matrix, so a stack is not one [experts * out, in] matrix).
+  virtual Result<WeightHandle> upload_weight(const QuantTensor& tensor) = 0;
+  virtual Result<WeightInfo> weight_info(WeightHandle weight) const = 0;
+  virtual void free_weight(WeightHandle weight) = 0;
+
+  // ---- ops -----------------------------------------------------------------------------------------------
+  // out[t] = table[tokens[t]], decoding one row of a possibly quantized table.
+  //   table: [vocab, dim]; tokens: [n, 1]; out: [n, dim]
+  virtual Status embed(WeightHandle table, ConstI32View tokens, F32View out) = 0;
+
+  // Row-wise RMSNorm: out = x / sqrt(mean(x²) + eps) * weight.  x, out: [rows, dim]; weight: [dim].
+  // Per-head q/k norm is the same op on the [tokens * heads, head_dim] view.
+  virtual Status rms_norm(ConstF32View x, WeightHandle weight, float eps, F32View out) = 0;
+
+  // y = x · Wᵀ (+ bias).  x: [n, in]; w: [out, in] in any format; bias: [out] or invalid; y: [n, out].
+  virtual Status linear(ConstF32View x, WeightHandle w, WeightHandle bias, F32View y) = 0;
+
+  // In-place RoPE.  x: [tokens, heads * head_dim]; positions: [tokens, 1].
+  virtual Status rope(F32View x, int heads, ConstI32View positions, const RopeParams& params) = 0;
+
+  // Stores k and v rows into cache slots [first_slot, first_slot + tokens).  k, v: [tokens, kv_heads * head_dim].
+  virtual Status kv_write(const KvLayerView& cache, int64_t first_slot, ConstF32View k, ConstF32View v) = 0;
+
+  // Causal attention of the queries over cache slots [0, keys), masked by position (see AttentionParams).
+  //   q: [tokens, heads * head_dim]; q_positions: [tokens, 1]; out: [tokens, heads * head_dim]
+  virtual Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, int64_t keys,
+                           const AttentionParams& params, F32View out) = 0;
+
+  // out = silu(gate) * up.  All [n, d].
+  virtual Status silu_mul(ConstF32View gate, ConstF32View up, F32View out) = 0;
+
+  // out = a + b (the residual add).  All [n, d].
+  virtual Status add(ConstF32View a, ConstF32View b, F32View out) = 0;
+
+  // Router: softmax over each row of logits, the top_k experts (ties to the lower id), optionally renormalized
+  // to sum to 1.  logits: [tokens, experts]; ids: [tokens, top_k] (int32); weights: [tokens, top_k].
+  virtual Status moe_route(ConstF32View logits, bool renormalize, I32View ids, F32View weights) = 0;
+
+  // Per-slot expert projection, reading only the selected experts of a stacked weight:
+  //   y[t * top_k + s] = x[row] · W[ids[t, s]]ᵀ, row = t when x has one row per token (shared input),
+  //   row = t * top_k + s when x has one row per slot.
+  //   w: [experts, out, in]; ids: [tokens, top_k]; x: [tokens, in] or [tokens * top_k, in];
+  //   y: [tokens * top_k, out]
+  virtual Status linear_experts(ConstF32View x, WeightHandle w, ConstI32View ids, F32View y) = 0;
+
+  // out[t] = sum_s weights[t, s] * y[t * top_k + s].  y: [tokens * top_k, d]; weights: [tokens, top_k];
+  // out: [tokens, d].
+  virtual Status moe_combine(ConstF32View y, ConstF32View weights, F32View out) = 0;
+
+  // ids[r] = index of the largest value in row r of logits (the lowest index among equal maxima; NaN never wins),
+  // so that greedy decoding copies back one id per row instead of a row of logits.
+  //   logits: [rows, vocab]; ids: [rows, 1] (int32). A backend without a device argmax reports unsupported.
+  virtual Status argmax(ConstF32View logits, I32View ids) {
+    return unsupported(name() + ": argmax is not implemented by this backend");
+  }
+
+  // ids[r] = sample_with_uniform(penalized row r of logits, step.params, step.u01[r]): penalties, then greedy or
+  // top-k / softmax / top-p / min-p and the given draw, so decode copies back one id per row.
+  //   logits: [rows, vocab] (not modified); ids: [rows, 1] (int32). Unsupported unless the backend overrides it.
+  virtual Status sample(ConstF32View logits, const SampleStep& step, I32View ids) {
+    return unsupported(name() + ": sample is not implemented by this backend");
+  }
+
+  // Sums x across tensor-parallel ranks in place (after row-parallel o and down projections). The identity on
+  // one rank; a backend with a communicator overrides it.
+  virtual Status all_reduce_sum(F32View x) { return ok_status(); }
+  virtual int tp_rank() const { return 0; }
+  virtual int tp_world_size() const { return 1; }
+};
+
+// Owns one allocation; frees it through its backend.
+class ScopedBuffer {
+ public:
+  ScopedBuffer() = default;
+  ScopedBuffer(Backend* backend, DeviceBuffer buffer) : backend_(backend), buffer_(buffer) {}
+  ScopedBuffer(ScopedBuffer&& other) noexcept { *this = std::move(other); }
+  ScopedBuffer& operator=(ScopedBuffer&& other) noexcept;
+  ScopedBuffer(const ScopedBuffer&) = delete;
+  ScopedBuffer& operator=(const ScopedBuffer&) = delete;
+  ~ScopedBuffer() { reset(); }
+
+  void reset();
+  const DeviceBuffer& buffer() const { return buffer_; }
+  // The allocation as a typed [rows, cols] view (cols = 1 for 1-D); the caller sized it.
+  template <class T>
+  DeviceView<T> view(int64_t rows, int64_t cols = 1) const {
+    return {static_cast<T*>(buffer_.ptr), rows, cols};
+  }
+
+ private:
+  Backend* backend_ = nullptr;
+  DeviceBuffer buffer_;
+};
+
+// allocate() as a ScopedBuffer that frees itself.
+Result<ScopedBuffer> allocate_scoped(Backend& backend, uint64_t bytes);
+
+}  // namespace qrt

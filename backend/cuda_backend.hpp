@@ -1,0 +1,116 @@
+// The CUDA backend: the Backend ops on one NVIDIA GPU, fp32 activations, weights kept in their packed formats.
+//
+//  * Every op is issued on the context's compute stream and returns once launched; download() and synchronize()
+//    wait for it and report deferred device faults. Views are checked on the host against the live allocations
+//    (like the CPU backend) before anything is launched, so a shape or indexing bug is an error, not a fault.
+//  * Weights: each part (packed data, scales, biases) is copied unchanged from the mapping through pinned staging
+//    buffers, alternating between two copy streams; 1-D tensors (norms, biases) are decoded to f32 on the host.
+//  * linear: 1-8 rows run the fused dequant-GEMV (kernels/linear/gemv.hpp); more rows dequantize W in row tiles
+//    into an fp32 scratch buffer and multiply with cuBLAS SGEMM (fp32 accumulation), then add the bias.
+//  * linear_experts reads only the selected experts of a stacked weight (one fused GEMV per slot on the device,
+//    no host round trip for the router's ids).
+//
+// Include only from code built with CUDA (*_cuda.cpp, *.cu); other code uses make_cuda_backend.hpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "backend/cuda_context.hpp"
+#include "backend/pinned_staging.hpp"
+
+namespace qrt {
+
+class Communicator;
+
+// Time and bytes spent in upload_weight, for the load report.
+struct WeightLoadStats {
+  uint64_t bytes = 0;     // bytes copied: the parts as stored (packed), or the decoded f32 of 1-D tensors
+  double seconds = 0.0;   // wall time inside upload_weight, copies waited for
+  uint32_t tensors = 0;
+  double gb_per_s() const { return seconds > 0.0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0; }
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // `comm`: this rank's tensor-parallel communicator (not owned; it must outlive the backend), an NCCL
+  // communicator on the same device, or null (or one rank) for a single GPU.
+  static Result<std::unique_ptr<CudaBackend>> create(int device, Communicator* comm = nullptr);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override;
+
+  Result<DeviceBuffer> allocate(uint64_t bytes) override;
+  void deallocate(DeviceBuffer buffer) override;
+  Status upload(const void* host, void* device, uint64_t bytes) override;
+  Status download(const void* device, void* host, uint64_t bytes) override;
+  Status synchronize() override;
+
+  Result<WeightHandle> upload_weight(const QuantTensor& tensor) override;
+  Result<WeightInfo> weight_info(WeightHandle weight) const override;
+  void free_weight(WeightHandle weight) override;
+
+  Status embed(WeightHandle table, ConstI32View tokens, F32View out) override;
+  Status rms_norm(ConstF32View x, WeightHandle weight, float eps, F32View out) override;
+  Status linear(ConstF32View x, WeightHandle w, WeightHandle bias, F32View y) override;
+  Status rope(F32View x, int heads, ConstI32View positions, const RopeParams& params) override;
+  Status kv_write(const KvLayerView& cache, int64_t first_slot, ConstF32View k, ConstF32View v) override;
+  Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, int64_t keys,
+                   const AttentionParams& params, F32View out) override;
+  Status silu_mul(ConstF32View gate, ConstF32View up, F32View out) override;
+  Status add(ConstF32View a, ConstF32View b, F32View out) override;
+  Status moe_route(ConstF32View logits, bool renormalize, I32View ids, F32View weights) override;
+  Status linear_experts(ConstF32View x, WeightHandle w, ConstI32View ids, F32View y) override;
+  Status moe_combine(ConstF32View y, ConstF32View weights, F32View out) override;
+  Status argmax(ConstF32View logits, I32View ids) override;
+  // kernels/sampling/sample.hpp; the draws and penalty pairs are copied in through the upload staging.
+  Status sample(ConstF32View logits, const SampleStep& step, I32View ids) override;
+
+  // Sums x across ranks through the communicator, ordered on the compute stream (returns once enqueued).
+  Status all_reduce_sum(F32View x) override;
+  int tp_rank() const override;
+  int tp_world_size() const override;
+
+  const CudaDeviceProps& device_props() const { return ctx_->props(); }
+  const WeightLoadStats& load_stats() const { return load_stats_; }
+  // Live allocations and weights, for leak checks in tests.
+  size_t live_allocations() const;
+  size_t live_weights() const;
+
+  // linear() runs the fused GEMV for up to kernels::kGemvMaxBatch rows (kernels/linear/gemv_batch.hpp) and
+  // dequantize + cuBLAS above.
+  // The most fp32 bytes of W one prefill tile dequantizes before its GEMM (at least one row is always taken).
+  // Smaller tiles use less scratch memory; tests shrink it to run the multi-tile path on small matrices.
+  void set_gemm_tile_bytes(uint64_t bytes) { gemm_tile_bytes_ = bytes; }
+
+ private:
+  struct Weight;
+  explicit CudaBackend(std::unique_ptr<CudaContext> ctx);
+
+  Result<const Weight*> find_weight(WeightHandle handle, const char* op, const char* role) const;
+  Status check_range(const void* p, uint64_t bytes, const char* op, const char* what) const;
+  template <class T>
+  Status check_view(const DeviceView<T>& v, const char* op, const char* what) const;
+  // Grows the fp32 dequantization scratch to at least `bytes`.
+  Result<float*> dequant_scratch(uint64_t bytes);
+  Status linear_gemm(const Weight& w, ConstF32View x, F32View y);
+  Status copy_weight_part(const ByteSpan& span, uint8_t* device);
+
+  // Declared first so that it is destroyed last: everything below uses its device, streams and pool.
+  std::unique_ptr<CudaContext> ctx_;
+  std::vector<std::unique_ptr<Weight>> weights_;  // handle id - 1 -> weight (null once freed)
+  PinnedStaging weight_staging_;  // weights: several large slots on the two copy streams
+  PinnedStaging upload_staging_;  // upload(): small slots on the compute stream, keeping op order
+  void* scratch_ = nullptr;       // pool block for dequantized weight tiles
+  uint64_t scratch_bytes_ = 0;
+  uint64_t gemm_tile_bytes_ = uint64_t{64} << 20;
+  WeightLoadStats load_stats_;
+  Communicator* comm_ = nullptr;  // tensor-parallel peers; null on a single GPU
+};
+
+}  // namespace qrt

@@ -1,0 +1,528 @@
+#include "backend/cuda_backend.hpp"
+
+#include <chrono>
+#include <climits>
+#include <span>
+#include <string>
+#include <type_traits>
+
+#include "kernels/activation/silu_mul.hpp"
+#include "kernels/attention/attention.hpp"
+#include "kernels/cpu/quant_reference.hpp"
+#include "kernels/elementwise/add.hpp"
+#include "kernels/embedding/embed.hpp"
+#include "kernels/linear/dequant.hpp"
+#include "kernels/linear/gemv.hpp"
+#include "kernels/linear/gemv_batch.hpp"
+#include "kernels/moe/expert_gemv.hpp"
+#include "kernels/moe/moe.hpp"
+#include "kernels/norm/rms_norm.hpp"
+#include "kernels/rope/rope.hpp"
+#include "kernels/sampling/argmax.hpp"
+#include "kernels/sampling/sample.hpp"
+#include "backend/comm/communicator.hpp"
+#include "backend/make_cuda_backend.hpp"
+#include "backend/op_checks.hpp"
+
+namespace qrt {
+namespace {
+
+using op_checks::shape_string;
+using op_checks::view_string;
+
+// Weight staging: four 16 MiB pinned slots, so up to three copies are queued while the host fills the fourth.
+constexpr int kWeightStagingSlots = 4;
+constexpr uint64_t kWeightStagingSlotBytes = uint64_t{16} << 20;
+// upload(): token ids and positions, a few bytes per call; larger uploads are chunked.
+constexpr int kUploadStagingSlots = 4;
+constexpr uint64_t kUploadStagingSlotBytes = uint64_t{1} << 20;
+// Part offsets inside a weight's one allocation.
+constexpr uint64_t kPartAlignment = 256;
+
+uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+}  // namespace
+
+// A weight on the device: its parts copied unchanged into one allocation, or decoded f32 values for 1-D tensors.
+struct CudaBackend::Weight {
+  quant::FormatId format = quant::FormatId::kF32;
+  std::vector<int64_t> shape;
+  quant::QuantParams params;
+  void* allocation = nullptr;  // cudaMalloc'd, holds every part below
+  const uint8_t* data = nullptr;
+  const uint8_t* scales = nullptr;
+  const uint8_t* biases = nullptr;
+  quant::PartSizes matrix_parts;  // part sizes of one [shape[-2], shape[-1]] matrix (one expert when stacked)
+  const float* values = nullptr;  // 1-D tensors: [shape[0]] decoded f32
+
+  int64_t cols() const { return shape.back(); }
+  int64_t rows() const {
+    int64_t n = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) n *= shape[i];
+    return n;
+  }
+  quant::QuantView view() const {
+    quant::QuantView v;
+    v.data = data;
+    v.scales = scales;
+    v.biases = biases;
+    v.rows = rows();
+    v.cols = cols();
+    v.params = params;
+    return v;
+  }
+  // Expert 0's [out, in] matrix of a stacked [experts, out, in] tensor.
+  quant::QuantView first_matrix_view() const {
+    quant::QuantView v = view();
+    v.rows = shape[shape.size() - 2];
+    return v;
+  }
+};
+
+Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, Communicator* comm) {
+  if (comm != nullptr && comm->world() > 1 && comm->kind() != "nccl") {
+    return invalid_argument("cuda backend on device " + std::to_string(device) + ": a " + std::string(comm->kind()) +
+                            " communicator reduces host memory; " + std::to_string(comm->world()) +
+                            " GPU ranks need an nccl communicator");
+  }
+  QRT_ASSIGN_OR_RETURN(std::unique_ptr<CudaContext> ctx, CudaContext::create(device));
+  std::unique_ptr<CudaBackend> backend(new CudaBackend(std::move(ctx)));
+  backend->comm_ = comm;
+  return backend;
+}
+
+CudaBackend::CudaBackend(std::unique_ptr<CudaContext> ctx)
+    : ctx_(std::move(ctx)),
+      weight_staging_(kWeightStagingSlots, kWeightStagingSlotBytes),
+      upload_staging_(kUploadStagingSlots, kUploadStagingSlotBytes) {}
+
+CudaBackend::~CudaBackend() {
+  auto scope = ctx_->activate();
+  cudaStreamSynchronize(ctx_->compute_stream());
+  for (auto& w : weights_)
+    if (w != nullptr && w->allocation != nullptr) cudaFree(w->allocation);
+  weights_.clear();
+  // The pool (in ctx_) frees the scratch block with every other block it owns.
+}
+
+std::string CudaBackend::name() const { return "cuda:" + std::to_string(ctx_->device()); }
+
+size_t CudaBackend::live_allocations() const {
+  // The dequantization scratch is the backend's own block, not a caller's allocation.
+  return ctx_->pool().live_count() - (scratch_ != nullptr ? 1 : 0);
+}
+
+size_t CudaBackend::live_weights() const {
+  size_t n = 0;
+  for (const auto& w : weights_) n += w != nullptr;
+  return n;
+}
+
+// ---- memory -------------------------------------------------------------------------------------------------
+
+Result<DeviceBuffer> CudaBackend::allocate(uint64_t bytes) {
+  if (bytes == 0) return DeviceBuffer{};
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  QRT_ASSIGN_OR_RETURN(void* p, ctx_->pool().allocate(bytes));
+  return DeviceBuffer{p, bytes};
+}
+
+void CudaBackend::deallocate(DeviceBuffer buffer) {
+  if (buffer.ptr == nullptr || buffer.ptr == scratch_) return;  // never free foreign memory or our scratch
+  ctx_->pool().release(buffer.ptr);  // ops still queued on the one stream run before any reuse
+}
+
+Status CudaBackend::check_range(const void* p, uint64_t bytes, const char* op, const char* what) const {
+  if (bytes == 0) return ok_status();
+  CachingPool::Block block;
+  if (ctx_->pool().find_live(p, bytes, &block) && block.start != reinterpret_cast<uintptr_t>(scratch_))
+    return ok_status();
+  return out_of_range(std::string(op) + ": " + what + " (" + std::to_string(bytes) +
+                      " bytes) is not inside a device allocation");
+}
+
+template <class T>
+Status CudaBackend::check_view(const DeviceView<T>& v, const char* op, const char* what) const {
+  QRT_TRY(op_checks::check_non_negative(v, op, what));
+  return check_range(v.data, static_cast<uint64_t>(v.numel()) * sizeof(T), op, what);
+}
+
+Status CudaBackend::upload(const void* host, void* device, uint64_t bytes) {
+  QRT_TRY(check_range(device, bytes, "upload", "destination"));
+  if (bytes == 0) return ok_status();
+  if (host == nullptr) return invalid_argument("upload: null host pointer");
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  const cudaStream_t stream = ctx_->compute_stream();
+  return upload_staging_.copy(host, device, bytes, std::span<const cudaStream_t>(&stream, 1));
+}
+
+Status CudaBackend::download(const void* device, void* host, uint64_t bytes) {
+  QRT_TRY(check_range(device, bytes, "download", "source"));
+  if (bytes == 0) return ok_status();
+  if (host == nullptr) return invalid_argument("download: null host pointer");
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  QRT_CUDA_TRY(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, ctx_->compute_stream()));
+  QRT_CUDA_TRY(cudaStreamSynchronize(ctx_->compute_stream()));
+  return ok_status();
+}
+
+Status CudaBackend::synchronize() {
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  QRT_CUDA_TRY(cudaStreamSynchronize(ctx_->compute_stream()));
+  return cuda_launch_status("synchronize (a fault of an earlier op)");
+}
+
+Result<float*> CudaBackend::dequant_scratch(uint64_t bytes) {
+  if (bytes <= scratch_bytes_) return static_cast<float*>(scratch_);
+  if (scratch_ != nullptr) ctx_->pool().release(scratch_);  // earlier GEMMs on the stream finish before reuse
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
+  QRT_ASSIGN_OR_RETURN(void* p, ctx_->pool().allocate(bytes));
+  scratch_ = p;
+  scratch_bytes_ = bytes;
+  return static_cast<float*>(p);
+}
+
+// ---- weights ------------------------------------------------------------------------------------------------
+
+Status CudaBackend::copy_weight_part(const ByteSpan& span, uint8_t* device) {
+  if (span.size == 0) return ok_status();
+  const cudaStream_t streams[2] = {ctx_->copy_stream(0), ctx_->copy_stream(1)};
+  return weight_staging_.copy(span.data, device, span.size, streams);
+}
+
+Result<WeightHandle> CudaBackend::upload_weight(const QuantTensor& t) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string where = "uploading " + t.name + (t.file.empty() ? "" : " from " + t.file);
+  QRT_ASSIGN_OR_RETURN(const quant::PartSizes matrix_parts, op_checks::weight_matrix_parts(t));
+  auto w = std::make_unique<Weight>();
+  w->format = t.format;
+  w->shape = t.shape;
+  w->params = t.params;
+  w->matrix_parts = matrix_parts;
+
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  std::vector<float> values;
+  uint64_t bytes = 0;
+  if (t.shape.size() == 1) {
+    // Norm weights and biases: decoded once on the host, stored as f32 (their packed form is never read).
+    values.resize(static_cast<size_t>(t.shape[0]));
+    Status s = cpu::dequantize(t.format, t.view(), values.data());
+    if (!s.ok()) return s.with_context(where);
+    bytes = values.size() * sizeof(float);
+  } else {
+    bytes = align_up(t.data.size, kPartAlignment) + align_up(t.scales.size, kPartAlignment) + t.biases.size;
+  }
+  void* allocation = nullptr;
+  const cudaError_t err = cudaMalloc(&allocation, bytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // out of memory is not sticky; keep it from surfacing at the next launch check
+    return cuda_status(err, "cudaMalloc").with_context(where + " (" + std::to_string(bytes) + " bytes)");
+  }
+  w->allocation = allocation;
+  auto* base = static_cast<uint8_t*>(allocation);
+  Status copied;
+  if (!values.empty()) {
+    w->values = reinterpret_cast<const float*>(base);
+    copied = copy_weight_part(ByteSpan{reinterpret_cast<const uint8_t*>(values.data()), bytes}, base);
+  } else {
+    uint8_t* scales = base + align_up(t.data.size, kPartAlignment);
+    uint8_t* biases = scales + align_up(t.scales.size, kPartAlignment);
+    w->data = base;
+    w->scales = t.scales.size ? scales : nullptr;
+    w->biases = t.biases.size ? biases : nullptr;
+    copied = copy_weight_part(t.data, base);
+    if (copied.ok()) copied = copy_weight_part(t.scales, scales);
+    if (copied.ok()) copied = copy_weight_part(t.biases, biases);
+  }
+  // Wait for the copies even after an error: the staging slots and `values` must not be in use when we return.
+  Status waited = weight_staging_.wait();
+  if (copied.ok()) copied = waited;
+  if (!copied.ok()) {
+    cudaFree(allocation);
+    return copied.with_context(where);
+  }
+  weights_.push_back(std::move(w));
+  load_stats_.bytes += values.empty() ? t.bytes() : bytes;
+  load_stats_.tensors += 1;
+  load_stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return WeightHandle{static_cast<uint32_t>(weights_.size())};
+}
+
+Result<const CudaBackend::Weight*> CudaBackend::find_weight(WeightHandle h, const char* op, const char* role) const {
+  if (!h.valid() || h.id > weights_.size() || weights_[h.id - 1] == nullptr)
+    return invalid_argument(std::string(op) + ": " + role + " is not a live weight handle (" + std::to_string(h.id) +
+                            ")");
+  return weights_[h.id - 1].get();
+}
+
+Result<WeightInfo> CudaBackend::weight_info(WeightHandle h) const {
+  QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(h, "weight_info", "weight"));
+  return WeightInfo{w->format, w->shape};
+}
+
+void CudaBackend::free_weight(WeightHandle h) {
+  if (!h.valid() || h.id > weights_.size() || weights_[h.id - 1] == nullptr) return;
+  auto scope = ctx_->activate();
+  cudaStreamSynchronize(ctx_->compute_stream());  // queued ops may still read it
+  cudaFree(weights_[h.id - 1]->allocation);
+  weights_[h.id - 1].reset();
+}
+
+// ---- ops ----------------------------------------------------------------------------------------------------
+
+Status CudaBackend::embed(WeightHandle table, ConstI32View tokens, F32View out) {
+  const char* op = "embed";
+  QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(table, op, "table"));
+  QRT_TRY(op_checks::embed(WeightInfo{w->format, w->shape}, tokens, out));
+  QRT_TRY(check_view(tokens, op, "tokens"));
+  QRT_TRY(check_view(out, op, "out"));
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  return kernels::embed(w->format, w->view(), tokens.data, tokens.rows, out.data, ctx_->compute_stream());
+}
+
+Status CudaBackend::rms_norm(ConstF32View x, WeightHandle weight, float eps, F32View out) {
+  const char* op = "rms_norm";
+  QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(weight, op, "weight"));
+  QRT_TRY(op_checks::rms_norm(x, WeightInfo{w->format, w->shape}, out));
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_TRY(check_view(out, op, "out"));
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  return kernels::rms_norm(x.data, w->values, x.rows, x.cols, eps, out.data, ctx_->compute_stream());
+}
+
+Status CudaBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bias, F32View y) {
+  const char* op = "linear";
+  QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(weight, op, "weight"));
+  const Weight* b = nullptr;
+  WeightInfo bias_info;
+  if (bias.valid()) {
+    QRT_ASSIGN_OR_RETURN(b, find_weight(bias, op, "bias"));
+    bias_info = WeightInfo{b->format, b->shape};
+  }
+  QRT_TRY(op_checks::linear(x, WeightInfo{w->format, w->shape}, b ? &bias_info : nullptr, y));
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_TRY(check_view(y, op, "y"));
+  if (x.rows == 0) return ok_status();
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  const cudaStream_t stream = ctx_->compute_stream();
+  if (x.rows <= kernels::kGemvMaxBatch) {
+    QRT_TRY(kernels::gemv(w->format, w->view(), x.data, static_cast<int>(x.rows), y.data, stream));
+  } else {
+    QRT_TRY(linear_gemm(*w, x, y));
+  }
+  if (b != nullptr) QRT_TRY(kernels::add_bias_rows(y.data, b->values, y.rows, y.cols, stream));
+  return ok_status();
+}
+
+// y[n, out] = x[n, in] · Wᵀ for n > 8: W is dequantized tile by tile (rows [r0, r0 + tile) of W) into the fp32
+// scratch and multiplied with SGEMM; every call is on the compute stream, so a tile is not overwritten before the
+// GEMM reading it has run. In cuBLAS's column-major terms the row-major y is C[out, n] (ldc = out), the row-major
+// W tile is Aᵀ with A[in, tile] (lda = in), and x is B[in, n] (ldb = in): C[r0:r0+tile, :] = Aᵀ · B.
+Status CudaBackend::linear_gemm(const Weight& w, ConstF32View x, F32View y) {
+  const quant::QuantView view = w.view();
+  const int64_t out = view.rows, in = view.cols, n = x.rows;
+  if (out > INT_MAX || in > INT_MAX || n > INT_MAX)
+    return unsupported("linear: [" + std::to_string(n) + ", " + std::to_string(in) + "] · [" + std::to_string(out) +
+                       ", " + std::to_string(in) + "]ᵀ exceeds cuBLAS's 32-bit dimensions");
+  const uint64_t row_bytes = static_cast<uint64_t>(in) * sizeof(float);
+  int64_t tile = static_cast<int64_t>(gemm_tile_bytes_ / row_bytes);
+  if (tile < 1) tile = 1;
+  if (tile > out) tile = out;
+  QRT_ASSIGN_OR_RETURN(float* scratch, dequant_scratch(static_cast<uint64_t>(tile) * row_bytes));
+  const cudaStream_t stream = ctx_->compute_stream();
+  const float alpha = 1.0f, beta = 0.0f;
+  for (int64_t r0 = 0; r0 < out; r0 += tile) {
+    const int64_t rows = out - r0 < tile ? out - r0 : tile;
+    QRT_TRY(kernels::dequantize_rows(w.format, view, r0, rows, scratch, stream));
+    QRT_CUBLAS_TRY(cublasSgemm(ctx_->cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows),
+                               static_cast<int>(n), static_cast<int>(in), &alpha, scratch, static_cast<int>(in),
+                               x.data, static_cast<int>(in), &beta, y.data + r0, static_cast<int>(out)));
+  }
+  return ok_status();
+}
+
+Status CudaBackend::rope(F32View x, int heads, ConstI32View positions, const RopeParams& p) {
+  const char* op = "rope";
+  QRT_TRY(op_checks::rope(x, heads, positions, p));
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_TRY(check_view(positions, op, "positions"));
+  QRT_TRY(check_view(p.inv_freq, op, "inv_freq"));
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  const kernels::RopeShape shape{x.rows, heads, p.head_dim, p.rot_dim, p.attn_factor,
+                                 p.layout == RopeLayout::kInterleaved};
+  return kernels::rope(x.data, positions.data, p.inv_freq.data, shape, ctx_->compute_stream());
+}
+
+Status CudaBackend::kv_write(const KvLayerView& cache, int64_t first_slot, ConstF32View k, ConstF32View v) {
+  const char* op = "kv_write";
+  QRT_TRY(op_checks::kv_write(cache, first_slot, k, v));
+  QRT_TRY(check_view(k, op, "k"));
+  QRT_TRY(check_view(v, op, "v"));
+  QRT_TRY(check_view(cache.k, op, "cache k"));
+  QRT_TRY(check_view(cache.v, op, "cache v"));
+  if (k.numel() == 0) return ok_status();
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  const cudaStream_t stream = ctx_->compute_stream();
+  QRT_CUDA_TRY(cudaMemcpyAsync(cache.k.data + first_slot * k.cols, k.data, static_cast<size_t>(k.numel()) * 4,
+                               cudaMemcpyDeviceToDevice, stream));
+  QRT_CUDA_TRY(cudaMemcpyAsync(cache.v.data + first_slot * v.cols, v.data, static_cast<size_t>(v.numel()) * 4,
+                               cudaMemcpyDeviceToDevice, stream));
+  return ok_status();
+}
+
+Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, int64_t keys,
+                              const AttentionParams& p, F32View out) {
+  const char* op = "attention";
+  QRT_TRY(op_checks::attention(q, q_positions, cache, keys, p, out));
+  QRT_TRY(check_view(q, op, "q"));
+  QRT_TRY(check_view(q_positions, op, "q_positions"));
+  QRT_TRY(check_view(out, op, "out"));
+  QRT_TRY(check_view(cache.k, op, "cache k"));
+  QRT_TRY(check_view(cache.v, op, "cache v"));
+  QRT_TRY(check_view(cache.positions, op, "cache positions"));
+  const uint64_t shared = kernels::attention_shared_bytes(p.head_dim);
+  if (shared > ctx_->props().shared_mem_per_block)
+    return unsupported("attention: head_dim " + std::to_string(p.head_dim) + " needs " + std::to_string(shared) +
+                       " bytes of shared memory per block; " + ctx_->props().name + " has " +
+                       std::to_string(ctx_->props().shared_mem_per_block));
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  const kernels::AttentionShape shape{q.rows, keys, p.heads, p.kv_heads, p.head_dim, p.scale, p.sliding_window};
+  return kernels::attention(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data, shape,
+                            out.data, ctx_->compute_stream());
+}
+
+Status CudaBackend::silu_mul(ConstF32View gate, ConstF32View up, F32View out) {
+  const char* op = "silu_mul";
+  QRT_TRY(op_checks::same_shape3(op, "gate", gate, "up", up, out));
+  QRT_TRY(check_view(gate, op, "gate"));
+  QRT_TRY(check_view(up, op, "up"));
+  QRT_TRY(check_view(out, op, "out"));
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  return kernels::silu_mul(gate.data, up.data, gate.numel(), out.data, ctx_->compute_stream());
+}
+
+Status CudaBackend::add(ConstF32View a, ConstF32View b, F32View out) {
+  const char* op = "add";
+  QRT_TRY(op_checks::same_shape3(op, "a", a, "b", b, out));
+  QRT_TRY(check_view(a, op, "a"));
+  QRT_TRY(check_view(b, op, "b"));
+  QRT_TRY(check_view(out, op, "out"));
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  return kernels::add(a.data, b.data, a.numel(), out.data, ctx_->compute_stream());
+}
+
+Status CudaBackend::moe_route(ConstF32View logits, bool renormalize, I32View ids, F32View weights) {
+  const char* op = "moe_route";
+  QRT_TRY(op_checks::moe_route(logits, ids, weights));
+  QRT_TRY(check_view(logits, op, "logits"));
+  QRT_TRY(check_view(ids, op, "ids"));
+  QRT_TRY(check_view(weights, op, "weights"));
+  if (logits.cols > kernels::kMaxRoutedExperts)
+    return unsupported("moe_route: " + std::to_string(logits.cols) + " experts (the CUDA router handles up to " +
+                       std::to_string(kernels::kMaxRoutedExperts) + ")");
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  return kernels::moe_route(logits.data, logits.rows, static_cast<int>(logits.cols), static_cast<int>(ids.cols),
+                            renormalize, ids.data, weights.data, ctx_->compute_stream());
+}
+
+Status CudaBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32View ids, F32View y) {
+  const char* op = "linear_experts";
+  QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(weight, op, "weight"));
+  QRT_TRY(op_checks::linear_experts(x, WeightInfo{w->format, w->shape}, ids, y));
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_TRY(check_view(ids, op, "ids"));
+  QRT_TRY(check_view(y, op, "y"));
+  if (w->shape[0] > INT_MAX || ids.cols > INT_MAX)
+    return unsupported("linear_experts: " + std::to_string(w->shape[0]) + " experts / top_k " +
+                       std::to_string(ids.cols) + " exceed 32 bits");
+  if (ids.rows == 0) return ok_status();
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  const kernels::ExpertGemvShape shape{ids.rows, static_cast<int>(ids.cols), static_cast<int>(w->shape[0]),
+                                       x.rows == ids.rows};
+  return kernels::expert_gemv(w->format, w->first_matrix_view(), w->matrix_parts, ids.data, shape, x.data, y.data,
+                              ctx_->compute_stream());
+}
+
+Status CudaBackend::moe_combine(ConstF32View y, ConstF32View weights, F32View out) {
+  const char* op = "moe_combine";
+  QRT_TRY(op_checks::moe_combine(y, weights, out));
+  QRT_TRY(check_view(y, op, "y"));
+  QRT_TRY(check_view(weights, op, "weights"));
+  QRT_TRY(check_view(out, op, "out"));
+  if (weights.cols > INT_MAX) return unsupported("moe_combine: top_k exceeds 32 bits");
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  return kernels::moe_combine(y.data, weights.data, weights.rows, static_cast<int>(weights.cols), y.cols, out.data,
+                              ctx_->compute_stream());
+}
+
+Status CudaBackend::argmax(ConstF32View logits, I32View ids) {
+  const char* op = "argmax";
+  QRT_TRY(op_checks::argmax(logits, ids));
+  QRT_TRY(check_view(logits, op, "logits"));
+  QRT_TRY(check_view(ids, op, "ids"));
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  return kernels::argmax_rows(logits.data, logits.rows, logits.cols, ids.data, ctx_->compute_stream());
+}
+
+Status CudaBackend::sample(ConstF32View logits, const SampleStep& step, I32View ids) {
+  const char* op = "sample";
+  QRT_TRY(op_checks::sample(logits, step, ids));
+  QRT_TRY(check_view(logits, op, "logits"));
+  QRT_TRY(check_view(ids, op, "ids"));
+  if (logits.rows == 0) return ok_status();
+  static_assert(sizeof(PenaltyCount) == 2 * sizeof(int32_t) && std::is_standard_layout_v<PenaltyCount>,
+                "PenaltyCount is uploaded as (token, count) int32 pairs");
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  const cudaStream_t stream = ctx_->compute_stream();
+  // The dequantization scratch (stream-ordered like every op) holds the kernel workspace, then the host inputs.
+  QRT_ASSIGN_OR_RETURN(const uint64_t work_bytes, kernels::sample_rows_workspace_bytes(logits.rows, logits.cols));
+  const uint64_t u01_bytes = step.u01.size() * sizeof(double);
+  const uint64_t offsets_bytes = step.penalty_offsets.size() * sizeof(int32_t);
+  const uint64_t pairs_bytes = step.penalties.size() * sizeof(PenaltyCount);
+  const uint64_t u01_at = work_bytes, offsets_at = align_up(u01_at + u01_bytes, kPartAlignment);
+  const uint64_t pairs_at = align_up(offsets_at + offsets_bytes, kPartAlignment);
+  const uint64_t total = align_up(pairs_at + pairs_bytes + 1, kPartAlignment);
+  QRT_ASSIGN_OR_RETURN(float* scratch, dequant_scratch(total));
+  uint8_t* base = reinterpret_cast<uint8_t*>(scratch);
+  const std::span<const cudaStream_t> streams(&stream, 1);
+  QRT_TRY(upload_staging_.copy(step.u01.data(), base + u01_at, u01_bytes, streams));
+  kernels::SampleRowsArgs args;
+  args.logits = logits.data;
+  args.rows = logits.rows;
+  args.vocab = logits.cols;
+  const SamplingParams& p = step.params;
+  args.settings = {p.temperature,        p.top_k,          p.top_p, p.min_p, p.repetition_penalty,
+                   p.presence_penalty, p.frequency_penalty};
+  args.u01 = reinterpret_cast<const double*>(base + u01_at);
+  if (!step.penalty_offsets.empty() && !step.penalties.empty()) {
+    QRT_TRY(upload_staging_.copy(step.penalty_offsets.data(), base + offsets_at, offsets_bytes, streams));
+    QRT_TRY(upload_staging_.copy(step.penalties.data(), base + pairs_at, pairs_bytes, streams));
+    args.penalty_offsets = reinterpret_cast<const int32_t*>(base + offsets_at);
+    args.penalty_pairs = reinterpret_cast<const int32_t*>(base + pairs_at);
+  }
+  args.ids = ids.data;
+  return kernels::sample_rows(args, base, work_bytes, stream);
+}
+
+// ---- tensor parallelism -------------------------------------------------------------------------------------
+
+Status CudaBackend::all_reduce_sum(F32View x) {
+  QRT_TRY(check_view(x, "all_reduce_sum", "x"));
+  if (comm_ == nullptr || x.numel() == 0) return ok_status();
+  return comm_->all_reduce_sum(x.data, static_cast<size_t>(x.numel()), ctx_->compute_stream());
+}
+
+int CudaBackend::tp_rank() const { return comm_ ? comm_->rank() : 0; }
+int CudaBackend::tp_world_size() const { return comm_ ? comm_->world() : 1; }
+
+// ---- factory ------------------------------------------------------------------------------------------------
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device, Communicator* comm) {
+  QRT_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend, CudaBackend::create(device, comm));
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+bool cuda_backend_built() { return true; }
+
+}  // namespace qrt
