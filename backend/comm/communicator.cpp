@@ -62,14 +62,4 @@ bool mpi_communicator_built() { return false; }
 bool mpi_communicator_built() { return true; }
 #endif
 
-#if !defined(QRT_HAVE_NCCL)
-Result<std::unique_ptr<Communicator>> make_nccl_communicator(Communicator& bootstrap, int device) {
-  return unsupported("NCCL communicator on device cuda:" + std::to_string(device) +
-                     ": this build of qrt has no NCCL (configured without CUDA or NCCL, or with QRT_NCCL=OFF)");
-}
-bool nccl_communicator_built() { return false; }
-#else
-bool nccl_communicator_built() { return true; }
-#endif
-
 }  // namespace qrt

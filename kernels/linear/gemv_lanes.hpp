@@ -48,7 +48,7 @@ constexpr int kLaneCols = 8;
 // PTX prmt.b32 in its generic mode: byte n of the result is byte (sel >> 4n) & 7 of the 8-byte value {b, a}
 // (a = bytes 0..3); when bit 3 of that selector nibble is set, the selected byte's top bit is replicated instead.
 QRT_HD uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && !defined(QRT_SIMT)  // the SIMT layer runs the host emulation below
   uint32_t d;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
   return d;

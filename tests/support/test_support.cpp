@@ -22,13 +22,6 @@ std::optional<std::filesystem::path> test_data_dir(std::string* why) {
   return dir;
 }
 
-#if !defined(QRT_HAVE_CUDA)
-bool cuda_device_available(std::string* why) {
-  *why = "qrt was built without CUDA (QRT_CUDA=OFF or no toolkit)";
-  return false;
-}
-#endif
-
 std::vector<float> random_normal(size_t n, uint64_t seed, float stddev) {
   std::mt19937_64 gen(seed);
   std::normal_distribution<float> dist(0.0f, stddev);

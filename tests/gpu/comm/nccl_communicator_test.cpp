@@ -65,11 +65,16 @@ TEST(NcclCommunicator, OneRankAllReduceIsOrderedWithTheComputeStream) {
   ASSERT_EQ(cudaMemcpyAsync(device.data, pinned, n * sizeof(float), cudaMemcpyHostToDevice, compute), cudaSuccess);
   const Status reduced = comm.all_reduce_sum(device.data, n, compute);
   EXPECT_TRUE(reduced.ok()) << reduced.to_string();
-  std::memset(pinned, 0, n * sizeof(float));
-  ASSERT_EQ(cudaMemcpyAsync(pinned, device.data, n * sizeof(float), cudaMemcpyDeviceToHost, compute), cudaSuccess);
+  // The result goes to a second pinned buffer: the upload may still be reading the first one (the host must not
+  // touch it before the stream is synchronized).
+  float* back = nullptr;
+  ASSERT_EQ(cudaMallocHost(&back, n * sizeof(float)), cudaSuccess);
+  std::memset(back, 0, n * sizeof(float));
+  ASSERT_EQ(cudaMemcpyAsync(back, device.data, n * sizeof(float), cudaMemcpyDeviceToHost, compute), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(compute), cudaSuccess);
   // One rank: the sum is the rank's own data, bit for bit.
-  EXPECT_EQ(std::memcmp(pinned, x.data(), n * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(back, x.data(), n * sizeof(float)), 0);
+  cudaFreeHost(back);
 
   // The legacy default stream (nullptr) works as the compute stream too.
   EXPECT_TRUE(comm.all_reduce_sum(device.data, 7).ok());

@@ -1,7 +1,5 @@
-// The factory for builds without CUDA; with CUDA it is defined in cuda_backend_cuda.cpp.
+// The factory for builds without the CUDA backend (CMake picks this file or cuda_backend_cuda.cpp).
 #include "backend/make_cuda_backend.hpp"
-
-#if !defined(QRT_HAVE_CUDA)
 
 namespace qrt {
 
@@ -13,5 +11,3 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device, Communicator* com
 bool cuda_backend_built() { return false; }
 
 }  // namespace qrt
-
-#endif

@@ -1,7 +1,5 @@
-// The device figures for builds without CUDA; with CUDA they are defined in cuda_device_stats_cuda.cpp.
+// The device figures for builds without CUDA (CMake picks this file or cuda_device_stats_cuda.cpp).
 #include "backend/cuda_device_stats.hpp"
-
-#if !defined(QRT_HAVE_CUDA)
 
 namespace qrt {
 
@@ -18,5 +16,3 @@ Result<std::string> cuda_device_name(int device) { return no_cuda(device); }
 Result<double> cuda_copy_bandwidth(int device, uint64_t, int) { return no_cuda(device); }
 
 }  // namespace qrt
-
-#endif

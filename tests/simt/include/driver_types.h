@@ -1,0 +1,4 @@
+// SIMT layer: see cuda_runtime.h.
+#pragma once
+
+#include "cuda_runtime.h"
