@@ -18,7 +18,9 @@ constexpr int64_t kMaxBlocks = int64_t{1} << 30;
 //      a key that is not visible scores -inf.
 //   2. warp 0 (lane c owns key j0 + c) takes the chunk max m_c, the new running max m' = max(m, m_c), turns the
 //      scores into p = exp(s - m'), rescales the denominator by exp(m - m') and adds the chunk's sum.
-//   3. every thread rescales its own acc[d] by the same factor and adds sum_c p[c] * v[j0 + c][d].
+//   3. every thread rescales its own acc[d] by the same factor and adds sum_c p[c] * v[j0 + c][d] over the chunk's
+//      visible keys only (a ballot in step 2): a slot the query cannot see may hold anything, NaN included (a slot
+//      not written yet), and 0 * NaN would poison the output; the CPU reference skips those slots the same way.
 // While no key has been visible (m' = -inf) the chunk contributes nothing, so exp never sees -inf - -inf.
 __global__ void __launch_bounds__(kThreads) attention_kernel(const float* __restrict__ q,
                                                              const int32_t* __restrict__ q_pos,
@@ -31,6 +33,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const float* __rest
   float* acc = smem + s.head_dim;    // [head_dim]
   float* p = acc + s.head_dim;       // [kChunk]
   __shared__ float run_max, run_denom, run_scale;
+  __shared__ unsigned run_visible;  // bit c: key j0 + c of the current chunk is visible
 
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
@@ -88,21 +91,27 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const float* __rest
           scale_old = expf(old_max - new_max);     // 0 when old_max = -inf
         }
         p[lane] = prob;
+        const unsigned visible = __ballot_sync(kFullWarpMask, score != -INFINITY);
         const float chunk_sum = warp_sum(prob);
         __syncwarp();  // every lane has read run_max before lane 0 replaces it
         if (lane == 0) {
           run_denom = run_denom * scale_old + chunk_sum;
           run_max = new_max;
           run_scale = scale_old;
+          run_visible = visible;
         }
       }
       __syncthreads();
       // 3. accumulate values
       const float scale_old = run_scale;
+      const unsigned visible = run_visible;
       for (int d = threadIdx.x; d < hd; d += kThreads) {
         float a = acc[d] * scale_old;
         const float* vd = v + j0 * kv_stride + kv_off + d;
-        for (int c = 0; c < n; ++c) a += p[c] * vd[c * kv_stride];
+        for (unsigned rest = visible; rest != 0; rest &= rest - 1) {
+          const int c = __ffs(static_cast<int>(rest)) - 1;
+          a += p[c] * vd[c * kv_stride];
+        }
         acc[d] = a;
       }
       __syncthreads();

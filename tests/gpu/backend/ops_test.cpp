@@ -118,6 +118,36 @@ TEST_F(CudaOps, AttentionWithNoVisibleKeyGivesZeros) {
   expect_close(out, 1e-5, "attention masked");
 }
 
+// Slots of [0, keys) that a query cannot see may hold anything, NaN included (a slot reserved for a later token and
+// not written yet): they must contribute nothing, as the CPU reference skips them. Every other slot is visible.
+TEST_F(CudaOps, AttentionIgnoresInvisibleSlotsEvenWhenTheyHoldNaN) {
+  const int heads = 4, kv_heads = 2, hd = 64;
+  const int64_t keys = 70, kv_dim = int64_t{kv_heads} * hd;
+  std::vector<float> k = test::random_normal(static_cast<size_t>(keys * kv_dim), 31);
+  std::vector<float> v = test::random_normal(static_cast<size_t>(keys * kv_dim), 32);
+  std::vector<int32_t> pos(static_cast<size_t>(keys));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t j = 0; j < keys; ++j) {
+    // Every fifth slot is a future position (never visible here) whose rows were never written.
+    const bool future = j % 5 == 3;
+    pos[static_cast<size_t>(j)] = static_cast<int32_t>(future ? 1000 + j : j);
+    if (future)
+      for (int64_t d = 0; d < kv_dim; ++d) k[static_cast<size_t>(j * kv_dim + d)] = v[static_cast<size_t>(j * kv_dim + d)] = nan;
+  }
+  const auto kc = input_values(k, keys, kv_dim), vc = input_values(v, keys, kv_dim);
+  const auto positions = input_values(pos, keys, 1);
+  const auto q_pos = input_values(std::vector<int32_t>{69, 40, 3}, 3, 1);
+  const auto q = input(3, int64_t{heads} * hd, 33);
+  for (int window : {0, 9}) {
+    const auto out = output(3, int64_t{heads} * hd);
+    const AttentionParams p{heads, kv_heads, hd, 0.125f, window};
+    ASSERT_TRUE(cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu}, keys, p, out.cpu).ok());
+    ASSERT_TRUE(
+        gpu_->attention(q.gpu, q_pos.gpu, KvLayerView{kc.gpu, vc.gpu, positions.gpu}, keys, p, out.gpu).ok());
+    expect_close(out, 1e-5, "attention with NaN in invisible slots, window " + std::to_string(window));
+  }
+}
+
 TEST_F(CudaOps, SiluMulAndAddIncludingAliasedOutputs) {
   for (int64_t cols : {int64_t{1}, int64_t{333}, int64_t{4096}}) {
     const auto gate = input(7, cols, 700 + cols, 3.0f), up = input(7, cols, 800 + cols);
