@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "decode_only_blocks.hpp"
 #include "kernels/cpu/quant_reference.hpp"
 #include "backend/cpu_backend.hpp"
 #include "backend/cuda_backend.hpp"
@@ -40,18 +41,26 @@ struct OwnedTensor {
 // The parameters the format tests use: group size 64 where the format takes one, f16 scales where it has a choice.
 inline quant::QuantParams default_params(quant::FormatId format) {
   quant::QuantParams p;
+  if (!quant::format_info(format).has_quantizer) return p;  // decode-only GGML blocks: no parameters
   p.group_size = quant::format_info(format).block_elems == 0 ? 64 : 0;
   p.scale_type = quant::ScalarType::kF16;
   return p;
 }
 
-// values: [matrices * rows, cols]; shape [rows, cols] or [experts, rows, cols].
+// values: [matrices * rows, cols]; shape [rows, cols] or [experts, rows, cols]. Formats without a quantizer (the
+// decode-only GGML ones) get random blocks with finite scales instead (decode_only_blocks.hpp); `values` is unused.
 inline std::unique_ptr<OwnedTensor> quantized_tensor(quant::FormatId format, std::vector<int64_t> shape,
                                                      const std::vector<float>& values, quant::QuantParams params) {
   auto o = std::make_unique<OwnedTensor>();
   const int64_t cols = shape.back(), rows = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
   const int64_t matrices = shape.size() == 3 ? shape[0] : 1;
+  const auto decode_only = decode_only_scale_field(format);
   for (int64_t m = 0; m < matrices; ++m) {
+    if (decode_only) {
+      const auto blocks = random_blocks(*decode_only, rows, cols, 7000 + static_cast<uint64_t>(m));
+      o->buffers.data.insert(o->buffers.data.end(), blocks.begin(), blocks.end());
+      continue;
+    }
     auto q = cpu::quantize(format, values.data() + m * rows * cols, rows, cols, params);
     EXPECT_TRUE(q.ok()) << q.status().to_string();
     if (!q.ok()) return o;

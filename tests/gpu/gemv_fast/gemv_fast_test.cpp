@@ -254,20 +254,26 @@ std::vector<FormatId> fast_formats() {
 
 INSTANTIATE_TEST_SUITE_P(Formats, GemvFastFallback, testing::ValuesIn(fast_formats()), test::format_test_name);
 
-// The per-device facts the launchers size their grids with come from the device and are cached.
-TEST(GemvDispatch, DeviceFactsComeFromTheDevice) {
+// The per-device facts the launchers size their grids with are the current device's own, for every device.
+TEST(GemvDispatch, DeviceFactsComeFromTheCurrentDevice) {
   QRT_REQUIRE_GPU();
-  int device = 0, sms = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
-  auto first = cuda::current_device_facts();
-  ASSERT_TRUE(first.ok()) << first.status().to_string();
-  EXPECT_EQ(first->device, device);
-  EXPECT_EQ(first->sm_count, sms);
-  EXPECT_GT(first->l2_bytes, 0);
-  auto again = cuda::current_device_facts();
-  ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->sm_count, first->sm_count);
+  int previous = 0, count = 0;
+  ASSERT_EQ(cudaGetDevice(&previous), cudaSuccess);
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  for (int device = count - 1; device >= 0; --device) {
+    ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
+    int sms = 0, l2 = 0, optin = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+    ASSERT_EQ(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), cudaSuccess);
+    ASSERT_EQ(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
+    auto facts = cuda::current_device_facts();
+    ASSERT_TRUE(facts.ok()) << facts.status().to_string();
+    EXPECT_EQ(facts->device, device);
+    EXPECT_EQ(facts->sm_count, sms);
+    EXPECT_EQ(facts->l2_bytes, l2);
+    EXPECT_EQ(facts->shared_mem_per_block_optin, optin);
+  }
+  ASSERT_EQ(cudaSetDevice(previous), cudaSuccess);
 }
 
 // Names for reports; no device needed.
