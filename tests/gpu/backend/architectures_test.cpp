@@ -1,0 +1,108 @@
+// Every architecture's features in every format: a tiny random model per architecture (what distinguishes llama,
+// llama 3 with GGUF's interleaved RoPE, mistral, qwen2, qwen3, mixtral and qwen3moe in ModelConfig), every matrix
+// in the format under test (the decode-only ones as random blocks), run on the CUDA backend and on the CPU backend
+// over the same packed bytes. Widths are 256, so every format's blocks fit. Tolerance: relative L2 <= 1e-4 between
+// the logits, the bound the tiny-model tests use (fp32 on the device against the reference's accumulations; both
+// decode the same bytes, so quantization error cancels).
+#include <list>
+#include <memory>
+
+#include "backend_pair.hpp"
+#include "models/tensor_names.hpp"
+#include "models/transformer.hpp"
+#include "tiny_model.hpp"
+
+namespace qrt {
+namespace {
+
+struct Architecture {
+  std::string name;
+  ModelConfig config;
+};
+
+std::vector<Architecture> architectures() {
+  ModelConfig base = test::tiny_llama_config();
+  base.hidden = 256;
+  base.heads = 4;
+  base.kv_heads = 2;
+  base.head_dim = 64;
+  base.ffn = 512;
+  base.layers = 2;
+  std::vector<Architecture> out;
+  out.push_back({"llama", base});
+  ModelConfig llama3 = base;  // a GGUF llama 3: interleaved pairs, llama3 frequency scaling, untied output
+  llama3.rope.layout = RopeLayout::kInterleaved;
+  llama3.rope.scaling = RopeScaling::kLlama3;
+  llama3.rope.factor = 8.0f;
+  llama3.rope.original_context = 64;
+  llama3.rope.theta = 500000.0f;
+  out.push_back({"llama3", llama3});
+  ModelConfig mistral = base;
+  mistral.sliding_window = 3;
+  out.push_back({"mistral", mistral});
+  ModelConfig qwen2 = base;
+  qwen2.attention_bias = true;
+  qwen2.tied_embeddings = true;
+  out.push_back({"qwen2", qwen2});
+  ModelConfig qwen3 = base;
+  qwen3.qk_norm = true;
+  out.push_back({"qwen3", qwen3});
+  ModelConfig mixtral = base;
+  mixtral.experts = 4;
+  mixtral.experts_used = 2;
+  mixtral.expert_ffn = 256;
+  out.push_back({"mixtral", mixtral});
+  ModelConfig qwen3moe = mixtral;
+  qwen3moe.qk_norm = true;
+  qwen3moe.normalize_topk = false;
+  out.push_back({"qwen3moe", qwen3moe});
+  for (Architecture& a : out) a.config.architecture = a.name;
+  return out;
+}
+
+class CudaArchitectures : public test::BackendPair, public testing::WithParamInterface<quant::FormatId> {};
+
+TEST_P(CudaArchitectures, LogitsMatchTheCpuBackend) {
+  const quant::FormatId format = GetParam();
+  for (const Architecture& arch : architectures()) {
+    SCOPED_TRACE(arch.name + " in " + std::string(quant::format_name(format)));
+    test::TinyModel m = test::make_tiny_model(arch.config);
+    // Every matrix in the format (stacks of experts one expert at a time); norms and biases stay F32.
+    std::list<std::unique_ptr<test::OwnedTensor>> packed;
+    for (auto& [name, t] : m.tensors) {
+      if (t.shape.size() < 2) continue;
+      const auto* values = reinterpret_cast<const float*>(t.data.data);
+      const std::vector<float> v(values, values + t.data.size / 4);
+      packed.push_back(test::quantized_tensor(format, t.shape, v, test::default_params(format)));
+      ASSERT_FALSE(HasFailure());
+      const std::string keep_name = t.name;
+      t = packed.back()->tensor;
+      t.name = keep_name;
+    }
+    auto cpu_model = Transformer::create(cpu_, m.config, m.tensors);
+    ASSERT_TRUE(cpu_model.ok()) << cpu_model.status().to_string();
+    auto gpu_model = Transformer::create(*gpu_, m.config, m.tensors);
+    ASSERT_TRUE(gpu_model.ok()) << gpu_model.status().to_string();
+    auto cpu_seq = (*cpu_model)->new_sequence(16);
+    auto gpu_seq = (*gpu_model)->new_sequence(16);
+    ASSERT_TRUE(cpu_seq.ok() && gpu_seq.ok());
+    const std::vector<int32_t> tokens = {3, 17, 42, 8, 8, 29, 1, 44, 12};
+    std::vector<float> want, got;
+    // A 7-token prompt with every position's logits, then two decode steps.
+    ASSERT_TRUE((*cpu_model)->forward(**cpu_seq, std::span(tokens).first(7), LogitsFor::kAll, &want).ok());
+    const Status s = (*gpu_model)->forward(**gpu_seq, std::span(tokens).first(7), LogitsFor::kAll, &got);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    for (float v : want) ASSERT_TRUE(std::isfinite(v)) << "the reference logits are not finite";
+    EXPECT_LE(test::relative_l2(got.data(), want.data(), want.size()), 1e-4) << "prompt";
+    for (size_t i = 7; i < tokens.size(); ++i) {
+      ASSERT_TRUE((*cpu_model)->forward(**cpu_seq, std::span(tokens).subspan(i, 1), LogitsFor::kLast, &want).ok());
+      ASSERT_TRUE((*gpu_model)->forward(**gpu_seq, std::span(tokens).subspan(i, 1), LogitsFor::kLast, &got).ok());
+      EXPECT_LE(test::relative_l2(got.data(), want.data(), want.size()), 1e-4) << "decode step " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, CudaArchitectures, testing::ValuesIn(quant::kAllFormats), test::format_test_name);
+
+}  // namespace
+}  // namespace qrt
