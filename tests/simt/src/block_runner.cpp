@@ -130,18 +130,29 @@ const char* op_name(WarpOpKind k, ShuffleKind s, VoteKind v) {
   return "?";
 }
 
-// A warp-synchronous operation some lanes of `mask` have reached; it completes when all of them have.
-struct WarpOp {
+// What a lane asks for: the operation and its mask (and width, for shuffles).
+struct WarpRequest {
   WarpOpKind kind = WarpOpKind::kSync;
   ShuffleKind shuffle = ShuffleKind::kIndex;
   VoteKind vote = VoteKind::kBallot;
   unsigned mask = 0;
-  unsigned arrived = 0;
   int width = 32;
-  Where where;
-  uint64_t value[32]{};
-  int arg[32]{};
   const char* name() const { return op_name(kind, shuffle, vote); }
+  bool same_as(const WarpRequest& o) const {
+    return kind == o.kind && shuffle == o.shuffle && vote == o.vote && mask == o.mask && width == o.width;
+  }
+};
+
+// A warp-synchronous operation some lanes of `mask` have reached; it completes when all of them have. Slots are
+// kept per warp and reused, so a lane's arrival copies only its own inputs.
+struct WarpOp {
+  WarpRequest request;
+  bool active = false;
+  unsigned arrived = 0;
+  Where where;
+  uint64_t value[32];
+  int arg[32];
+  const char* name() const { return request.name(); }
 };
 
 class BlockRunner {
@@ -150,7 +161,7 @@ class BlockRunner {
 
   // Called from device code on the running fiber.
   void sync_block(int predicate, Where where, uint64_t* count);
-  uint64_t warp_op(WarpOp op, uint64_t value, int arg, Where where);
+  uint64_t warp_op(const WarpRequest& request, uint64_t value, int arg, Where where);
   void async_copy(void* dst, const void* src, unsigned bytes, Where where);
   void async_commit() { current_->open_group++; }
   void async_wait(int pending, Where where);
@@ -225,7 +236,8 @@ void BlockRunner::run(const KernelLaunch& launch, uint64_t block_index) {
   exited_ = 0;
   at_barrier_ = 0;
   std::memset(exited_lanes_, 0, sizeof exited_lanes_);
-  for (auto& ops : warp_ops_) ops.clear();
+  for (auto& ops : warp_ops_)
+    for (WarpOp& op : ops) op.active = false;
   // Dynamic shared memory starts as 0xFF bytes (NaN as float) in every block: a read before any write shows.
   smem_ = smem_storage_.get() + (kSmemAlignment - reinterpret_cast<uintptr_t>(smem_storage_.get()) % kSmemAlignment);
   if (launch.dynamic_smem > 0) std::memset(smem_, 0xFF, launch.dynamic_smem);
@@ -280,9 +292,9 @@ void BlockRunner::thread_main(SimThread& t) {
          where_string(barrier_where_) + "): a barrier that only part of the block reaches");
   }
   for (const WarpOp& op : warp_ops_[static_cast<size_t>(t.linear / 32)]) {
-    if (op.mask & (1u << (t.linear % 32)))
+    if (op.active && (op.request.mask & (1u << (t.linear % 32))))
       fail("exits while lanes " + hex(op.arrived) + " of its warp wait for it in " + op.name() + "(mask " +
-           hex(op.mask) + ") at " + where_string(op.where));
+           hex(op.request.mask) + ") at " + where_string(op.where));
   }
 }
 
@@ -337,12 +349,12 @@ void BlockRunner::sync_block(int predicate, Where where, uint64_t* count) {
 
 uint64_t BlockRunner::resolve(const WarpOp& op, int lane, int* source_out) const {
   *source_out = lane;
-  if (op.kind != WarpOpKind::kShuffle) return 0;
-  const int w = op.width;
+  if (op.request.kind != WarpOpKind::kShuffle) return 0;
+  const int w = op.request.width;
   const int segment = lane & ~(w - 1);
   const int arg = op.arg[lane];
   int src = lane;
-  switch (op.shuffle) {
+  switch (op.request.shuffle) {
     case ShuffleKind::kIndex: src = segment + (arg & (w - 1)); break;
     case ShuffleKind::kUp: src = (lane - segment) >= arg ? lane - arg : lane; break;
     case ShuffleKind::kDown: src = (lane - segment) + arg < w ? lane + arg : lane; break;
@@ -352,75 +364,80 @@ uint64_t BlockRunner::resolve(const WarpOp& op, int lane, int* source_out) const
   return op.value[src];
 }
 
-uint64_t BlockRunner::warp_op(WarpOp request, uint64_t value, int arg, Where where) {
+uint64_t BlockRunner::warp_op(const WarpRequest& request, uint64_t value, int arg, Where where) {
   SimThread& t = *current_;
   const int warp = t.linear / 32, lane = t.linear % 32;
   const unsigned bit = 1u << lane;
-  const char* name = request.name();
-  if ((request.mask & bit) == 0)
-    fail(std::string(name) + " at " + where_string(where) + " with mask " + hex(request.mask) +
+  const unsigned mask = request.mask;
+  if ((mask & bit) == 0)
+    fail(std::string(request.name()) + " at " + where_string(where) + " with mask " + hex(mask) +
          ", which does not name the calling lane " + std::to_string(lane));
   const int lanes_in_warp = std::min(32, nthreads_ - warp * 32);
   const unsigned existing = lanes_in_warp == 32 ? 0xffffffffu : (1u << lanes_in_warp) - 1u;
-  if (request.mask & ~existing)
-    fail(std::string(name) + " at " + where_string(where) + " with mask " + hex(request.mask) + " names lanes " +
-         hex(request.mask & ~existing) + " that the block (" + std::to_string(nthreads_) + " threads) does not have");
-  if (request.mask & exited_lanes_[warp])
-    fail(std::string(name) + " at " + where_string(where) + " with mask " + hex(request.mask) + ": lanes " +
-         hex(request.mask & exited_lanes_[warp]) + " have exited");
-  if (request.kind == WarpOpKind::kShuffle && (request.width < 1 || request.width > 32 ||
-                                               (request.width & (request.width - 1)) != 0))
-    fail(std::string(name) + " at " + where_string(where) + " with width " + std::to_string(request.width) +
+  if (mask & ~existing)
+    fail(std::string(request.name()) + " at " + where_string(where) + " with mask " + hex(mask) + " names lanes " +
+         hex(mask & ~existing) + " that the block (" + std::to_string(nthreads_) + " threads) does not have");
+  if (mask & exited_lanes_[warp])
+    fail(std::string(request.name()) + " at " + where_string(where) + " with mask " + hex(mask) + ": lanes " +
+         hex(mask & exited_lanes_[warp]) + " have exited");
+  if (request.kind == WarpOpKind::kShuffle &&
+      (request.width < 1 || request.width > 32 || (request.width & (request.width - 1)) != 0))
+    fail(std::string(request.name()) + " at " + where_string(where) + " with width " + std::to_string(request.width) +
          " (must be a power of two up to 32)");
 
-  auto& pending = warp_ops_[static_cast<size_t>(warp)];
+  auto& slots = warp_ops_[static_cast<size_t>(warp)];
   WarpOp* op = nullptr;
-  for (WarpOp& p : pending) {
-    if ((p.mask & request.mask) == 0) continue;
-    if (p.mask != request.mask || p.kind != request.kind || p.shuffle != request.shuffle || p.vote != request.vote ||
-        p.width != request.width)
-      fail(std::string(name) + "(mask " + hex(request.mask) + ") at " + where_string(where) + " while lanes " +
-           hex(p.arrived) + " of its warp wait in " + p.name() + "(mask " + hex(p.mask) + ") at " +
+  WarpOp* free_slot = nullptr;
+  for (WarpOp& p : slots) {
+    if (!p.active) {
+      if (free_slot == nullptr) free_slot = &p;
+      continue;
+    }
+    if ((p.request.mask & mask) == 0) continue;
+    if (!p.request.same_as(request))
+      fail(std::string(request.name()) + "(mask " + hex(mask) + ") at " + where_string(where) + " while lanes " +
+           hex(p.arrived) + " of its warp wait in " + p.name() + "(mask " + hex(p.request.mask) + ") at " +
            where_string(p.where) + ": the lanes of a mask must all make the same warp-synchronous call");
     op = &p;
   }
   if (op == nullptr) {
-    request.where = where;
-    request.arrived = 0;
-    pending.push_back(request);
-    op = &pending.back();
+    if (free_slot == nullptr) free_slot = &slots.emplace_back();
+    op = free_slot;
+    op->request = request;
+    op->active = true;
+    op->arrived = 0;
+    op->where = where;
   }
   op->value[lane] = value;
   op->arg[lane] = arg;
   op->arrived |= bit;
-  if (op->arrived != op->mask) {
-    block_here(State::kInWarpOp, name, where);
+  if (op->arrived != mask) {
+    block_here(State::kInWarpOp, request.name(), where);
     return current_->result;
   }
   // Every lane of the mask is here: compute each lane's result and release the others.
-  const WarpOp done = *op;
-  pending.erase(pending.begin() + (op - pending.data()));
+  op->active = false;
   uint64_t ballot = 0;
-  if (done.kind == WarpOpKind::kVote) {
+  if (request.kind == WarpOpKind::kVote) {
     for (int l = 0; l < 32; ++l)
-      if ((done.mask >> l) & 1u) ballot |= static_cast<uint64_t>(done.value[l] != 0) << l;
+      if ((mask >> l) & 1u) ballot |= static_cast<uint64_t>(op->value[l] != 0) << l;
   }
   uint64_t own = 0;
   for (int l = 0; l < 32; ++l) {
-    if (((done.mask >> l) & 1u) == 0) continue;
+    if (((mask >> l) & 1u) == 0) continue;
     uint64_t r = 0;
-    if (done.kind == WarpOpKind::kShuffle) {
+    if (request.kind == WarpOpKind::kShuffle) {
       int source = l;
-      r = resolve(done, l, &source);
-      if (((done.mask >> source) & 1u) == 0)
-        fail(std::string(done.name()) + " at " + where_string(done.where) + ": lane " + std::to_string(l) +
-             " reads lane " + std::to_string(source) + ", which is not in the mask " + hex(done.mask) +
+      r = resolve(*op, l, &source);
+      if (((mask >> source) & 1u) == 0)
+        fail(std::string(request.name()) + " at " + where_string(op->where) + ": lane " + std::to_string(l) +
+             " reads lane " + std::to_string(source) + ", which is not in the mask " + hex(mask) +
              " (its value is undefined on a GPU)");
-    } else if (done.kind == WarpOpKind::kVote) {
-      switch (done.vote) {
+    } else if (request.kind == WarpOpKind::kVote) {
+      switch (request.vote) {
         case VoteKind::kBallot: r = ballot; break;
         case VoteKind::kAny: r = ballot != 0; break;
-        case VoteKind::kAll: r = ballot == done.mask; break;
+        case VoteKind::kAll: r = ballot == mask; break;
       }
     }
     if (l == lane) {
@@ -489,8 +506,9 @@ void BlockRunner::deadlock() {
   }
   for (size_t w = 0; w < warp_ops_.size(); ++w) {
     for (const WarpOp& op : warp_ops_[w])
-      msg += "; warp " + std::to_string(w) + " " + op.name() + "(mask " + hex(op.mask) + ") at " +
-             where_string(op.where) + " still waits for lanes " + hex(op.mask & ~op.arrived);
+      if (op.active)
+        msg += "; warp " + std::to_string(w) + " " + op.name() + "(mask " + hex(op.request.mask) + ") at " +
+               where_string(op.where) + " still waits for lanes " + hex(op.request.mask & ~op.arrived);
   }
   msg += " (" + std::to_string(exited_) + " of " + std::to_string(nthreads_) + " threads exited)";
   current_ = nullptr;
@@ -514,27 +532,27 @@ int sync_block_count(int predicate, Where where) {
 }
 
 void sync_warp(unsigned mask, Where where) {
-  WarpOp op;
-  op.kind = WarpOpKind::kSync;
-  op.mask = mask;
-  running_block("__syncwarp", where).warp_op(op, 0, 0, where);
+  WarpRequest r;
+  r.kind = WarpOpKind::kSync;
+  r.mask = mask;
+  running_block("__syncwarp", where).warp_op(r, 0, 0, where);
 }
 
 uint64_t shuffle(unsigned mask, uint64_t value, ShuffleKind kind, int arg, int width, Where where) {
-  WarpOp op;
-  op.kind = WarpOpKind::kShuffle;
-  op.shuffle = kind;
-  op.mask = mask;
-  op.width = width;
-  return running_block("a warp shuffle", where).warp_op(op, value, arg, where);
+  WarpRequest r;
+  r.kind = WarpOpKind::kShuffle;
+  r.shuffle = kind;
+  r.mask = mask;
+  r.width = width;
+  return running_block("a warp shuffle", where).warp_op(r, value, arg, where);
 }
 
 unsigned vote(unsigned mask, int predicate, VoteKind kind, Where where) {
-  WarpOp op;
-  op.kind = WarpOpKind::kVote;
-  op.vote = kind;
-  op.mask = mask;
-  return static_cast<unsigned>(running_block("a warp vote", where).warp_op(op, predicate != 0, 0, where));
+  WarpRequest r;
+  r.kind = WarpOpKind::kVote;
+  r.vote = kind;
+  r.mask = mask;
+  return static_cast<unsigned>(running_block("a warp vote", where).warp_op(r, predicate != 0, 0, where));
 }
 
 unsigned active_mask() {
