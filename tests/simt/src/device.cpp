@@ -145,10 +145,15 @@ Event* as_event(cudaEvent_t h) {
 
 bool satisfied(const Dep& d) { return d.stream->executed >= d.seq; }
 
-// Host side: blocks until s has run its op number `seq` (and what it depends on).
-void wait_executed(Stream* s, uint64_t seq) {
+// Host side: blocks until s has run its op number `seq` (and what it depends on). `count_on`, if given, counts
+// the call, and a real wait when the work was unfinished.
+void wait_executed(Stream* s, uint64_t seq, StreamCounters* count_on = nullptr) {
   Device& d = *s->device;
   std::unique_lock<std::mutex> lock(d.mu);
+  if (count_on != nullptr) {
+    count_on->host_sync_calls++;
+    if (s->executed < seq) count_on->host_syncs++;
+  }
   if (s->executed >= seq) return;
   d.demands.push_back(Demand{s, seq, false});
   d.start_executor();
@@ -354,9 +359,8 @@ cudaError_t wait_stream(Stream* s) {
   {
     std::lock_guard<std::mutex> lock(s->device->mu);
     target = s->enqueued;
-    s->counters.host_syncs++;
   }
-  wait_executed(s, target);
+  wait_executed(s, target, &s->counters);
   return cudaSuccess;
 }
 
@@ -367,8 +371,11 @@ cudaError_t wait_device(int device) {
   {
     std::lock_guard<std::mutex> lock(d.mu);
     for (auto& s : d.streams) {
-      s->counters.host_syncs++;
-      if (s->enqueued > s->executed) targets.push_back(Dep{s.get(), s->enqueued});
+      s->counters.host_sync_calls++;
+      if (s->enqueued > s->executed) {
+        s->counters.host_syncs++;
+        targets.push_back(Dep{s.get(), s->enqueued});
+      }
     }
   }
   for (const Dep& t : targets) wait_executed(t.stream, t.seq);
@@ -475,11 +482,7 @@ cudaError_t synchronize_event(cudaEvent_t event) {
   if (e == nullptr) return cudaErrorInvalidResourceHandle;
   if (cudaError_t err = check_capture_allows_sync(nullptr); err != cudaSuccess) return err;
   if (e->stream == nullptr) return cudaSuccess;
-  {
-    std::lock_guard<std::mutex> lock(e->stream->device->mu);
-    e->stream->counters.host_syncs++;
-  }
-  wait_executed(e->stream, e->seq);
+  wait_executed(e->stream, e->seq, &e->stream->counters);
   return cudaSuccess;
 }
 
@@ -608,6 +611,7 @@ StreamCounters& StreamCounters::operator+=(const StreamCounters& o) {
   memcpy_device_to_host_bytes += o.memcpy_device_to_host_bytes;
   memcpy_device_to_device_bytes += o.memcpy_device_to_device_bytes;
   memsets += o.memsets;
+  host_sync_calls += o.host_sync_calls;
   host_syncs += o.host_syncs;
   collectives += o.collectives;
   return *this;

@@ -289,7 +289,8 @@ TEST(SimtRuntime, CaptureRecordsAndLaunchReplays) {
   EXPECT_EQ(c.kernel_launches, 0u);
   EXPECT_EQ(c.memcpy_host_to_device, 3u);
   EXPECT_EQ(c.memcpy_host_to_device_bytes, 3u * n * 4);
-  EXPECT_EQ(c.host_syncs, 3u);
+  EXPECT_EQ(c.host_sync_calls, 3u);
+  EXPECT_EQ(c.host_syncs, 3u) << "each replay was still queued when the host waited";
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaFreeHost(pinned);
@@ -376,7 +377,11 @@ TEST(SimtRuntime, CountersPerStream) {
   EXPECT_EQ(c.memcpy_device_to_host - before.memcpy_device_to_host, 1u);
   EXPECT_EQ(c.memcpy_device_to_host_bytes - before.memcpy_device_to_host_bytes, 400u);
   EXPECT_EQ(c.memsets - before.memsets, 1u);
-  EXPECT_EQ(c.host_syncs - before.host_syncs, 2u) << "the pageable download and the stream sync";
+  EXPECT_EQ(c.host_sync_calls - before.host_sync_calls, 2u) << "the pageable download and the stream sync";
+  EXPECT_EQ(c.host_syncs - before.host_syncs, 2u) << "both found work to wait for (the memset was queued after)";
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(stream_counters(s).host_syncs, c.host_syncs) << "nothing queued: a call, not a wait";
+  EXPECT_EQ(stream_counters(s).host_sync_calls, c.host_sync_calls + 1);
   cudaStreamDestroy(s);
 }
 

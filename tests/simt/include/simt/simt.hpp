@@ -20,7 +20,8 @@ struct StreamCounters {
   uint64_t memcpy_device_to_host_bytes = 0;
   uint64_t memcpy_device_to_device_bytes = 0;
   uint64_t memsets = 0;
-  uint64_t host_syncs = 0;             // host waits on this stream (stream/event/device sync, blocking copies)
+  uint64_t host_sync_calls = 0;        // calls that wait for this stream (stream/event/device sync, blocking copies)
+  uint64_t host_syncs = 0;             // those that found work of the stream still unfinished: real waits
   uint64_t collectives = 0;            // NCCL collectives enqueued
 
   StreamCounters& operator+=(const StreamCounters& o);
