@@ -1,11 +1,17 @@
 # run-model split among ranks must print exactly what the single-rank run prints (ids of a seeded sampled
 # continuation), once; a model that does not exist must give one "error:" line and a non-zero exit.
-#   cmake -DLAUNCHER=<mpirun|flags> -DRUN_MODEL=<run-model> -DMODEL=<stories260K.gguf> -P run_model_tp.cmake
+#   cmake -DLAUNCHER=<mpirun|flags> -DRUN_MODEL=<run-model> -DMODEL=<stories260K.gguf> [-DEXTRA=<arg|arg...>]
+#         -P run_model_tp.cmake
+# EXTRA: more run-model arguments for both runs, e.g. "--device|cuda" (the gpu-sim variant, tests/simt).
 if(NOT EXISTS "${MODEL}")
   message(FATAL_ERROR "test data unavailable: ${MODEL}")  # ctest reports it as skipped
 endif()
 string(REPLACE "|" ";" launcher "${LAUNCHER}")
 set(args "${MODEL}" -p "Once upon a time" -n 24 --temp 0.8 --top-k 20 --seed 7 --ids)
+if(EXTRA)
+  string(REPLACE "|" ";" extra "${EXTRA}")
+  list(APPEND args ${extra})
+endif()
 
 execute_process(COMMAND "${RUN_MODEL}" ${args} OUTPUT_VARIABLE single ERROR_VARIABLE single_err RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
