@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
-#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "loader/gguf_metadata.hpp"
@@ -20,10 +19,24 @@
 #include "backend/comm/communicator.hpp"
 
 namespace qrt {
+namespace api_detail {
+
+Status on_every_local_rank(ModelImpl& m, const std::function<Status(int)>& fn) {
+  return first_rank_failure(m.workers->run([&](int r) -> Status {
+    Status s = fn(r);
+    if (!s.ok()) (r == 0 ? *m.local_comm : *m.peers[static_cast<size_t>(r - 1)].comm).cancel_group();
+    return s;
+  }));
+}
+
+}  // namespace api_detail
+
 namespace {
 
 using api_detail::ModelImpl;
+using api_detail::on_every_local_rank;
 using api_detail::PeerRank;
+using api_detail::RankWorkers;
 
 // The architecture config and the scheme of the tensor names, from GGUF metadata or config.json.
 Result<ModelConfig> map_config(const ModelSource& src, names::NameScheme* scheme) {
@@ -90,24 +103,6 @@ Result<std::unique_ptr<Backend>> create_backend(const ModelOptions& options, Com
   return invalid_argument("unknown device");
 }
 
-// Runs fn(rank) for every rank of this process's group at once: ranks 1.. on their own threads, rank 0 on the
-// caller's. A rank that fails cancels the group's collectives, so that no rank waits for it; the lowest failing
-// rank's error is returned.
-Status on_every_local_rank(ModelImpl* m, const std::function<Status(int)>& fn) {
-  const int ranks = 1 + static_cast<int>(m->peers.size());
-  std::vector<Status> results(static_cast<size_t>(ranks));
-  auto run = [&](int r) {
-    Status s = fn(r);
-    if (!s.ok()) (r == 0 ? *m->local_comm : *m->peers[static_cast<size_t>(r - 1)].comm).cancel_group();
-    results[static_cast<size_t>(r)] = std::move(s);
-  };
-  std::vector<std::thread> threads;
-  for (int r = 1; r < ranks; ++r) threads.emplace_back(run, r);
-  run(0);
-  for (auto& t : threads) t.join();
-  return api_detail::first_rank_failure(results);
-}
-
 // The backends of every rank this process holds: the one of a single rank or MPI rank, or those of the in-process
 // group (ModelOptions::tensor_parallel).
 Status create_backends(const ModelOptions& options, ModelImpl* m) {
@@ -116,7 +111,7 @@ Status create_backends(const ModelOptions& options, ModelImpl* m) {
     QRT_ASSIGN_OR_RETURN(m->backend, create_backend(options, m->comm.get(), device, &m->device_comm));
     return ok_status();
   }
-  return on_every_local_rank(m, [&](int r) -> Status {
+  return on_every_local_rank(*m, [&](int r) -> Status {
     const int device = options.device_index + r;
     if (r == 0) {
       QRT_ASSIGN_OR_RETURN(m->backend, create_backend(options, m->local_comm.get(), device, &m->device_comm));
@@ -161,7 +156,7 @@ Status build(const std::string& path_or_name, const ModelOptions& options, Model
   } else {
     // Each rank uploads its own slices, all at once.
     const int world = 1 + static_cast<int>(m->peers.size());
-    Status loaded = on_every_local_rank(m, [&](int r) -> Status {
+    Status loaded = on_every_local_rank(*m, [&](int r) -> Status {
       TransformerOptions transformer_options;
       transformer_options.tp = {r, world};
       Backend& backend = r == 0 ? *m->backend : *m->peers[static_cast<size_t>(r - 1)].backend;
@@ -220,6 +215,7 @@ Result<std::shared_ptr<ModelImpl>> load(const std::string& path_or_name, const M
     m->local_comm = std::move(comms[0]);
     m->peers.resize(comms.size() - 1);
     for (size_t r = 1; r < comms.size(); ++r) m->peers[r - 1].comm = std::move(comms[r]);
+    m->workers = std::make_unique<RankWorkers>(options.tensor_parallel);
   }
   Status built = build(path_or_name, options, m.get());
   if (m->comm) built = m->comm->agree(built);

@@ -2,6 +2,7 @@
 // the chat template. Shared by the Model handles and the Sessions made from them.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "qrt/runtime.hpp"
 #include "backend/backend.hpp"
 #include "backend/comm/communicator.hpp"
+#include "runtime/src/rank_workers.hpp"
 
 namespace qrt::api_detail {
 
@@ -38,10 +40,11 @@ struct ModelImpl {
   // which uses them, so that they are destroyed after it.
   std::unique_ptr<Communicator> comm;
   std::unique_ptr<Communicator> device_comm;
-  // In-process tensor parallelism: rank 0's thread-group communicator (its backend is `backend`) and the other
-  // ranks, each run on its own thread for every forward pass. Empty otherwise.
+  // In-process tensor parallelism: rank 0's thread-group communicator (its backend is `backend`), the other
+  // ranks, and the threads they run on (one per rank, kept for the model's lifetime). Empty otherwise.
   std::unique_ptr<Communicator> local_comm;
   std::vector<PeerRank> peers;
+  std::unique_ptr<RankWorkers> workers;
   // Declared before the transformer so that the transformer (which frees its weights through the backend) is
   // destroyed first.
   std::unique_ptr<Backend> backend;
@@ -55,6 +58,7 @@ struct ModelImpl {
   Status chat_template_status;  // why chat_template is empty: absent, or it failed to parse
 
   ~ModelImpl() {
+    workers.reset();  // no job runs: every caller of run() holds a reference to this model
     transformer.reset();
     backend.reset();
     peers.clear();
@@ -63,6 +67,11 @@ struct ModelImpl {
     comm.reset();
   }
 };
+
+// Runs fn(rank) for every rank of this process's group at once, on the group's threads (ModelImpl::workers; rank 0
+// on the caller's). A rank that fails cancels the group's collectives, so that no rank waits for it; the lowest
+// failing rank's error is returned.
+Status on_every_local_rank(ModelImpl& m, const std::function<Status(int)>& fn);
 
 // The error to report from the ranks of an in-process group (element r: rank r): the lowest rank that failed on
 // its own, rather than one that only saw its collectives cancelled because of it.

@@ -2,7 +2,6 @@
 // sampling, stop strings and streaming.
 #include <algorithm>
 #include <chrono>
-#include <thread>
 
 #include "runtime/src/session_state.hpp"
 #include "runtime/src/stream_text.hpp"
@@ -28,24 +27,16 @@ void clear_context(SessionState& s) {
 // Whether this rank decides (samples, calls back): always on a single rank, rank 0 of a tensor-parallel model.
 bool leads(const SessionState& s) { return !s.m->comm || s.m->comm->rank() == 0; }
 
-// The same forward pass on every rank of an in-process tensor-parallel group: ranks 1.. on their own threads,
-// rank 0 (whose logits the session keeps) on the caller's. A failing rank cancels the group's collectives so that
-// none waits for it; the group is then unusable and every later pass fails too.
+// The same forward pass on every rank of an in-process tensor-parallel group, on the group's threads (rank 0,
+// whose logits the session keeps, on the caller's). A failing rank cancels the group's collectives so that none
+// waits for it; the group is then unusable and every later pass fails too.
 Status forward_on_every_local_rank(SessionState& s, std::span<const int32_t> batch) {
   auto& m = *s.m;
-  std::vector<Status> by_rank(m.peers.size() + 1);
-  std::vector<std::thread> threads;
-  for (size_t p = 0; p < m.peers.size(); ++p) {
-    threads.emplace_back([&, p] {
-      Status st = m.peers[p].transformer->forward_keep_logits(*s.peer_sequences[p], batch);
-      if (!st.ok()) m.peers[p].comm->cancel_group();
-      by_rank[p + 1] = std::move(st);
-    });
-  }
-  by_rank[0] = m.transformer->forward_keep_logits(*s.sequence, batch);
-  if (!by_rank[0].ok()) m.local_comm->cancel_group();
-  for (auto& t : threads) t.join();
-  return api_detail::first_rank_failure(by_rank);
+  return api_detail::on_every_local_rank(m, [&](int r) -> Status {
+    if (r == 0) return m.transformer->forward_keep_logits(*s.sequence, batch);
+    const size_t p = static_cast<size_t>(r - 1);
+    return m.peers[p].transformer->forward_keep_logits(*s.peer_sequences[p], batch);
+  });
 }
 
 // Runs the tokens not yet in the KV cache through the model, a batch at a time, leaving the logits of the last
