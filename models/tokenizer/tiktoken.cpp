@@ -1,5 +1,7 @@
 // Byte-level BPE vocabularies from files other than tokenizer.json: tiktoken rank files and GPT-2 style
 // vocab.json + merges.txt pairs.
+#include <openssl/evp.h>
+
 #include <nlohmann/json.hpp>
 
 #include "models/tokenizer/tokenizer.hpp"
@@ -10,30 +12,20 @@ namespace qrt {
 
 namespace {
 
-// Standard base64 (with '=' padding); false on any other character.
+// Standard base64 through OpenSSL; '=' padding may be left out (it is restored first). False on anything that is
+// not base64.
 bool base64_decode(std::string_view text, std::string* out) {
-  const auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
-  out->clear();
-  uint32_t bits = 0;
-  int count = 0;
-  for (char c : text) {
-    const int v = value(c);
-    if (v < 0) return false;
-    bits = (bits << 6) | static_cast<uint32_t>(v);
-    count += 6;
-    if (count >= 8) {
-      count -= 8;
-      out->push_back(static_cast<char>((bits >> count) & 0xFF));
-    }
-  }
+  std::string padded(text);
+  if (padded.size() % 4 == 1) return false;
+  while (padded.size() % 4 != 0) padded.push_back('=');
+  out->assign(padded.size() / 4 * 3, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out->data()),
+                                reinterpret_cast<const unsigned char*>(padded.data()), static_cast<int>(padded.size()));
+  if (n < 0) return false;
+  // EVP_DecodeBlock counts the padding as zero bytes.
+  size_t pad = 0;
+  while (pad < 2 && pad < padded.size() && padded[padded.size() - 1 - pad] == '=') ++pad;
+  out->resize(static_cast<size_t>(n) - pad);
   return true;
 }
 

@@ -184,6 +184,13 @@ TEST(TokenizerTiktokenTest, ParsesRanksAndRejectsBadLines) {
   EXPECT_EQ(*tok->encode("ab b", false), (std::vector<int32_t>{2, 3, 1}));
   EXPECT_EQ(*tok->encode("<|eot|>", false, true), (std::vector<int32_t>{4}));
   EXPECT_FALSE(tokenizer_spec_from_tiktoken("YQ== 0\n!!! 1\n", {}, true).ok());
+  EXPECT_FALSE(tokenizer_spec_from_tiktoken("YQ== 0\nYWJjZ 1\n", {}, true).ok()) << "5 base64 digits";
+  // Padding may be left out.
+  auto unpadded = tokenizer_spec_from_tiktoken("YQ 0\nYg 1\nYWI 2\nIA 3\n", {}, true);
+  ASSERT_TRUE(unpadded.ok()) << unpadded.status().to_string();
+  auto tok2 = Tokenizer::create(std::move(unpadded).value());
+  ASSERT_TRUE(tok2.ok());
+  EXPECT_EQ(*tok2->encode("ab b", false), (std::vector<int32_t>{2, 3, 1}));
   const auto gap = tokenizer_spec_from_tiktoken("YQ== 0\nYg== 2\n", {}, true);
   ASSERT_FALSE(gap.ok());
   EXPECT_NE(gap.status().message().find("line 2"), std::string::npos);
