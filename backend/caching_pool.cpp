@@ -12,8 +12,8 @@ uint64_t round_up(uint64_t bytes, uint64_t granule) { return (bytes + granule - 
 
 }  // namespace
 
-CachingPool::CachingPool(std::string name, RawAllocate allocate, RawRelease release)
-    : name_(std::move(name)), raw_allocate_(std::move(allocate)), raw_release_(std::move(release)) {}
+CachingPool::CachingPool(std::string name, RawAllocate allocate, RawRelease release, Reuse reuse)
+    : name_(std::move(name)), raw_allocate_(std::move(allocate)), raw_release_(std::move(release)), reuse_(reuse) {}
 
 CachingPool::~CachingPool() {
   trim();
@@ -30,7 +30,8 @@ Result<void*> CachingPool::allocate(uint64_t bytes) {
   // Rounding must not wrap around: anything this large cannot be allocated anyway.
   if (bytes > std::numeric_limits<uint64_t>::max() - kLargeGranule)
     return out_of_range(name_ + ": cannot allocate " + std::to_string(bytes) + " bytes");
-  const uint64_t cls = size_class(bytes);
+  // Without reuse the raw allocator sees the request itself (rounded to 256 bytes, CUDA's alignment).
+  const uint64_t cls = reuse_ == Reuse::kSizeClasses ? size_class(bytes) : round_up(bytes, 256);
   void* p = nullptr;
   if (auto it = cached_.find(cls); it != cached_.end()) {
     p = it->second;
@@ -48,6 +49,7 @@ Result<void*> CachingPool::allocate(uint64_t bytes) {
   }
   live_[reinterpret_cast<uintptr_t>(p)] = LiveBlock{bytes, cls};
   live_bytes_ += cls;
+  if (live_bytes_ + cached_bytes_ > peak_bytes_) peak_bytes_ = live_bytes_ + cached_bytes_;
   return p;
 }
 
@@ -58,6 +60,10 @@ bool CachingPool::release(void* ptr) {
   const uint64_t cls = it->second.size_class;
   live_bytes_ -= cls;
   live_.erase(it);
+  if (reuse_ == Reuse::kNone) {
+    raw_release_(ptr);
+    return true;
+  }
   cached_.emplace(cls, ptr);
   cached_bytes_ += cls;
   return true;

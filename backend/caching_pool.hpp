@@ -1,7 +1,9 @@
 // A simple caching allocator for one device: freed blocks are kept per size class and handed out again to a later
 // request of the same class, so a forward pass that reallocates its scratch buffers does not pay cudaMalloc /
 // cudaFree (which synchronizes the device) every time. The raw allocator is injected, so the bookkeeping is plain
-// host code that the unit tests drive with malloc.
+// host code that the unit tests drive with malloc. With Reuse::kNone the pool only keeps the books (live blocks,
+// their bytes and the peak) and hands every release straight back: for a raw allocator that caches by itself, such
+// as CUDA's stream-ordered cudaMallocAsync with a memory pool.
 //
 // Reuse is only safe because every op of a backend runs on one stream: a block released while kernels on that
 // stream still read it is handed out again to work issued after them on the same stream. A backend that adds
@@ -23,7 +25,8 @@ class CachingPool {
   using RawAllocate = std::function<Result<void*>(uint64_t bytes)>;
   using RawRelease = std::function<void(void* ptr)>;
 
-  CachingPool(std::string name, RawAllocate allocate, RawRelease release);
+  enum class Reuse { kSizeClasses, kNone };
+  CachingPool(std::string name, RawAllocate allocate, RawRelease release, Reuse reuse = Reuse::kSizeClasses);
   ~CachingPool();  // returns every block, live or cached, to the raw allocator
   CachingPool(const CachingPool&) = delete;
   CachingPool& operator=(const CachingPool&) = delete;
@@ -51,6 +54,8 @@ class CachingPool {
   size_t live_count() const { return live_.size(); }
   uint64_t live_bytes() const { return live_bytes_; }
   uint64_t cached_bytes() const { return cached_bytes_; }
+  // The most live plus cached bytes held at once: what the pool took from the device at its peak.
+  uint64_t peak_bytes() const { return peak_bytes_; }
 
  private:
   struct LiveBlock {
@@ -62,8 +67,10 @@ class CachingPool {
   RawRelease raw_release_;
   std::map<uintptr_t, LiveBlock> live_;             // start -> block
   std::multimap<uint64_t, void*> cached_;           // size class -> free block
+  Reuse reuse_;
   uint64_t live_bytes_ = 0;    // rounded
   uint64_t cached_bytes_ = 0;  // rounded
+  uint64_t peak_bytes_ = 0;
 };
 
 }  // namespace qrt

@@ -38,7 +38,9 @@ class CudaBackend final : public Backend {
  public:
   // `comm`: this rank's tensor-parallel communicator (not owned; it must outlive the backend), an NCCL
   // communicator on the same device, or null (or one rank) for a single GPU.
-  static Result<std::unique_ptr<CudaBackend>> create(int device, Communicator* comm = nullptr);
+  // `allocator`: where activation memory comes from (cuda_context.hpp).
+  static Result<std::unique_ptr<CudaBackend>> create(int device, Communicator* comm = nullptr,
+                                                     DeviceAllocator allocator = DeviceAllocator::kCachingPool);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;

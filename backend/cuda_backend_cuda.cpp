@@ -79,13 +79,13 @@ struct CudaBackend::Weight {
   }
 };
 
-Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, Communicator* comm) {
+Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, Communicator* comm, DeviceAllocator allocator) {
   if (comm != nullptr && comm->world() > 1 && comm->kind() != "nccl") {
     return invalid_argument("cuda backend on device " + std::to_string(device) + ": a " + std::string(comm->kind()) +
                             " communicator reduces host memory; " + std::to_string(comm->world()) +
                             " GPU ranks need an nccl communicator");
   }
-  QRT_ASSIGN_OR_RETURN(std::unique_ptr<CudaContext> ctx, CudaContext::create(device));
+  QRT_ASSIGN_OR_RETURN(std::unique_ptr<CudaContext> ctx, CudaContext::create(device, allocator));
   std::unique_ptr<CudaBackend> backend(new CudaBackend(std::move(ctx)));
   backend->comm_ = comm;
   return backend;

@@ -56,10 +56,20 @@ class ScopedDevice {
   int device_ = -1;
 };
 
+// Where activation memory (allocate(): scratch, KV cache) comes from. Weights are plain cudaMalloc either way.
+//   kCachingPool    cudaMalloc'd blocks kept per size class by CachingPool and reused in stream order;
+//   kStreamOrdered  cudaMallocAsync / cudaFreeAsync on the compute stream from the device's default memory pool,
+//                   its release threshold raised so freed memory stays cached (graph-capturable, safe across
+//                   streams). The pool is the default until the GPU benchmark (bench/gpu/allocator_bench.cpp)
+//                   says otherwise.
+enum class DeviceAllocator { kCachingPool, kStreamOrdered };
+const char* device_allocator_name(DeviceAllocator a);
+
 class CudaContext {
  public:
   // Opens `device` (an index below cudaGetDeviceCount()).
-  static Result<std::unique_ptr<CudaContext>> create(int device);
+  static Result<std::unique_ptr<CudaContext>> create(int device,
+                                                     DeviceAllocator allocator = DeviceAllocator::kCachingPool);
   ~CudaContext();
   CudaContext(const CudaContext&) = delete;
   CudaContext& operator=(const CudaContext&) = delete;
@@ -78,7 +88,7 @@ class CudaContext {
 
  private:
   CudaContext() = default;
-  Status init(int device);
+  Status init(int device, DeviceAllocator allocator);
 
   CudaDeviceProps props_;
   cudaStream_t compute_ = nullptr;

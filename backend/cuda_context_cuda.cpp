@@ -1,5 +1,7 @@
 #include "backend/cuda_context.hpp"
 
+#include <cstdint>
+
 namespace qrt {
 
 Status cublas_status(cublasStatus_t status, const char* call, std::source_location where) {
@@ -21,7 +23,11 @@ ScopedDevice::~ScopedDevice() {
   if (previous_ >= 0) cudaSetDevice(previous_);  // best effort: a destructor cannot report
 }
 
-Result<std::unique_ptr<CudaContext>> CudaContext::create(int device) {
+const char* device_allocator_name(DeviceAllocator a) {
+  return a == DeviceAllocator::kCachingPool ? "caching pool" : "stream-ordered (cudaMallocAsync)";
+}
+
+Result<std::unique_ptr<CudaContext>> CudaContext::create(int device, DeviceAllocator allocator) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
@@ -32,12 +38,12 @@ Result<std::unique_ptr<CudaContext>> CudaContext::create(int device) {
     return not_found("CUDA device " + std::to_string(device) + " does not exist (this machine has " +
                      std::to_string(count) + ")");
   std::unique_ptr<CudaContext> ctx(new CudaContext());
-  Status s = ctx->init(device);
+  Status s = ctx->init(device, allocator);
   if (!s.ok()) return s.with_context("opening CUDA device " + std::to_string(device));
   return ctx;
 }
 
-Status CudaContext::init(int device) {
+Status CudaContext::init(int device, DeviceAllocator allocator) {
   props_.device = device;
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::enter(device));
   cudaDeviceProp p{};
@@ -66,8 +72,35 @@ Status CudaContext::init(int device) {
   QRT_CUBLAS_TRY(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
 
   const int dev = device;
+  const std::string pool_name = "CUDA device " + std::to_string(device) + " pool";
+  if (allocator == DeviceAllocator::kStreamOrdered) {
+    // Keep freed memory in the device's pool instead of returning it at every synchronization.
+    cudaMemPool_t mempool = nullptr;
+    QRT_CUDA_TRY(cudaDeviceGetDefaultMemPool(&mempool, device));
+    uint64_t keep_everything = UINT64_MAX;
+    QRT_CUDA_TRY(cudaMemPoolSetAttribute(mempool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
+    const cudaStream_t stream = compute_;
+    pool_ = std::make_unique<CachingPool>(
+        pool_name,
+        [dev, stream](uint64_t bytes) -> Result<void*> {
+          void* p = nullptr;
+          QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::enter(dev));
+          const cudaError_t err = cudaMallocAsync(&p, bytes, stream);
+          if (err != cudaSuccess) {
+            cudaGetLastError();
+            return cuda_status(err, "cudaMallocAsync").with_context(std::to_string(bytes) + " bytes");
+          }
+          return p;
+        },
+        [dev, stream](void* p) {
+          auto scope = ScopedDevice::enter(dev);
+          cudaFreeAsync(p, stream);  // ordered after the work already issued that may use it
+        },
+        CachingPool::Reuse::kNone);
+    return ok_status();
+  }
   pool_ = std::make_unique<CachingPool>(
-      "CUDA device " + std::to_string(device) + " pool",
+      pool_name,
       [dev](uint64_t bytes) -> Result<void*> {
         void* p = nullptr;
         QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::enter(dev));

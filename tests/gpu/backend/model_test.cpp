@@ -126,6 +126,38 @@ TEST_F(CudaModel, TinyModelsMatchCpuLogits) {
   }
 }
 
+// The two sources of activation memory (cuda_context.hpp) give bit-identical logits: the same kernels in the same
+// order, only the addresses differ. Under gpu-sim the stream-ordered frees land in stream order, so a buffer used
+// after its release would fault there.
+TEST(CudaAllocators, StreamOrderedAndPooledMemoryGiveTheSameLogits) {
+  QRT_REQUIRE_GPU();
+  auto m = test::make_tiny_model(tiny_cases()[1].config);  // MoE, qk norm, biases
+  const auto tokens = some_tokens(44, m.config.vocab_size);
+  std::vector<std::vector<float>> logits;
+  for (DeviceAllocator allocator : {DeviceAllocator::kCachingPool, DeviceAllocator::kStreamOrdered}) {
+    SCOPED_TRACE(device_allocator_name(allocator));
+    auto gpu = CudaBackend::create(0, nullptr, allocator);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+    {
+      auto model = Transformer::create(**gpu, m.config, m.tensors);
+      ASSERT_TRUE(model.ok()) << model.status().to_string();
+      auto seq = (*model)->new_sequence(48);
+      ASSERT_TRUE(seq.ok());
+      std::vector<float> out, step;
+      ASSERT_TRUE((*model)->forward(**seq, std::span(tokens).first(40), LogitsFor::kAll, &out).ok());
+      for (size_t i = 40; i < tokens.size(); ++i) {
+        ASSERT_TRUE((*model)->forward(**seq, std::span(tokens).subspan(i, 1), LogitsFor::kLast, &step).ok());
+        out.insert(out.end(), step.begin(), step.end());
+      }
+      logits.push_back(std::move(out));
+    }
+    ASSERT_TRUE((*gpu)->synchronize().ok());
+    EXPECT_EQ((*gpu)->live_allocations(), 0u);
+  }
+  ASSERT_EQ(logits.size(), 2u);
+  EXPECT_EQ(logits[0], logits[1]);
+}
+
 TEST_F(CudaModel, Stories260KGgufReproducesGoldenGreedy) {
   QRT_REQUIRE_TEST_DATA(data);
   const test::StoriesGolden golden = test::read_stories_golden(data);

@@ -19,7 +19,7 @@ struct CountingAllocator {
   uint64_t live_bytes = 0;
   std::map<void*, uint64_t> sizes;
 
-  CachingPool make_pool() {
+  CachingPool make_pool(CachingPool::Reuse reuse = CachingPool::Reuse::kSizeClasses) {
     return CachingPool(
         "test pool",
         [this](uint64_t bytes) -> Result<void*> {
@@ -40,9 +40,45 @@ struct CountingAllocator {
           live_bytes -= sizes[p];
           sizes.erase(p);
           std::free(p);
-        });
+        },
+        reuse);
   }
 };
+
+// Without reuse (the raw allocator caches, as cudaMallocAsync's pool does) every release goes straight back, the
+// books still answer view lookups, and the peak counts what was held at once.
+TEST(CachingPool, WithoutReuseReleasesAtOnceAndTracksThePeak) {
+  CountingAllocator raw;
+  {
+    CachingPool pool = raw.make_pool(CachingPool::Reuse::kNone);
+    auto a = pool.allocate(1000);
+    auto b = pool.allocate(3000);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(raw.sizes[*a], 1024u) << "rounded to 256 bytes, not to a size class";
+    EXPECT_TRUE(pool.find_live(static_cast<char*>(*b) + 2000, 1000, nullptr));
+    EXPECT_FALSE(pool.find_live(static_cast<char*>(*b) + 2000, 1001, nullptr));
+    EXPECT_TRUE(pool.release(*a));
+    EXPECT_EQ(raw.live.size(), 1u) << "released to the raw allocator at once";
+    EXPECT_EQ(pool.cached_bytes(), 0u);
+    auto c = pool.allocate(100);
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(raw.allocations, 3) << "nothing reused by the pool itself";
+    EXPECT_EQ(pool.peak_bytes(), 1024u + 3072u);
+    EXPECT_EQ(pool.live_bytes(), 3072u + 256u);
+  }
+  EXPECT_TRUE(raw.live.empty());
+}
+
+TEST(CachingPool, PeakCountsCachedBlocksToo) {
+  CountingAllocator raw;
+  CachingPool pool = raw.make_pool();
+  auto a = pool.allocate(600);
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(pool.release(*a));
+  auto b = pool.allocate(2 << 20);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(pool.peak_bytes(), 1024u + (2u << 20)) << "the cached 1024-byte block is still held";
+}
 
 TEST(CachingPool, SizeClasses) {
   EXPECT_EQ(CachingPool::size_class(1), 512u);
