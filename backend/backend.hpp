@@ -109,10 +109,18 @@ struct SampleStep {
   std::vector<PenaltyCount> penalties;
 };
 
+// What a backend holds in device memory (host memory for the CPU backend), by owner.
+struct MemoryStats {
+  uint64_t weight_bytes = 0;           // uploaded weights as stored (packed parts, decoded 1-D tensors)
+  uint64_t activation_bytes = 0;       // live allocate() blocks: KV caches and scratch of the sequences
+  uint64_t activation_peak_bytes = 0;  // the most held for activations at once (blocks cached for reuse included)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  virtual MemoryStats memory_stats() const = 0;
 
   // ---- memory -------------------------------------------------------------------------------------------
   virtual Result<DeviceBuffer> allocate(uint64_t bytes) = 0;

@@ -79,6 +79,8 @@ Result<DeviceBuffer> CpuBackend::allocate(uint64_t bytes) {
   void* p = ::operator new(bytes, std::align_val_t(64), std::nothrow);
   if (p == nullptr) return out_of_range("cpu backend: cannot allocate " + std::to_string(bytes) + " bytes");
   allocations_[reinterpret_cast<uintptr_t>(p)] = bytes;
+  allocated_bytes_ += bytes;
+  allocated_peak_ = std::max(allocated_peak_, allocated_bytes_);
   return DeviceBuffer{p, bytes};
 }
 
@@ -87,7 +89,17 @@ void CpuBackend::deallocate(DeviceBuffer buffer) {
   auto it = allocations_.find(reinterpret_cast<uintptr_t>(buffer.ptr));
   if (it == allocations_.end()) return;  // not ours or already freed: never free foreign memory
   ::operator delete(buffer.ptr, std::align_val_t(64));
+  allocated_bytes_ -= it->second;
   allocations_.erase(it);
+}
+
+MemoryStats CpuBackend::memory_stats() const {
+  MemoryStats m;
+  for (const auto& w : weights_)
+    if (w != nullptr) m.weight_bytes += w->data.size() + w->scales.size() + w->biases.size() + w->values.size() * 4;
+  m.activation_bytes = allocated_bytes_;
+  m.activation_peak_bytes = allocated_peak_;
+  return m;
 }
 
 Status CpuBackend::check_range(const void* p, uint64_t bytes, const char* op, const char* what) const {

@@ -24,6 +24,7 @@ class CpuBackend final : public Backend {
   CpuBackend& operator=(const CpuBackend&) = delete;
 
   std::string name() const override { return "cpu"; }
+  MemoryStats memory_stats() const override;
 
   Result<DeviceBuffer> allocate(uint64_t bytes) override;
   void deallocate(DeviceBuffer buffer) override;
@@ -66,6 +67,7 @@ class CpuBackend final : public Backend {
   Status check_view(const DeviceView<T>& v, const char* op, const char* what) const;
 
   std::map<uintptr_t, uint64_t> allocations_;  // start address -> bytes
+  uint64_t allocated_bytes_ = 0, allocated_peak_ = 0;
   std::vector<std::unique_ptr<Weight>> weights_;  // handle id - 1 -> weight (null once freed)
   Communicator* comm_ = nullptr;                  // tensor-parallel peers; null on a single rank
 };

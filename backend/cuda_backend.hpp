@@ -46,6 +46,7 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string name() const override;
+  MemoryStats memory_stats() const override;
 
   Result<DeviceBuffer> allocate(uint64_t bytes) override;
   void deallocate(DeviceBuffer buffer) override;

@@ -49,6 +49,7 @@ struct CudaBackend::Weight {
   std::vector<int64_t> shape;
   quant::QuantParams params;
   void* allocation = nullptr;  // cudaMalloc'd, holds every part below
+  uint64_t allocation_bytes = 0;
   const uint8_t* data = nullptr;
   const uint8_t* scales = nullptr;
   const uint8_t* biases = nullptr;
@@ -106,6 +107,16 @@ CudaBackend::~CudaBackend() {
 }
 
 std::string CudaBackend::name() const { return "cuda:" + std::to_string(ctx_->device()); }
+
+MemoryStats CudaBackend::memory_stats() const {
+  MemoryStats m;
+  for (const auto& w : weights_)
+    if (w != nullptr) m.weight_bytes += w->allocation_bytes;
+  // The dequantization scratch is the backend's own block, counted with the activations it serves.
+  m.activation_bytes = ctx_->pool().live_bytes();
+  m.activation_peak_bytes = ctx_->pool().peak_bytes();
+  return m;
+}
 
 size_t CudaBackend::live_allocations() const {
   // The dequantization scratch is the backend's own block, not a caller's allocation.
@@ -220,6 +231,7 @@ Result<WeightHandle> CudaBackend::upload_weight(const QuantTensor& t) {
     return cuda_status(err, "cudaMalloc").with_context(where + " (" + std::to_string(bytes) + " bytes)");
   }
   w->allocation = allocation;
+  w->allocation_bytes = bytes;
   auto* base = static_cast<uint8_t*>(allocation);
   Status copied;
   if (!values.empty()) {

@@ -281,6 +281,14 @@ Status Transformer::load(const TensorTable& tensors, const TransformerOptions& o
   return ok_status();
 }
 
+uint64_t kv_cache_bytes_per_token(const ModelConfig& config, int tp_world) {
+  const int world = tp_world > 0 ? tp_world : 1;
+  // KV heads split among the ranks when they divide, else one replicated head per rank (as load() decides).
+  const int64_t kv_heads = config.kv_heads % world == 0 ? config.kv_heads / world : 1;
+  const int64_t head_dim = config.head_dim > 0 ? config.head_dim : (config.heads > 0 ? config.hidden / config.heads : 0);
+  return static_cast<uint64_t>(2 * int64_t{config.layers} * kv_heads * head_dim) * sizeof(float) + sizeof(int32_t);
+}
+
 Result<std::unique_ptr<Sequence>> Transformer::new_sequence(int64_t capacity) {
   const int64_t kv_dim = int64_t{kv_heads_} * head_dim_;
   // Bound the request before multiplying so that no capacity can overflow the byte count.

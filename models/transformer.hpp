@@ -53,6 +53,16 @@ class Sequence {
 
   int64_t length() const { return length_; }      // tokens in the KV cache
   int64_t capacity() const { return capacity_; }  // the most tokens it can hold
+  // The device memory this sequence owns: its KV cache (K and V of every layer for `capacity` tokens, and the
+  // slots' positions; fixed when it is created) and its scratch (sized for the largest batch so far).
+  uint64_t kv_cache_bytes() const {
+    return k_cache_.buffer().bytes + v_cache_.buffer().bytes + positions_.buffer().bytes;
+  }
+  uint64_t scratch_bytes() const {
+    uint64_t n = 0;
+    for (const ScopedBuffer& b : scratch_) n += b.buffer().bytes;
+    return n;
+  }
   // Forgets every cached token (the memory is kept).
   void reset() {
     length_ = 0;
@@ -71,6 +81,10 @@ class Sequence {
   int64_t scratch_tokens_ = 0;      // rows the scratch buffers hold
   std::vector<ScopedBuffer> scratch_;
 };
+
+// KV cache bytes per token of a model with `config` split among `tp_world` ranks (each rank's share): f32 K and V
+// of every layer plus the slot's position. What a sequence of `capacity` tokens owns is capacity times this.
+uint64_t kv_cache_bytes_per_token(const ModelConfig& config, int tp_world = 1);
 
 enum class LogitsFor {
   kLast,  // logits of the last token: [vocab]

@@ -13,6 +13,9 @@
 #include "kernels/quant/formats.hpp"
 #include "loader/gguf_metadata.hpp"
 #include "loader/open_model.hpp"
+#include "models/arch/arch.hpp"
+#include "models/arch/gguf_metadata_view.hpp"
+#include "models/transformer.hpp"
 
 namespace {
 
@@ -64,6 +67,23 @@ nlohmann::json describe(const qrt::ModelSource& src) {
   }
   j["tensors"] = tensors;
   j["tensor_bytes"] = total;
+  // What running it takes, by owner: the weights as stored, and the KV cache a session holds per token of context
+  // (f32 K and V of every layer) - when the architecture is one qrt runs.
+  qrt::Result<qrt::ModelConfig> arch_config = qrt::invalid_argument("no config");
+  if (src.gguf_metadata) {
+    arch_config = qrt::arch::config_from_gguf(qrt::arch::GgufMetadataView(*src.gguf_metadata));
+  } else if (j.contains("config")) {
+    arch_config = qrt::arch::config_from_hf(j["config"]);
+  }
+  if (arch_config.ok()) {
+    const uint64_t per_token = qrt::kv_cache_bytes_per_token(*arch_config);
+    nlohmann::json memory = {{"weights", total}, {"kv_cache_per_token", per_token}};
+    if (arch_config->context_length > 0) {
+      memory["trained_context"] = arch_config->context_length;
+      memory["kv_cache_at_trained_context"] = per_token * static_cast<uint64_t>(arch_config->context_length);
+    }
+    j["memory"] = memory;
+  }
   return j;
 }
 
@@ -72,7 +92,17 @@ void print_text(const nlohmann::json& j) {
   if (j.contains("architecture")) std::printf("architecture: %s\n", j["architecture"].get<std::string>().c_str());
   if (j.contains("metadata_keys")) std::printf("metadata:     %zu GGUF keys\n", j["metadata_keys"].get<size_t>());
   std::printf("tokenizer:    %s\n", j["tokenizer"].dump().c_str());
-  std::printf("tensors:      %zu, %.3f MB\n\n", j["tensors"].size(), j["tensor_bytes"].get<double>() / 1e6);
+  std::printf("tensors:      %zu, %.3f MB\n", j["tensors"].size(), j["tensor_bytes"].get<double>() / 1e6);
+  if (j.contains("memory")) {
+    const nlohmann::json& m = j["memory"];
+    std::printf("memory:       weights %.3f MB; KV cache %llu bytes per token of context",
+                m["weights"].get<double>() / 1e6, m["kv_cache_per_token"].get<unsigned long long>());
+    if (m.contains("trained_context"))
+      std::printf(", %.3f MB at the trained context of %lld tokens", m["kv_cache_at_trained_context"].get<double>() / 1e6,
+                  m["trained_context"].get<long long>());
+    std::printf("\n");
+  }
+  std::printf("\n");
   std::printf("%-56s %-10s %-22s %12s  %s\n", "name", "format", "shape", "bytes", "file");
   for (const auto& t : j["tensors"]) {
     std::printf("%-56s %-10s %-22s %12llu  %s\n", t["name"].get<std::string>().c_str(),

@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   int64_t context = 0;
   unsigned long long seed = 0;
   float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f;
-  bool chat = false, ids = false;
+  bool chat = false, ids = false, verbose = false;
   std::vector<std::string> stops;
   app.add_option("model", model_path, "UQFF directory or shard, GGUF file, Ollama name:tag, or HF checkpoint directory")
       ->required();
@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   app.add_option("--system", system_prompt, "system message for --chat");
   app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_flag("--ids", ids, "print prompt and generated token ids instead of text");
+  app.add_flag("--verbose", verbose, "also report memory by owner: weights, KV cache, scratch, peak");
   int tensor_parallel = 0;
   app.add_option("--tp", tensor_parallel,
                  "split the model among N ranks inside this process (threads; one GPU each with --device cuda)")
@@ -139,5 +140,14 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "generation: %lld tokens in %.3f s, %.1f tokens/s (stopped: %s)\n",
                static_cast<long long>(t.generated_tokens), t.generation_seconds, t.generation_tokens_per_second(),
                qrt::stop_reason_name(result->stop_reason));
+  if (verbose) {
+    const qrt::MemoryUse m = session->memory();
+    std::fprintf(stderr,
+                 "memory: weights %.3f MB, KV cache %.3f MB (%lld tokens, %llu bytes each), scratch %.3f MB, "
+                 "peak %.3f MB%s\n",
+                 m.weights * 1e-6, m.kv_cache * 1e-6, static_cast<long long>(session->context_length()),
+                 static_cast<unsigned long long>(m.kv_cache_per_token), m.scratch * 1e-6, m.peak * 1e-6,
+                 info.tp_world > 1 ? " (rank 0's share)" : "");
+  }
   return 0;
 }

@@ -100,6 +100,19 @@ Session::~Session() = default;
 std::span<const int32_t> Session::tokens() const { return state_->tokens; }
 int64_t Session::context_length() const { return state_->sequence->capacity(); }
 const Timings& Session::timings() const { return state_->timings; }
+
+MemoryUse Session::memory() const {
+  SessionState& s = *state_;
+  std::lock_guard lock(s.m->device_mutex);
+  const MemoryStats stats = s.m->backend->memory_stats();
+  MemoryUse m;
+  m.weights = stats.weight_bytes;
+  m.kv_cache = s.sequence->kv_cache_bytes();
+  m.kv_cache_per_token = s.sequence->capacity() > 0 ? m.kv_cache / static_cast<uint64_t>(s.sequence->capacity()) : 0;
+  m.scratch = s.sequence->scratch_bytes();
+  m.peak = stats.weight_bytes + stats.activation_peak_bytes;
+  return m;
+}
 const Model& Session::model() const { return state_->model; }
 
 void Session::reset() {

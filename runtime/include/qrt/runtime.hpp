@@ -152,6 +152,16 @@ struct Timings {
   }
 };
 
+// Memory a session's model holds (device memory; host memory on the CPU), by owner. Under tensor parallelism: this
+// process's rank 0's share (the other ranks hold the same amounts for their slices).
+struct MemoryUse {
+  uint64_t weights = 0;   // the model's weights as stored, uploaded once (shared by every session)
+  uint64_t kv_cache = 0;  // this session's KV cache: context_length() tokens, allocated when it is created
+  uint64_t kv_cache_per_token = 0;
+  uint64_t scratch = 0;   // this session's per-pass buffers, sized for the largest batch run so far
+  uint64_t peak = 0;      // the most the backend held at once: weights plus every session's KV cache and scratch
+};
+
 class Session;
 
 namespace api_detail {
@@ -219,6 +229,7 @@ class Session {
   std::span<const int32_t> tokens() const;
   int64_t context_length() const;  // the most tokens the session can hold
   const Timings& timings() const;
+  MemoryUse memory() const;
   const Model& model() const;
 
  private:

@@ -132,8 +132,22 @@ def check_inspect(tool, model_dir, expected_path, work):
             want_file = "residual.safetensors" if expected_format(name) != "q8_0" else "q8_0-0.uqff"
             check(f"uqff {name} file", os.path.basename(t["file"]) == want_file, t["file"])
 
+    # Memory: the KV cache of a token is f32 K and V of every layer's KV heads plus its position, from config.json.
+    head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
+    kv_per_token = 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * head_dim * 4 + 4
+    if j:
+        m = j.get("memory", {})
+        check("uqff memory: weights are the tensor bytes", m.get("weights") == j["tensor_bytes"], m)
+        check("uqff memory: KV cache per token", m.get("kv_cache_per_token") == kv_per_token,
+              f"{m.get('kv_cache_per_token')} vs {kv_per_token}")
+
     # GGUF: llama architecture, gpt2-style vocabulary, the same 38 tensors under GGUF names.
     g = inspect_json(tool, gguf_path)
+    if g:
+        m = g.get("memory", {})
+        check("gguf memory: KV cache per token", m.get("kv_cache_per_token") == kv_per_token, m)
+        check("gguf memory: at the trained context",
+              m.get("kv_cache_at_trained_context") == kv_per_token * cfg["max_position_embeddings"], m)
     if g:
         check("gguf source", g.get("source") == "gguf", g.get("source"))
         check("gguf architecture", g.get("architecture") == "llama", g.get("architecture"))

@@ -17,6 +17,7 @@ the device are then left out.
 usage: test_run_model.py <run-model> <work dir> [run-model arguments...]"""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -107,6 +108,22 @@ def check_golden(name, model):
     check(f"{name} text", PROMPT + r.stdout == GOLD_TEXT + "\n", repr(r.stdout))
     for what in ("load:", "prompt: 5 tokens", "generation: 60 tokens", "tokens/s"):
         check(f"{name} stderr has {what!r}", what in r.stderr, r.stderr)
+    check(f"{name} no memory report without --verbose", "memory:" not in r.stderr, r.stderr)
+
+
+def check_memory_report(name, model, context):
+    """--verbose adds one line of memory by owner; the KV cache is the context times its per-token bytes."""
+    r = run(model, "-p", PROMPT, "-n", "4", "-c", str(context), "--verbose")
+    check(f"{name} --verbose exit", r.returncode == 0, r.stderr)
+    line = next((l for l in r.stderr.splitlines() if l.startswith("memory: ")), "")
+    m = re.match(r"memory: weights ([0-9.]+) MB, KV cache ([0-9.]+) MB \(([0-9]+) tokens, ([0-9]+) bytes each\), "
+                 r"scratch ([0-9.]+) MB, peak ([0-9.]+) MB", line)
+    check(f"{name} --verbose memory line", m is not None, r.stderr)
+    if m:
+        weights, kv, tokens, per_token, scratch, peak = (float(x) for x in m.groups())
+        check(f"{name} KV cache = context x bytes per token", tokens == context
+              and abs(kv - tokens * per_token / 1e6) < 1e-3, line)
+        check(f"{name} memory amounts", weights > 0 and scratch > 0 and peak >= weights + kv + scratch - 1e-3, line)
 
 
 # ---- UQFF exports of the HF checkpoint ---------------------------------------------------------------------
@@ -154,6 +171,7 @@ def q8_0_layer(key, w):
 
 os.makedirs(WORK, exist_ok=True)
 check_golden("gguf", GGUF)
+check_memory_report("gguf", GGUF, 300)
 check_golden("hf", HF)
 dense_dir = write_uqff(os.path.join(WORK, "stories-uqff-f32"), mixed_dense_layer)
 check_golden("uqff dense", dense_dir)

@@ -62,5 +62,35 @@ TEST_F(StoriesTensorParallel, SplitsTheModelDoesNotAllowAreOneClearError) {
   EXPECT_EQ(Model::open(test::stories_gguf(data_), options).status().code(), ErrorCode::kInvalidArgument);
 }
 
+// Memory by owner (Session::memory): the KV cache is the session's context times the bytes of one token's K and V
+// in every layer (this rank's KV heads) plus its position; scratch appears with the first pass; the peak covers
+// weights, cache and scratch together. Split between 2 ranks, rank 0 holds half the KV heads.
+TEST_F(StoriesTensorParallel, MemoryByOwner) {
+  for (int ranks : {0, 2}) {
+    ModelOptions options;
+    options.tensor_parallel = ranks;
+    auto model = Model::open(test::stories_gguf(data_), options);
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+    const ModelInfo& info = model->info();
+    SessionOptions so;
+    so.context_length = 100;
+    auto session = model->new_session(so);
+    ASSERT_TRUE(session.ok());
+    MemoryUse m = session->memory();
+    const uint64_t head_dim = static_cast<uint64_t>(info.hidden / info.heads);
+    const uint64_t kv_heads = static_cast<uint64_t>(ranks > 1 ? info.kv_heads / ranks : info.kv_heads);
+    const uint64_t per_token = 2 * static_cast<uint64_t>(info.layers) * kv_heads * head_dim * 4 + 4;
+    EXPECT_EQ(m.kv_cache_per_token, per_token) << ranks << " ranks";
+    EXPECT_EQ(m.kv_cache, 100 * per_token);
+    EXPECT_EQ(m.scratch, 0u) << "no pass has run";
+    if (ranks <= 1) EXPECT_GE(m.weights, info.weight_bytes) << "every weight, as stored";
+    EXPECT_GT(m.weights, 0u);
+    ASSERT_TRUE(session->add_tokens(golden_.prompt).ok());
+    m = session->memory();
+    EXPECT_GT(m.scratch, 0u);
+    EXPECT_GE(m.peak, m.weights + m.kv_cache + m.scratch);
+  }
+}
+
 }  // namespace
 }  // namespace qrt
