@@ -10,6 +10,14 @@
 //   ctx.bos_token = "<s>";
 //   QRT_ASSIGN_OR_RETURN(std::string prompt, tmpl.render(ctx));
 //
+// How the engine is built (models/chat/, one room, each file one stage):
+//   lexer        source -> tokens (Jinja2's whitespace control, trim/lstrip_blocks, raw blocks, comments)
+//   parser       tokens -> the syntax tree of ast.hpp (parser.cpp statements, parser_expressions.cpp expressions)
+//   interpreter  the tree -> text: scopes, macros, loops, limits (RenderLimits), calling into
+//     value        the Python objects templates compute with (Undefined, None, bool, int, float, str, list, dict)
+//     operators    Python's operators on them; text: Python's string semantics over UTF-8
+//     builtins     filters (filters.cpp), methods and globals (functions.cpp); json: tojson and JSON <-> values
+//
 // Errors never escape as exceptions: syntax errors are kFormatError ("name:line:column: template syntax error:
 // ..."); failures while rendering are kInvalidArgument ("name:line:column: ..."), including the template's own
 // raise_exception ("... template raised an exception: <message>"); unsupported Jinja features are kUnsupported;

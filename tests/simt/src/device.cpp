@@ -382,14 +382,25 @@ cudaError_t wait_device(int device) {
   return cudaSuccess;
 }
 
-bool stream_idle(Stream* s) {
+// Whether s has run its op number `seq`; if not, asks its device to run it without anyone waiting (a query's
+// nudge, so that polling loops make progress).
+bool executed_or_nudge(Stream* s, uint64_t seq) {
   Device& d = *s->device;
   std::lock_guard<std::mutex> lock(d.mu);
-  if (s->executed >= s->enqueued) return true;
-  d.demands.push_back(Demand{s, s->enqueued, true});
+  if (s->executed >= seq) return true;
+  d.demands.push_back(Demand{s, seq, true});
   d.start_executor();
   d.work.notify_all();
   return false;
+}
+
+bool stream_idle(Stream* s) {
+  uint64_t tail;
+  {
+    std::lock_guard<std::mutex> lock(s->device->mu);
+    tail = s->enqueued;
+  }
+  return executed_or_nudge(s, tail);
 }
 
 cudaError_t create_stream(unsigned flags, cudaStream_t* out) {
@@ -490,13 +501,7 @@ cudaError_t query_event(cudaEvent_t event) {
   Event* e = as_event(event);
   if (e == nullptr) return cudaErrorInvalidResourceHandle;
   if (e->stream == nullptr) return cudaSuccess;
-  Device& d = *e->stream->device;
-  std::lock_guard<std::mutex> lock(d.mu);
-  if (e->stream->executed >= e->seq) return cudaSuccess;
-  d.demands.push_back(Demand{e->stream, e->seq, true});
-  d.start_executor();
-  d.work.notify_all();
-  return cudaErrorNotReady;
+  return executed_or_nudge(e->stream, e->seq) ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t event_elapsed_ms(float* ms, cudaEvent_t start, cudaEvent_t end) {
