@@ -605,21 +605,27 @@ cudaError_t take_last_error() {
 }
 cudaError_t peek_last_error() { return t_last_error; }
 
+namespace {
+// Every counter of `a` replaced by op(a's, b's): the one list of fields both += and -= use.
+template <class Op>
+StreamCounters& combine(StreamCounters& a, const StreamCounters& b, Op op) {
+  for (auto field : {&StreamCounters::kernel_launches, &StreamCounters::graph_launches,
+                     &StreamCounters::graph_kernel_nodes, &StreamCounters::memcpy_host_to_device,
+                     &StreamCounters::memcpy_device_to_host, &StreamCounters::memcpy_device_to_device,
+                     &StreamCounters::memcpy_host_to_device_bytes, &StreamCounters::memcpy_device_to_host_bytes,
+                     &StreamCounters::memcpy_device_to_device_bytes, &StreamCounters::memsets,
+                     &StreamCounters::host_sync_calls, &StreamCounters::host_syncs, &StreamCounters::collectives})
+    a.*field = op(a.*field, b.*field);
+  return a;
+}
+}  // namespace
+
 StreamCounters& StreamCounters::operator+=(const StreamCounters& o) {
-  kernel_launches += o.kernel_launches;
-  graph_launches += o.graph_launches;
-  graph_kernel_nodes += o.graph_kernel_nodes;
-  memcpy_host_to_device += o.memcpy_host_to_device;
-  memcpy_device_to_host += o.memcpy_device_to_host;
-  memcpy_device_to_device += o.memcpy_device_to_device;
-  memcpy_host_to_device_bytes += o.memcpy_host_to_device_bytes;
-  memcpy_device_to_host_bytes += o.memcpy_device_to_host_bytes;
-  memcpy_device_to_device_bytes += o.memcpy_device_to_device_bytes;
-  memsets += o.memsets;
-  host_sync_calls += o.host_sync_calls;
-  host_syncs += o.host_syncs;
-  collectives += o.collectives;
-  return *this;
+  return combine(*this, o, [](uint64_t x, uint64_t y) { return x + y; });
+}
+
+StreamCounters& StreamCounters::operator-=(const StreamCounters& o) {
+  return combine(*this, o, [](uint64_t x, uint64_t y) { return x - y; });
 }
 
 StreamCounters stream_counters(cudaStream_t stream) {

@@ -25,6 +25,8 @@ struct StreamCounters {
   uint64_t collectives = 0;            // NCCL collectives enqueued
 
   StreamCounters& operator+=(const StreamCounters& o);
+  StreamCounters& operator-=(const StreamCounters& o);  // counts since an earlier reading `o`
+  friend StreamCounters operator-(StreamCounters a, const StreamCounters& b) { return a -= b; }
 };
 
 // Counters of one stream (0 or cudaStreamLegacy: the calling thread's current device's default stream).
