@@ -17,7 +17,7 @@ formats='q4_0|q8_0|q4_k|q5_k|q6_k|afq4|afq8|mxfp4'
 
 do_build() {
   local deps=()
-  [ ! -f /usr/include/nlohmann/json.hpp ] && [ -d "$root/.deps-stage" ] && deps=(-DQRT_DEPS_ROOT="$root/.deps-stage")
+  { [ ! -f /usr/include/nlohmann/json.hpp ] || [ ! -f /usr/include/pcre2.h ]; } && [ -d "$root/.deps-stage" ] && deps=(-DQRT_DEPS_ROOT="$root/.deps-stage")
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQRT_CUDA=ON -DQRT_MPI=OFF -DQRT_NCCL=OFF \
     -DCMAKE_CUDA_ARCHITECTURES=native "${deps[@]}" >"$out/configure.log" 2>&1 ||
     { tail -30 "$out/configure.log"; return 1; }
