@@ -36,7 +36,7 @@ do_test() {
   # between lanes (cp.async ring, prepare scratch), barrier misuse.
   local filter='Formats/GemvFast.MatchesCpuReference/*_37x*:Formats/GemvFast.MatchesCpuReference/*_4229x*'
   for tool in memcheck racecheck synccheck; do
-    compute-sanitizer --tool $tool --error-exitcode 9 "$build/bin/qrt_gpu_gemv_fast_tests" --gtest_filter="$filter" \
+    compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/gpu/gemv_fast/qrt_gpu_gemv_fast_tests" --gtest_filter="$filter" \
       >"$out/sanitizer-$tool.log" 2>&1
     echo "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY' "$out/sanitizer-$tool.log" | tail -1)"
   done
