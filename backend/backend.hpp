@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -92,9 +93,9 @@ struct AttentionParams {
 
 // One layer's KV cache: slot s holds the key and value rows of the token at position positions[s].
 struct KvLayerView {
-  F32View k;               // [capacity, kv_heads * head_dim]
-  F32View v;               // [capacity, kv_heads * head_dim]
-  ConstI32View positions;  // [capacity, 1], shared by all layers
+  F32View k;          // [capacity, kv_heads * head_dim]
+  F32View v;          // [capacity, kv_heads * head_dim]
+  I32View positions;  // [capacity, 1], shared by all layers (kv_write records each slot's position)
 };
 
 // One decode step of sampling for `rows` sequences that share the parameters. The random draws are made on the
@@ -114,6 +115,13 @@ struct MemoryStats {
   uint64_t weight_bytes = 0;           // uploaded weights as stored (packed parts, decoded 1-D tensors)
   uint64_t activation_bytes = 0;       // live allocate() blocks: KV caches and scratch of the sequences
   uint64_t activation_peak_bytes = 0;  // the most held for activations at once (blocks cached for reuse included)
+};
+
+// A captured sequence of ops (Backend::capture), replayed by Backend::launch. It keeps the device pointers it was
+// captured with: the buffers it reads and writes must outlive it.
+class BackendGraph {
+ public:
+  virtual ~BackendGraph() = default;
 };
 
 class Backend {
@@ -158,12 +166,18 @@ class Backend {
   // In-place RoPE.  x: [tokens, heads * head_dim]; positions: [tokens, 1].
   virtual Status rope(F32View x, int heads, ConstI32View positions, const RopeParams& params) = 0;
 
-  // Stores k and v rows into cache slots [first_slot, first_slot + tokens).  k, v: [tokens, kv_heads * head_dim].
-  virtual Status kv_write(const KvLayerView& cache, int64_t first_slot, ConstF32View k, ConstF32View v) = 0;
+  // Stores row i of k and v in cache slot slots[i] and records positions[i] as that slot's position. The slots
+  // are device values (so a captured step writes wherever the current length says): callers check on the host
+  // that they are distinct and inside the capacity; the CPU backend reports a bad one, a GPU skips it.
+  //   k, v: [tokens, kv_heads * head_dim]; slots, positions: [tokens, 1]
+  virtual Status kv_write(const KvLayerView& cache, ConstI32View slots, ConstI32View positions, ConstF32View k,
+                          ConstF32View v) = 0;
 
-  // Causal attention of the queries over cache slots [0, keys), masked by position (see AttentionParams).
-  //   q: [tokens, heads * head_dim]; q_positions: [tokens, 1]; out: [tokens, heads * head_dim]
-  virtual Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, int64_t keys,
+  // Causal attention of the queries over cache slots [0, keys[0]), masked by position (see AttentionParams).
+  // The key count is read by the device, like the slots of kv_write; it must not exceed the capacity (the CPU
+  // backend reports it, a GPU clamps it).
+  //   q: [tokens, heads * head_dim]; q_positions: [tokens, 1]; keys: [1, 1]; out: [tokens, heads * head_dim]
+  virtual Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, ConstI32View keys,
                            const AttentionParams& params, F32View out) = 0;
 
   // out = silu(gate) * up.  All [n, d].
@@ -199,6 +213,20 @@ class Backend {
   //   logits: [rows, vocab] (not modified); ids: [rows, 1] (int32). Unsupported unless the backend overrides it.
   virtual Status sample(ConstF32View logits, const SampleStep& step, I32View ids) {
     return unsupported(name() + ": sample is not implemented by this backend");
+  }
+
+  // ---- graphs -------------------------------------------------------------------------------------------
+  // Records the ops that `issue` makes into a graph instead of running them, so that a decode step costs the
+  // host one launch. Nothing runs during capture; `issue` must not allocate, upload or download, and every value
+  // that changes between replays (token ids, positions, slots, key counts) must be read by the ops from device
+  // memory. Unsupported unless the backend overrides it (the caller then issues the ops one by one).
+  virtual bool supports_graphs() const { return false; }
+  virtual Result<std::unique_ptr<BackendGraph>> capture(const std::function<Status()>& issue) {
+    return unsupported(name() + ": graphs are not implemented by this backend");
+  }
+  // Runs a graph captured by this backend, in order with the other ops.
+  virtual Status launch(const BackendGraph& graph) {
+    return unsupported(name() + ": graphs are not implemented by this backend");
   }
 
   // Sums x across tensor-parallel ranks in place (after row-parallel o and down projections). The identity on

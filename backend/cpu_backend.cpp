@@ -224,31 +224,42 @@ Status CpuBackend::rope(F32View x, int heads, ConstI32View positions, const Rope
   return ok_status();
 }
 
-Status CpuBackend::kv_write(const KvLayerView& cache, int64_t first_slot, ConstF32View k, ConstF32View v) {
+Status CpuBackend::kv_write(const KvLayerView& cache, ConstI32View slots, ConstI32View positions, ConstF32View k,
+                            ConstF32View v) {
   const char* op = "kv_write";
   QRT_TRY(check_view(k, op, "k"));
   QRT_TRY(check_view(v, op, "v"));
+  QRT_TRY(check_view(slots, op, "slots"));
+  QRT_TRY(check_view(positions, op, "positions"));
   QRT_TRY(check_view(cache.k, op, "cache k"));
   QRT_TRY(check_view(cache.v, op, "cache v"));
-  QRT_TRY(op_checks::kv_write(cache, first_slot, k, v));
-  std::memcpy(cache.k.data + first_slot * k.cols, k.data, static_cast<size_t>(k.numel()) * sizeof(float));
-  std::memcpy(cache.v.data + first_slot * v.cols, v.data, static_cast<size_t>(v.numel()) * sizeof(float));
+  QRT_TRY(check_view(cache.positions, op, "cache positions"));
+  QRT_TRY(op_checks::kv_write(cache, slots, positions, k, v));
+  QRT_TRY(op_checks::kv_slots(cache, slots.data, slots.rows));
+  for (int64_t i = 0; i < k.rows; ++i) {
+    const int64_t slot = slots.data[i];
+    std::memcpy(cache.k.data + slot * k.cols, k.data + i * k.cols, static_cast<size_t>(k.cols) * sizeof(float));
+    std::memcpy(cache.v.data + slot * v.cols, v.data + i * v.cols, static_cast<size_t>(v.cols) * sizeof(float));
+    cache.positions.data[slot] = positions.data[i];
+  }
   return ok_status();
 }
 
-Status CpuBackend::attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, int64_t keys,
+Status CpuBackend::attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, ConstI32View keys,
                              const AttentionParams& p, F32View out) {
   const char* op = "attention";
   QRT_TRY(check_view(q, op, "q"));
   QRT_TRY(check_view(q_positions, op, "q_positions"));
+  QRT_TRY(check_view(keys, op, "keys"));
   QRT_TRY(check_view(out, op, "out"));
   QRT_TRY(check_view(cache.k, op, "cache k"));
   QRT_TRY(check_view(cache.v, op, "cache v"));
   QRT_TRY(check_view(cache.positions, op, "cache positions"));
   QRT_TRY(op_checks::attention(q, q_positions, cache, keys, p, out));
+  QRT_TRY(op_checks::key_count(cache, keys.data[0]));
   cpu::AttentionShape shape{p.heads, p.kv_heads, p.head_dim, p.scale, p.sliding_window};
-  cpu::attention(q.data, q_positions.data, q.rows, cache.k.data, cache.v.data, cache.positions.data, keys, shape,
-                 out.data);
+  cpu::attention(q.data, q_positions.data, q.rows, cache.k.data, cache.v.data, cache.positions.data, keys.data[0],
+                 shape, out.data);
   return ok_status();
 }
 

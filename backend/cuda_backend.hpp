@@ -62,10 +62,14 @@ class CudaBackend final : public Backend {
   Status rms_norm(ConstF32View x, WeightHandle weight, float eps, F32View out) override;
   Status linear(ConstF32View x, WeightHandle w, WeightHandle bias, F32View y) override;
   Status rope(F32View x, int heads, ConstI32View positions, const RopeParams& params) override;
-  Status kv_write(const KvLayerView& cache, int64_t first_slot, ConstF32View k, ConstF32View v) override;
-  Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, int64_t keys,
+  Status kv_write(const KvLayerView& cache, ConstI32View slots, ConstI32View positions, ConstF32View k,
+                  ConstF32View v) override;
+  Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, ConstI32View keys,
                    const AttentionParams& params, F32View out) override;
   Status silu_mul(ConstF32View gate, ConstF32View up, F32View out) override;
+  bool supports_graphs() const override { return true; }
+  Result<std::unique_ptr<BackendGraph>> capture(const std::function<Status()>& issue) override;
+  Status launch(const BackendGraph& graph) override;
   Status add(ConstF32View a, ConstF32View b, F32View out) override;
   Status moe_route(ConstF32View logits, bool renormalize, I32View ids, F32View weights) override;
   Status linear_experts(ConstF32View x, WeightHandle w, ConstI32View ids, F32View y) override;

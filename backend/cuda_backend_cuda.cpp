@@ -366,29 +366,30 @@ Status CudaBackend::rope(F32View x, int heads, ConstI32View positions, const Rop
   return kernels::rope(x.data, positions.data, p.inv_freq.data, shape, ctx_->compute_stream());
 }
 
-Status CudaBackend::kv_write(const KvLayerView& cache, int64_t first_slot, ConstF32View k, ConstF32View v) {
+Status CudaBackend::kv_write(const KvLayerView& cache, ConstI32View slots, ConstI32View positions, ConstF32View k,
+                             ConstF32View v) {
   const char* op = "kv_write";
-  QRT_TRY(op_checks::kv_write(cache, first_slot, k, v));
+  QRT_TRY(op_checks::kv_write(cache, slots, positions, k, v));
   QRT_TRY(check_view(k, op, "k"));
   QRT_TRY(check_view(v, op, "v"));
+  QRT_TRY(check_view(slots, op, "slots"));
+  QRT_TRY(check_view(positions, op, "positions"));
   QRT_TRY(check_view(cache.k, op, "cache k"));
   QRT_TRY(check_view(cache.v, op, "cache v"));
+  QRT_TRY(check_view(cache.positions, op, "cache positions"));
   if (k.numel() == 0) return ok_status();
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
-  const cudaStream_t stream = ctx_->compute_stream();
-  QRT_CUDA_TRY(cudaMemcpyAsync(cache.k.data + first_slot * k.cols, k.data, static_cast<size_t>(k.numel()) * 4,
-                               cudaMemcpyDeviceToDevice, stream));
-  QRT_CUDA_TRY(cudaMemcpyAsync(cache.v.data + first_slot * v.cols, v.data, static_cast<size_t>(v.numel()) * 4,
-                               cudaMemcpyDeviceToDevice, stream));
-  return ok_status();
+  return kernels::kv_write(k.data, v.data, slots.data, positions.data, k.rows, k.cols, cache.k.data, cache.v.data,
+                           cache.positions.data, cache.k.rows, ctx_->compute_stream());
 }
 
-Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, int64_t keys,
+Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, ConstI32View keys,
                               const AttentionParams& p, F32View out) {
   const char* op = "attention";
   QRT_TRY(op_checks::attention(q, q_positions, cache, keys, p, out));
   QRT_TRY(check_view(q, op, "q"));
   QRT_TRY(check_view(q_positions, op, "q_positions"));
+  QRT_TRY(check_view(keys, op, "keys"));
   QRT_TRY(check_view(out, op, "out"));
   QRT_TRY(check_view(cache.k, op, "cache k"));
   QRT_TRY(check_view(cache.v, op, "cache v"));
@@ -399,9 +400,10 @@ Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const Kv
                        " bytes of shared memory per block; " + ctx_->props().name + " has " +
                        std::to_string(ctx_->props().shared_mem_per_block));
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
-  const kernels::AttentionShape shape{q.rows, keys, p.heads, p.kv_heads, p.head_dim, p.scale, p.sliding_window};
-  return kernels::attention(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data, shape,
-                            out.data, ctx_->compute_stream());
+  const kernels::AttentionShape shape{q.rows, cache.k.rows, p.heads, p.kv_heads, p.head_dim, p.scale,
+                                      p.sliding_window};
+  return kernels::attention(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data, keys.data,
+                            shape, out.data, ctx_->compute_stream());
 }
 
 Status CudaBackend::silu_mul(ConstF32View gate, ConstF32View up, F32View out) {
@@ -515,6 +517,59 @@ Status CudaBackend::sample(ConstF32View logits, const SampleStep& step, I32View 
   }
   args.ids = ids.data;
   return kernels::sample_rows(args, base, work_bytes, stream);
+}
+
+// ---- graphs -------------------------------------------------------------------------------------------------
+
+namespace {
+
+// An instantiated CUDA graph and the backend that captured it (launch checks that it is the same one).
+class CudaGraph final : public BackendGraph {
+ public:
+  CudaGraph(const CudaBackend* owner, cudaGraphExec_t exec) : owner_(owner), exec_(exec) {}
+  ~CudaGraph() override {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+  }
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  const CudaBackend* owner() const { return owner_; }
+  cudaGraphExec_t exec() const { return exec_; }
+
+ private:
+  const CudaBackend* owner_;
+  cudaGraphExec_t exec_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<BackendGraph>> CudaBackend::capture(const std::function<Status()>& issue) {
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  const cudaStream_t stream = ctx_->compute_stream();
+  // Thread-local: tensor-parallel ranks capture at the same time from their own threads, and an unrelated CUDA
+  // call of another thread must not invalidate this capture.
+  QRT_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const Status issued = issue();
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  if (!issued.ok() || ended != cudaSuccess) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();  // a broken capture is reported here, not at the next launch
+    if (!issued.ok()) return issued.with_context("capturing a graph");
+    return cuda_status(ended, "cudaStreamEndCapture");
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (made != cudaSuccess) return cuda_status(made, "cudaGraphInstantiate");
+  return std::unique_ptr<BackendGraph>(new CudaGraph(this, exec));
+}
+
+Status CudaBackend::launch(const BackendGraph& graph) {
+  const auto* g = dynamic_cast<const CudaGraph*>(&graph);
+  if (g == nullptr || g->owner() != this) return invalid_argument("launch: the graph was captured by another backend");
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  QRT_CUDA_TRY(cudaGraphLaunch(g->exec(), ctx_->compute_stream()));
+  return ok_status();
 }
 
 // ---- tensor parallelism -------------------------------------------------------------------------------------

@@ -70,20 +70,31 @@ Status rope(F32View x, int heads, ConstI32View positions, const RopeParams& p) {
   return check_non_negative(x, op, "x");
 }
 
-Status kv_write(const KvLayerView& cache, int64_t first_slot, ConstF32View k, ConstF32View v) {
+Status kv_write(const KvLayerView& cache, ConstI32View slots, ConstI32View positions, ConstF32View k,
+                ConstF32View v) {
   const char* op = "kv_write";
   if (k.rows != v.rows || k.cols != cache.k.cols || v.cols != cache.v.cols || cache.k.rows != cache.v.rows)
     return shape_error(op, "k " + view_string(k) + " / v " + view_string(v) + " do not fit cache " +
                                view_string(cache.k) + " / " + view_string(cache.v));
+  if (slots.rows != k.rows || slots.cols != 1 || positions.rows != k.rows || positions.cols != 1)
+    return shape_error(op, "slots " + view_string(slots) + " / positions " + view_string(positions) + " for " +
+                               std::to_string(k.rows) + " rows");
+  if (cache.positions.rows < cache.k.rows || cache.positions.cols != 1)
+    return shape_error(op, "cache positions " + view_string(cache.positions) + " for capacity " +
+                               std::to_string(cache.k.rows));
   QRT_TRY(check_non_negative(k, op, "k"));
-  QRT_TRY(check_non_negative(cache.k, op, "cache k"));
-  if (first_slot < 0 || first_slot + k.rows > cache.k.rows)
-    return out_of_range("kv_write: slots [" + std::to_string(first_slot) + ", " + std::to_string(first_slot + k.rows) +
-                        ") exceed the cache capacity " + std::to_string(cache.k.rows));
+  return check_non_negative(cache.k, op, "cache k");
+}
+
+Status kv_slots(const KvLayerView& cache, const int32_t* slots, int64_t count) {
+  for (int64_t i = 0; i < count; ++i)
+    if (slots[i] < 0 || slots[i] >= cache.k.rows)
+      return out_of_range("kv_write: slot " + std::to_string(slots[i]) + " outside the cache capacity " +
+                          std::to_string(cache.k.rows));
   return ok_status();
 }
 
-Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, int64_t keys,
+Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, ConstI32View keys,
                  const AttentionParams& p, F32View out) {
   const char* op = "attention";
   if (p.heads <= 0 || p.kv_heads <= 0 || p.head_dim <= 0 || p.heads % p.kv_heads != 0)
@@ -100,12 +111,17 @@ Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& ca
       cache.positions.rows < cache.k.rows || cache.positions.cols != 1)
     return shape_error(op, "cache k " + view_string(cache.k) + " / v " + view_string(cache.v) + " / positions " +
                                view_string(cache.positions) + " is not [capacity, " + std::to_string(kv_dim) + "]");
+  if (keys.rows != 1 || keys.cols != 1) return shape_error(op, "keys " + view_string(keys) + " is not [1, 1]");
   QRT_TRY(check_non_negative(q, op, "q"));
   QRT_TRY(check_non_negative(cache.k, op, "cache k"));
+  if (overlaps(q, out)) return shape_error(op, "out overlaps q");
+  return ok_status();
+}
+
+Status key_count(const KvLayerView& cache, int64_t keys) {
   if (keys < 0 || keys > cache.k.rows)
     return out_of_range("attention: " + std::to_string(keys) + " keys exceed the cache capacity " +
                         std::to_string(cache.k.rows));
-  if (overlaps(q, out)) return shape_error(op, "out overlaps q");
   return ok_status();
 }
 

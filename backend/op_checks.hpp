@@ -50,11 +50,16 @@ Status rms_norm(ConstF32View x, const WeightInfo& weight, F32View out);
 Status linear(ConstF32View x, const WeightInfo& w, const WeightInfo* bias, F32View y);
 // x: [tokens, heads * head_dim]; positions: [tokens, 1]; inv_freq: [rot_dim / 2].
 Status rope(F32View x, int heads, ConstI32View positions, const RopeParams& p);
-// k, v: [tokens, kv_dim] into cache slots [first_slot, first_slot + tokens).
-Status kv_write(const KvLayerView& cache, int64_t first_slot, ConstF32View k, ConstF32View v);
-// q, out: [tokens, heads * head_dim]; cache k/v: [capacity, kv_heads * head_dim]; 0 <= keys <= capacity.
-Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, int64_t keys,
+// k, v: [tokens, kv_dim]; slots, positions: [tokens, 1]. The slot values are checked by kv_slots.
+Status kv_write(const KvLayerView& cache, ConstI32View slots, ConstI32View positions, ConstF32View k, ConstF32View v);
+// Host values of kv_write's slots (the CPU backend): each inside [0, capacity).
+Status kv_slots(const KvLayerView& cache, const int32_t* slots, int64_t count);
+// q, out: [tokens, heads * head_dim]; cache k/v: [capacity, kv_heads * head_dim]; keys: [1, 1]. The count itself
+// is checked by key_count.
+Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, ConstI32View keys,
                  const AttentionParams& p, F32View out);
+// Host value of attention's key count (the CPU backend): 0 <= keys <= capacity.
+Status key_count(const KvLayerView& cache, int64_t keys);
 // gate, up, out: [n, d] (silu_mul); a, b, out: [n, d] (add).
 Status same_shape3(const char* op, const char* a_name, ConstF32View a, const char* b_name, ConstF32View b,
                    F32View out);

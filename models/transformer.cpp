@@ -1,6 +1,7 @@
 #include "models/transformer.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -38,7 +39,7 @@ enum Scratch : int {
   kRouter,       // router logits [n, experts]
   kExpertIds,    // int32 [n, top_k]
   kExpertW,      // [n, top_k]
-  kTokens,       // int32 [n]
+  kStep,         // int32: token ids [n], positions [n], cache slots [n], key count [1] (4 per token for room)
   kLogits,       // [n, vocab]
   kScratchCount,
 };
@@ -63,6 +64,7 @@ Result<std::unique_ptr<Transformer>> Transformer::create(Backend& backend, const
                                                          const TensorTable& tensors,
                                                          const TransformerOptions& options) {
   std::unique_ptr<Transformer> t(new Transformer(backend, config));
+  t->graphs_ = options.graphs;
   Status s = t->load(tensors, options);
   if (!s.ok()) return s.with_context("building the " + (config.architecture.empty() ? "" : config.architecture + " ") +
                                      "transformer");
@@ -292,7 +294,8 @@ uint64_t kv_cache_bytes_per_token(const ModelConfig& config, int tp_world) {
 Result<std::unique_ptr<Sequence>> Transformer::new_sequence(int64_t capacity) {
   const int64_t kv_dim = int64_t{kv_heads_} * head_dim_;
   // Bound the request before multiplying so that no capacity can overflow the byte count.
-  if (capacity <= 0 || capacity > (int64_t{1} << 40) / (int64_t{config_.layers} * kv_dim * 4))
+  // Slots are int32 on the device.
+  if (capacity <= 0 || capacity > INT32_MAX || capacity > (int64_t{1} << 40) / (int64_t{config_.layers} * kv_dim * 4))
     return invalid_argument("sequence capacity " + std::to_string(capacity) + " is not positive or too large");
   std::unique_ptr<Sequence> seq(new Sequence());
   seq->capacity_ = capacity;
@@ -316,8 +319,9 @@ Status Transformer::ensure_scratch(Sequence& seq, int64_t tokens) {
   per_token[kExpertOut] = top_k * c.hidden;
   per_token[kRouter] = c.experts;
   per_token[kExpertIds] = per_token[kExpertW] = top_k;
-  per_token[kTokens] = 1;
+  per_token[kStep] = 4;
   per_token[kLogits] = c.vocab_size;
+  seq.decode_graph_.reset();  // it holds the old buffers' addresses
   seq.scratch_.clear();
   seq.scratch_tokens_ = 0;
   for (int i = 0; i < kScratchCount; ++i) {
@@ -362,7 +366,7 @@ Status Transformer::forward_keep_logits(Sequence& seq, std::span<const int32_t> 
 Status Transformer::sample_last(Sequence& seq, const SampleStep& step, int32_t* id) {
   if (!seq.has_last_logits_) return invalid_argument("sample_last: no logits kept by a forward pass of this sequence");
   const ConstF32View logits = seq.scratch_[kLogits].view<float>(1, config_.vocab_size);
-  const I32View ids = seq.scratch_[kTokens].view<int32_t>(1, 1);  // free between passes
+  const I32View ids = seq.scratch_[kStep].view<int32_t>(1, 1);  // free between passes
   QRT_TRY(backend_.sample(logits, step, ids));
   return backend_.download(ids.data, id, sizeof(int32_t));
 }
@@ -394,32 +398,52 @@ Status Transformer::run_forward(Sequence& seq, std::span<const int32_t> tokens, 
       return out_of_range("forward: negative position " + std::to_string(positions[static_cast<size_t>(i)]));
   }
   QRT_TRY(ensure_scratch(seq, n));
-  auto f32 = [&](int which_buffer, int64_t rows, int64_t cols) {
-    return seq.scratch_[static_cast<size_t>(which_buffer)].view<float>(rows, cols);
-  };
-  const I32View token_ids = seq.scratch_[kTokens].view<int32_t>(n, 1);
-  QRT_TRY(backend_.upload(tokens.data(), token_ids.data, static_cast<uint64_t>(n) * sizeof(int32_t)));
-  const I32View all_positions = seq.positions_.view<int32_t>(seq.capacity_, 1);
-  QRT_TRY(backend_.upload(positions.data(), all_positions.row_range(seq.length_, n).data,
-                          static_cast<uint64_t>(n) * sizeof(int32_t)));
+  // Everything a pass needs from the host, in one upload to a buffer whose address does not change between
+  // steps, so that a captured step reads the current values.
+  std::vector<int32_t> step(static_cast<size_t>(3 * n + 1));
+  for (int64_t i = 0; i < n; ++i) {
+    step[static_cast<size_t>(i)] = tokens[static_cast<size_t>(i)];
+    step[static_cast<size_t>(n + i)] = positions[static_cast<size_t>(i)];
+    step[static_cast<size_t>(2 * n + i)] = static_cast<int32_t>(seq.length_ + i);  // checked against capacity above
+  }
+  step[static_cast<size_t>(3 * n)] = static_cast<int32_t>(seq.length_ + n);
+  QRT_TRY(backend_.upload(step.data(), seq.scratch_[kStep].buffer().ptr, step.size() * sizeof(int32_t)));
 
-  const F32View x = f32(kX, n, config_.hidden);
-  QRT_TRY(backend_.embed(token_embd_, token_ids, x));
+  // Final norm and output projection, on the last row only unless every position's logits are wanted.
+  const int64_t first_row = which == LogitsFor::kAll ? 0 : n - 1;
+  const F32View out = seq.scratch_[kLogits].view<float>(n - first_row, config_.vocab_size);
+  if (n == 1 && graphs_ && backend_.supports_graphs() && seq.decode_graph_ == nullptr) {
+    auto graph = backend_.capture([&] { return issue_forward(seq, n, first_row, out); });
+    if (graph.ok()) {
+      seq.decode_graph_ = std::move(*graph);
+    } else if (graph.status().code() == ErrorCode::kUnsupported) {
+      log_warn("decode steps run op by op: ", graph.status().to_string());
+      graphs_ = false;
+    } else {
+      return graph.status();
+    }
+  }
+  if (n == 1 && seq.decode_graph_ != nullptr) {
+    QRT_TRY(backend_.launch(*seq.decode_graph_));
+  } else {
+    QRT_TRY(issue_forward(seq, n, first_row, out));
+  }
+  *logits = out;
+  seq.length_ += n;
+  return ok_status();
+}
+
+Status Transformer::issue_forward(Sequence& seq, int64_t n, int64_t first_row, F32View logits) {
+  const F32View x = seq.scratch_[kX].view<float>(n, config_.hidden);
+  QRT_TRY(backend_.embed(token_embd_, seq.scratch_[kStep].view<int32_t>(n, 1), x));
   for (int l = 0; l < config_.layers; ++l) {
     Status s = run_layer(seq, l, n, x);
     if (!s.ok()) return s.with_context("layer " + std::to_string(l));
   }
-
-  // Final norm and output projection, on the last row only unless every position's logits are wanted.
-  const int64_t first_row = which == LogitsFor::kAll ? 0 : n - 1;
   const int64_t rows = n - first_row;
-  const F32View h = f32(kH, n, config_.hidden).row_range(first_row, rows);
+  const F32View h = seq.scratch_[kH].view<float>(n, config_.hidden).row_range(first_row, rows);
   QRT_TRY(backend_.rms_norm(x.row_range(first_row, rows), output_norm_, config_.norm_eps, h));
-  const F32View out = f32(kLogits, rows, config_.vocab_size);
-  QRT_TRY(backend_.linear(h, output_, WeightHandle{}, out));
-  *logits = out;
-  seq.length_ += n;
-  return ok_status();
+  return backend_.linear(h, output_, WeightHandle{}, logits);
 }
 
 Status Transformer::run_layer(Sequence& seq, int layer_index, int64_t n, F32View x) {
@@ -443,8 +467,9 @@ Status Transformer::run_layer(Sequence& seq, int layer_index, int64_t n, F32View
     QRT_TRY(be.rms_norm(q_heads, L.q_norm, c.norm_eps, q_heads));
     QRT_TRY(be.rms_norm(k_heads, L.k_norm, c.norm_eps, k_heads));
   }
-  const I32View all_positions = seq.positions_.view<int32_t>(seq.capacity_, 1);
-  const ConstI32View q_positions = all_positions.row_range(seq.length_, n);
+  const I32View step = seq.scratch_[kStep].view<int32_t>(3 * n + 1, 1);
+  const ConstI32View q_positions = step.row_range(n, n), slots = step.row_range(2 * n, n);
+  const ConstI32View key_count = step.row_range(3 * n, 1);
   const RopeParams rope{rope_.layout, head_dim_, rope_.rot_dim, rope_.attn_factor,
                         rope_inv_freq_.view<const float>(static_cast<int64_t>(rope_.inv_freq.size()), 1)};
   QRT_TRY(be.rope(q, heads_, q_positions, rope));
@@ -453,12 +478,12 @@ Status Transformer::run_layer(Sequence& seq, int layer_index, int64_t n, F32View
   const KvLayerView cache{
       F32View{seq.k_cache_.view<float>(0).data + layer_offset, seq.capacity_, kv_dim},
       F32View{seq.v_cache_.view<float>(0).data + layer_offset, seq.capacity_, kv_dim},
-      all_positions,
+      seq.positions_.view<int32_t>(seq.capacity_, 1),
   };
-  QRT_TRY(be.kv_write(cache, seq.length_, k, v));
+  QRT_TRY(be.kv_write(cache, slots, q_positions, k, v));
   const AttentionParams attention{heads_, kv_heads_, head_dim_, static_cast<float>(1.0 / std::sqrt(head_dim_)),
                                   c.sliding_window};
-  QRT_TRY(be.attention(q, q_positions, cache, seq.length_ + n, attention, attn));
+  QRT_TRY(be.attention(q, q_positions, cache, key_count, attention, attn));
   QRT_TRY(be.linear(attn, L.o, L.o_bias, proj));
   QRT_TRY(be.all_reduce_sum(proj));
   QRT_TRY(be.add(x, proj, x));

@@ -39,6 +39,10 @@ struct TensorParallel {
 
 struct TransformerOptions {
   TensorParallel tp;
+  // Decode steps (one token) run as one captured graph per sequence on a backend that supports graphs
+  // (Backend::capture): the first step captures, later steps upload the token, its position, slot and key count
+  // and launch. Off: every op is issued one by one (the comparison the graph tests make).
+  bool graphs = true;
 };
 
 class Transformer;
@@ -80,6 +84,8 @@ class Sequence {
   ScopedBuffer positions_;          // [capacity] int32
   int64_t scratch_tokens_ = 0;      // rows the scratch buffers hold
   std::vector<ScopedBuffer> scratch_;
+  // The one-token step captured over this sequence's buffers (declared last: destroyed before the buffers).
+  std::unique_ptr<BackendGraph> decode_graph_;
 };
 
 // KV cache bytes per token of a model with `config` split among `tp_world` ranks (each rank's share): f32 K and V
@@ -133,6 +139,8 @@ class Transformer {
   // The forward pass up to the logits, left on the device: [rows, vocab], rows = 1 for kLast, n for kAll.
   Status run_forward(Sequence& seq, std::span<const int32_t> tokens, std::span<const int32_t> positions,
                      LogitsFor which, F32View* logits);
+  // The device ops of a pass whose token ids, positions, slots and key count are already in the step scratch.
+  Status issue_forward(Sequence& seq, int64_t tokens, int64_t first_row, F32View logits);
   Status run_layer(Sequence& seq, int layer_index, int64_t tokens, F32View x);
 
   Backend& backend_;
@@ -144,6 +152,7 @@ class Transformer {
   std::vector<WeightHandle> uploaded_;  // every handle to free
   RopeTable rope_;
   ScopedBuffer rope_inv_freq_;  // [rot_dim / 2]
+  bool graphs_ = true;          // TransformerOptions::graphs, cleared when the backend cannot capture a step
 };
 
 }  // namespace qrt

@@ -27,6 +27,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const float* __rest
                                                              const float* __restrict__ k,
                                                              const float* __restrict__ v,
                                                              const int32_t* __restrict__ key_pos,
+                                                             const int32_t* __restrict__ key_count,
                                                              AttentionShape s, float* __restrict__ out) {
   extern __shared__ float smem[];
   float* q_s = smem;                 // [head_dim]
@@ -42,6 +43,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const float* __rest
   const int64_t q_stride = static_cast<int64_t>(s.heads) * hd;
   const int64_t kv_stride = static_cast<int64_t>(s.kv_heads) * hd;
   const int64_t items = s.tokens * s.heads;
+  const int64_t count = *key_count;
+  const int64_t keys = count < 0 ? 0 : (count > s.capacity ? s.capacity : count);
 
   for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
     const int64_t t = item / s.heads;
@@ -59,8 +62,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const float* __rest
     const int64_t qp = q_pos[t];
     __syncthreads();
 
-    for (int64_t j0 = 0; j0 < s.keys; j0 += kChunk) {
-      const int n = static_cast<int>(s.keys - j0 < kChunk ? s.keys - j0 : kChunk);
+    for (int64_t j0 = 0; j0 < keys; j0 += kChunk) {
+      const int n = static_cast<int>(keys - j0 < kChunk ? keys - j0 : kChunk);
       // 1. scores
       for (int c = warp; c < kChunk; c += kWarps) {
         float score = -INFINITY;
@@ -131,17 +134,52 @@ uint64_t attention_shared_bytes(int head_dim) {
 }
 
 Status attention(const float* q, const int32_t* q_pos, const float* k, const float* v, const int32_t* key_pos,
-                 const AttentionShape& s, float* out, cudaStream_t stream) {
-  if (s.tokens < 0 || s.keys < 0 || s.heads <= 0 || s.kv_heads <= 0 || s.head_dim <= 0 || s.heads % s.kv_heads != 0)
-    return invalid_argument("attention: bad shape (tokens " + std::to_string(s.tokens) + ", keys " +
-                            std::to_string(s.keys) + ", heads " + std::to_string(s.heads) + ", kv_heads " +
+                 const int32_t* key_count, const AttentionShape& s, float* out, cudaStream_t stream) {
+  if (s.tokens < 0 || s.capacity < 0 || s.heads <= 0 || s.kv_heads <= 0 || s.head_dim <= 0 ||
+      s.heads % s.kv_heads != 0)
+    return invalid_argument("attention: bad shape (tokens " + std::to_string(s.tokens) + ", capacity " +
+                            std::to_string(s.capacity) + ", heads " + std::to_string(s.heads) + ", kv_heads " +
                             std::to_string(s.kv_heads) + ", head_dim " + std::to_string(s.head_dim) + ")");
   const int64_t items = s.tokens * s.heads;
   if (items == 0) return ok_status();
   const unsigned blocks = static_cast<unsigned>(items < kMaxBlocks ? items : kMaxBlocks);
   const size_t shared = attention_shared_bytes(s.head_dim);
-  attention_kernel<<<blocks, kThreads, shared, stream>>>(q, q_pos, k, v, key_pos, s, out);
+  attention_kernel<<<blocks, kThreads, shared, stream>>>(q, q_pos, k, v, key_pos, key_count, s, out);
   return cuda_launch_status("attention_kernel");
+}
+
+namespace {
+
+// One block per row; every thread copies a stride of the K and V rows.
+__global__ void kv_write_kernel(const float* __restrict__ k, const float* __restrict__ v,
+                                const int32_t* __restrict__ slots, const int32_t* __restrict__ positions,
+                                int64_t rows, int64_t kv_dim, float* __restrict__ cache_k, float* __restrict__ cache_v,
+                                int32_t* __restrict__ cache_pos, int64_t capacity) {
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t slot = slots[row];
+    if (slot < 0 || slot >= capacity) continue;
+    for (int64_t i = threadIdx.x; i < kv_dim; i += blockDim.x) {
+      cache_k[slot * kv_dim + i] = k[row * kv_dim + i];
+      cache_v[slot * kv_dim + i] = v[row * kv_dim + i];
+    }
+    if (threadIdx.x == 0) cache_pos[slot] = positions[row];
+  }
+}
+
+}  // namespace
+
+Status kv_write(const float* k, const float* v, const int32_t* slots, const int32_t* positions, int64_t rows,
+                int64_t kv_dim, float* cache_k, float* cache_v, int32_t* cache_pos, int64_t capacity,
+                cudaStream_t stream) {
+  if (rows < 0 || kv_dim <= 0 || capacity < 0)
+    return invalid_argument("kv_write: bad shape (rows " + std::to_string(rows) + ", kv_dim " +
+                            std::to_string(kv_dim) + ", capacity " + std::to_string(capacity) + ")");
+  if (rows == 0) return ok_status();
+  const unsigned blocks = static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks);
+  const int threads = static_cast<int>(kv_dim < 256 ? (kv_dim + 31) / 32 * 32 : 256);
+  kv_write_kernel<<<blocks, threads, 0, stream>>>(k, v, slots, positions, rows, kv_dim, cache_k, cache_v, cache_pos,
+                                                  capacity);
+  return cuda_launch_status("kv_write_kernel");
 }
 
 }  // namespace qrt::kernels

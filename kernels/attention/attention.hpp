@@ -11,7 +11,7 @@ namespace qrt::kernels {
 
 struct AttentionShape {
   int64_t tokens = 0;      // query rows
-  int64_t keys = 0;        // cache slots [0, keys) are considered
+  int64_t capacity = 0;    // cache slots; [0, min(*key_count, capacity)) are considered
   int heads = 0;
   int kv_heads = 0;        // heads % kv_heads == 0; query head h reads kv head h / (heads / kv_heads)
   int head_dim = 0;
@@ -25,12 +25,20 @@ uint64_t attention_shared_bytes(int head_dim);
 
 // Key j is visible to query t when key_pos[j] <= q_pos[t] (and inside the window); a query with no visible key
 // gets zeros.
-//   q: [tokens, heads * head_dim]; q_pos: [tokens]
-//   k, v: [keys, kv_heads * head_dim] (the cache rows); key_pos: [keys]
+//   q: [tokens, heads * head_dim]; q_pos: [tokens]; key_count: one int on the device (read when the kernel runs,
+//   so a replayed graph sees the current count; clamped to [0, capacity])
+//   k, v: [capacity, kv_heads * head_dim] (the cache rows); key_pos: [capacity]
 //   out: [tokens, heads * head_dim], not overlapping q.
 // One block per (query row, head) walks the keys in chunks of 32 with an online softmax, so a single decode row
 // needs no second pass and no workspace.
 Status attention(const float* q, const int32_t* q_pos, const float* k, const float* v, const int32_t* key_pos,
-                 const AttentionShape& shape, float* out, cudaStream_t stream);
+                 const int32_t* key_count, const AttentionShape& shape, float* out, cudaStream_t stream);
+
+// Appends rows to a KV cache: row i of k and v goes to slot slots[i], whose position becomes positions[i]. A slot
+// outside [0, capacity) is skipped (the caller checks them on the host; a kernel cannot report).
+//   k, v: [rows, kv_dim]; slots, positions: [rows]; cache_k, cache_v: [capacity, kv_dim]; cache_pos: [capacity]
+Status kv_write(const float* k, const float* v, const int32_t* slots, const int32_t* positions, int64_t rows,
+                int64_t kv_dim, float* cache_k, float* cache_v, int32_t* cache_pos, int64_t capacity,
+                cudaStream_t stream);
 
 }  // namespace qrt::kernels

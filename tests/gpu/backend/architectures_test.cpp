@@ -7,6 +7,7 @@
 #include <list>
 #include <memory>
 
+#include "architectures.hpp"
 #include "backend_pair.hpp"
 #include "models/tensor_names.hpp"
 #include "models/transformer.hpp"
@@ -15,56 +16,11 @@
 namespace qrt {
 namespace {
 
-struct Architecture {
-  std::string name;
-  ModelConfig config;
-};
-
-std::vector<Architecture> architectures() {
-  ModelConfig base = test::tiny_llama_config();
-  base.hidden = 256;
-  base.heads = 4;
-  base.kv_heads = 2;
-  base.head_dim = 64;
-  base.ffn = 512;
-  base.layers = 2;
-  std::vector<Architecture> out;
-  out.push_back({"llama", base});
-  ModelConfig llama3 = base;  // a GGUF llama 3: interleaved pairs, llama3 frequency scaling, untied output
-  llama3.rope.layout = RopeLayout::kInterleaved;
-  llama3.rope.scaling = RopeScaling::kLlama3;
-  llama3.rope.factor = 8.0f;
-  llama3.rope.original_context = 64;
-  llama3.rope.theta = 500000.0f;
-  out.push_back({"llama3", llama3});
-  ModelConfig mistral = base;
-  mistral.sliding_window = 3;
-  out.push_back({"mistral", mistral});
-  ModelConfig qwen2 = base;
-  qwen2.attention_bias = true;
-  qwen2.tied_embeddings = true;
-  out.push_back({"qwen2", qwen2});
-  ModelConfig qwen3 = base;
-  qwen3.qk_norm = true;
-  out.push_back({"qwen3", qwen3});
-  ModelConfig mixtral = base;
-  mixtral.experts = 4;
-  mixtral.experts_used = 2;
-  mixtral.expert_ffn = 256;
-  out.push_back({"mixtral", mixtral});
-  ModelConfig qwen3moe = mixtral;
-  qwen3moe.qk_norm = true;
-  qwen3moe.normalize_topk = false;
-  out.push_back({"qwen3moe", qwen3moe});
-  for (Architecture& a : out) a.config.architecture = a.name;
-  return out;
-}
-
 class CudaArchitectures : public test::BackendPair, public testing::WithParamInterface<quant::FormatId> {};
 
 TEST_P(CudaArchitectures, LogitsMatchTheCpuBackend) {
   const quant::FormatId format = GetParam();
-  for (const Architecture& arch : architectures()) {
+  for (const test::Architecture& arch : test::architectures()) {
     SCOPED_TRACE(arch.name + " in " + std::string(quant::format_name(format)));
     test::TinyModel m = test::make_tiny_model(arch.config);
     // Every matrix in the format (stacks of experts one expert at a time); norms and biases stay F32.

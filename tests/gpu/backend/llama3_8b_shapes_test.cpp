@@ -133,8 +133,9 @@ TEST_F(Llama3Shapes, AttentionAtOneAnd4097Positions) {
     const auto out = output(c.tokens, q_dim);
     const ConstI32View cq = positions.cpu.row_range(c.first_position, c.tokens);
     const ConstI32View gq = positions.gpu.row_range(c.first_position, c.tokens);
-    ASSERT_TRUE(cpu_.attention(q.cpu, cq, cpu_cache, c.keys, p, out.cpu).ok());
-    ASSERT_TRUE(gpu_->attention(q.gpu, gq, gpu_cache, c.keys, p, out.gpu).ok());
+    const auto keys = input_values(std::vector<int32_t>{static_cast<int32_t>(c.keys)}, 1, 1);
+    ASSERT_TRUE(cpu_.attention(q.cpu, cq, cpu_cache, keys.cpu, p, out.cpu).ok());
+    ASSERT_TRUE(gpu_->attention(q.gpu, gq, gpu_cache, keys.gpu, p, out.gpu).ok());
     expect_close(out, 1e-5, "attention at position " + std::to_string(c.first_position) + ", " +
                                 std::to_string(c.tokens) + " tokens over " + std::to_string(c.keys) + " keys");
   }

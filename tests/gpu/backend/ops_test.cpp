@@ -76,15 +76,25 @@ TEST_F(CudaOps, AttentionGqaSlidingWindowDecodeAndPrompt) {
     const auto positions = input_values(pos, capacity, 1);
     const KvLayerView cpu_cache{kc.cpu, vc.cpu, positions.cpu};
     const KvLayerView gpu_cache{kc.gpu, vc.gpu, positions.gpu};
-    // Fill every slot (the slack too: attention must not read past `keys`, and NaN there would show it).
-    const auto k_all = input(capacity, kv_dim, 400 + c.head_dim), v_all = input(capacity, kv_dim, 500 + c.head_dim);
-    ASSERT_TRUE(cpu_.kv_write(cpu_cache, 0, k_all.cpu.row_range(0, c.cached + c.tokens),
-                              v_all.cpu.row_range(0, c.cached + c.tokens)).ok());
-    ASSERT_TRUE(gpu_->kv_write(gpu_cache, 0, k_all.gpu.row_range(0, c.cached + c.tokens),
-                               v_all.gpu.row_range(0, c.cached + c.tokens)).ok());
+    // Fill slots [0, keys) in reverse row order (kv_write scatters by slot), leaving the slack unwritten:
+    // attention must not read past `keys`.
     const int64_t keys = c.cached + c.tokens;
+    const auto k_all = input(keys, kv_dim, 400 + c.head_dim), v_all = input(keys, kv_dim, 500 + c.head_dim);
+    std::vector<int32_t> reversed(static_cast<size_t>(keys));
+    for (int64_t r = 0; r < keys; ++r) reversed[static_cast<size_t>(r)] = static_cast<int32_t>(keys - 1 - r);
+    const auto slots = input_values(reversed, keys, 1);  // the position of slot s is s again
+    if (keys > 0) {
+      ASSERT_TRUE(cpu_.kv_write(cpu_cache, slots.cpu, slots.cpu, k_all.cpu, v_all.cpu).ok());
+      ASSERT_TRUE(gpu_->kv_write(gpu_cache, slots.gpu, slots.gpu, k_all.gpu, v_all.gpu).ok());
+    }
     EXPECT_EQ(gpu_values(kc.gpu.row_range(0, keys)), cpu_values(kc.cpu.row_range(0, keys))) << what;
     EXPECT_EQ(gpu_values(vc.gpu.row_range(0, keys)), cpu_values(vc.cpu.row_range(0, keys))) << what;
+    EXPECT_EQ(gpu_values(positions.gpu), cpu_values(positions.cpu)) << what;
+    if (keys > 0) {
+      const std::vector<float> row0 = gpu_values(k_all.gpu.row_range(0, 1));
+      EXPECT_EQ(gpu_values(kc.gpu.row_range(keys - 1, 1)), row0) << "row 0 lands in the last slot, " << what;
+    }
+    const auto key_count = input_values(std::vector<int32_t>{static_cast<int32_t>(keys)}, 1, 1);
 
     const auto q = input(c.tokens, q_dim, 600 + c.tokens);
     const auto out = output(c.tokens, q_dim);
@@ -92,8 +102,8 @@ TEST_F(CudaOps, AttentionGqaSlidingWindowDecodeAndPrompt) {
                             c.window};
     const ConstI32View cpu_q_pos = positions.cpu.row_range(c.cached, c.tokens);
     const ConstI32View gpu_q_pos = positions.gpu.row_range(c.cached, c.tokens);
-    ASSERT_TRUE(cpu_.attention(q.cpu, cpu_q_pos, cpu_cache, keys, p, out.cpu).ok());
-    Status s = gpu_->attention(q.gpu, gpu_q_pos, gpu_cache, keys, p, out.gpu);
+    ASSERT_TRUE(cpu_.attention(q.cpu, cpu_q_pos, cpu_cache, key_count.cpu, p, out.cpu).ok());
+    Status s = gpu_->attention(q.gpu, gpu_q_pos, gpu_cache, key_count.gpu, p, out.gpu);
     ASSERT_TRUE(s.ok()) << s.to_string();
     expect_close(out, 1e-5, "attention " + what);
   }
@@ -111,8 +121,11 @@ TEST_F(CudaOps, AttentionWithNoVisibleKeyGivesZeros) {
   const auto q = input(2, heads * hd, 3);
   const auto out = output(2, heads * hd);
   const AttentionParams p{heads, kv_heads, hd, 0.2f, 6};
-  ASSERT_TRUE(cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu}, keys, p, out.cpu).ok());
-  ASSERT_TRUE(gpu_->attention(q.gpu, q_pos.gpu, KvLayerView{kc.gpu, vc.gpu, positions.gpu}, keys, p, out.gpu).ok());
+  const auto key_count = input_values(std::vector<int32_t>{static_cast<int32_t>(keys)}, 1, 1);
+  ASSERT_TRUE(
+      cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu}, key_count.cpu, p, out.cpu).ok());
+  ASSERT_TRUE(
+      gpu_->attention(q.gpu, q_pos.gpu, KvLayerView{kc.gpu, vc.gpu, positions.gpu}, key_count.gpu, p, out.gpu).ok());
   const auto got = gpu_values(out.gpu);
   for (int i = 0; i < heads * hd; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], 0.0f) << i;
   expect_close(out, 1e-5, "attention masked");
@@ -138,14 +151,56 @@ TEST_F(CudaOps, AttentionIgnoresInvisibleSlotsEvenWhenTheyHoldNaN) {
   const auto positions = input_values(pos, keys, 1);
   const auto q_pos = input_values(std::vector<int32_t>{69, 40, 3}, 3, 1);
   const auto q = input(3, int64_t{heads} * hd, 33);
+  const auto key_count = input_values(std::vector<int32_t>{static_cast<int32_t>(keys)}, 1, 1);
   for (int window : {0, 9}) {
     const auto out = output(3, int64_t{heads} * hd);
     const AttentionParams p{heads, kv_heads, hd, 0.125f, window};
-    ASSERT_TRUE(cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu}, keys, p, out.cpu).ok());
     ASSERT_TRUE(
-        gpu_->attention(q.gpu, q_pos.gpu, KvLayerView{kc.gpu, vc.gpu, positions.gpu}, keys, p, out.gpu).ok());
+        cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu}, key_count.cpu, p, out.cpu).ok());
+    ASSERT_TRUE(
+        gpu_->attention(q.gpu, q_pos.gpu, KvLayerView{kc.gpu, vc.gpu, positions.gpu}, key_count.gpu, p, out.gpu).ok());
     expect_close(out, 1e-5, "attention with NaN in invisible slots, window " + std::to_string(window));
   }
+}
+
+// The slots and the key count are read by the device when the op runs (a replayed graph sees new values): a count
+// above the capacity is clamped, a negative one gives zeros, and a slot outside the cache is skipped, not written
+// (under the SIMT layer a write past the allocation would fault).
+TEST_F(CudaOps, KvWriteAndAttentionReadTheirCountsFromTheDevice) {
+  const int heads = 4, kv_heads = 2, hd = 32;
+  const int64_t capacity = 9, kv_dim = int64_t{kv_heads} * hd;
+  const auto kc = input(capacity, kv_dim, 41), vc = input(capacity, kv_dim, 42);
+  std::vector<int32_t> pos(static_cast<size_t>(capacity));
+  for (int64_t i = 0; i < capacity; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  const auto positions = input_values(pos, capacity, 1);
+  const KvLayerView gpu_cache{kc.gpu, vc.gpu, positions.gpu};
+  const std::vector<float> k_before = gpu_values(kc.gpu);
+  const auto rows = input(2, kv_dim, 43);
+  const auto bad_slots = input_values(std::vector<int32_t>{static_cast<int32_t>(capacity), -1}, 2, 1);
+  ASSERT_TRUE(gpu_->kv_write(gpu_cache, bad_slots.gpu, bad_slots.gpu, rows.gpu, rows.gpu).ok());
+  EXPECT_EQ(gpu_values(kc.gpu), k_before) << "slots outside the cache are skipped";
+
+  const auto q = input(1, int64_t{heads} * hd, 44);
+  const auto q_pos = input_values(std::vector<int32_t>{100}, 1, 1);
+  const AttentionParams p{heads, kv_heads, hd, 0.2f, 0};
+  const auto all = input_values(std::vector<int32_t>{static_cast<int32_t>(capacity)}, 1, 1);
+  const auto out_all = output(1, int64_t{heads} * hd);
+  ASSERT_TRUE(gpu_->attention(q.gpu, q_pos.gpu, gpu_cache, all.gpu, p, out_all.gpu).ok());
+  const auto too_many = input_values(std::vector<int32_t>{1000}, 1, 1);
+  const auto out_clamped = output(1, int64_t{heads} * hd);
+  ASSERT_TRUE(gpu_->attention(q.gpu, q_pos.gpu, gpu_cache, too_many.gpu, p, out_clamped.gpu).ok());
+  EXPECT_EQ(gpu_values(out_clamped.gpu), gpu_values(out_all.gpu)) << "a count above the capacity is clamped";
+  const auto negative = input_values(std::vector<int32_t>{-5}, 1, 1);
+  const auto out_none = output(1, int64_t{heads} * hd);
+  ASSERT_TRUE(gpu_->attention(q.gpu, q_pos.gpu, gpu_cache, negative.gpu, p, out_none.gpu).ok());
+  for (float x : gpu_values(out_none.gpu)) EXPECT_EQ(x, 0.0f);
+  // The count is read at run time: the same op with the value changed in place sees the new count.
+  const auto count = input_values(std::vector<int32_t>{3}, 1, 1);
+  const auto out_three = output(1, int64_t{heads} * hd);
+  ASSERT_TRUE(cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu}, count.cpu, p,
+                             out_three.cpu).ok());
+  ASSERT_TRUE(gpu_->attention(q.gpu, q_pos.gpu, gpu_cache, count.gpu, p, out_three.gpu).ok());
+  expect_close(out_three, 1e-5, "attention over 3 of 9 slots");
 }
 
 TEST_F(CudaOps, SiluMulAndAddIncludingAliasedOutputs) {

@@ -102,20 +102,38 @@ TEST_F(OpChecks, AttentionKvAndMoeAgreeWithCpuBackend) {
   auto kpos = alloc<int32_t>(6, 1);
   const KvLayerView cache{kc, vc, kpos};
   auto k = alloc<float>(2, 16);
-  for (int64_t slot : {int64_t{0}, int64_t{4}, int64_t{5}, int64_t{-1}})
-    expect_same(cpu_.kv_write(cache, slot, k, k), op_checks::kv_write(cache, slot, k, k), "kv_write");
+  auto positions = alloc<int32_t>(2, 1);
+  // Shapes through op_checks::kv_write, slot values (which a GPU cannot report) through op_checks::kv_slots.
+  for (int32_t first : {0, 4, 5, -1}) {
+    auto slots = alloc<int32_t>(2, 1);
+    slots.data[0] = first;
+    slots.data[1] = first + 1;
+    Status expected = op_checks::kv_write(cache, slots, positions, k, k);
+    if (expected.ok()) expected = op_checks::kv_slots(cache, slots.data, slots.rows);
+    expect_same(cpu_.kv_write(cache, slots, positions, k, k), expected, "kv_write");
+  }
+  auto one_slot = alloc<int32_t>(1, 1);
+  expect_same(cpu_.kv_write(cache, one_slot, positions, k, k), op_checks::kv_write(cache, one_slot, positions, k, k),
+              "kv_write slots shape");
   auto q = alloc<float>(2, 32), out = alloc<float>(2, 32);
   auto qpos = alloc<int32_t>(2, 1);
+  auto keys = alloc<int32_t>(1, 1);
   for (int kv_heads : {2, 3, 4}) {
-    for (int64_t keys : {int64_t{0}, int64_t{6}, int64_t{7}}) {
+    for (int32_t count : {0, 6, 7}) {
+      keys.data[0] = count;
       const AttentionParams ap{4, kv_heads, 8, 0.35f, 0};
-      expect_same(cpu_.attention(q, qpos, cache, keys, ap, out), op_checks::attention(q, qpos, cache, keys, ap, out),
-                  "attention");
+      Status expected = op_checks::attention(q, qpos, cache, keys, ap, out);
+      if (expected.ok()) expected = op_checks::key_count(cache, count);
+      expect_same(cpu_.attention(q, qpos, cache, keys, ap, out), expected, "attention");
     }
   }
   const AttentionParams ap{4, 2, 8, 0.35f, 2};
-  expect_same(cpu_.attention(q, qpos, cache, 3, ap, q), op_checks::attention(q, qpos, cache, 3, ap, q),
+  keys.data[0] = 3;
+  expect_same(cpu_.attention(q, qpos, cache, keys, ap, q), op_checks::attention(q, qpos, cache, keys, ap, q),
               "attention out overlaps q");
+  auto two_counts = alloc<int32_t>(2, 1);
+  expect_same(cpu_.attention(q, qpos, cache, two_counts, ap, out),
+              op_checks::attention(q, qpos, cache, two_counts, ap, out), "attention keys shape");
 
   auto logits = alloc<float>(3, 4);
   for (int top_k : {1, 4, 5}) {

@@ -177,13 +177,29 @@ TEST(CpuBackend, OpsRejectBadShapesAndForeignMemory) {
   auto kpos = alloc<int32_t>(b, 4, 1, &keep);
   KvLayerView cache{kc, vc, kpos};
   auto k = alloc<float>(b, 2, 16, &keep);
-  EXPECT_TRUE(b.kv_write(cache, 2, k, k).ok());
-  EXPECT_EQ(b.kv_write(cache, 3, k, k).code(), ErrorCode::kOutOfRange);
+  auto slots = alloc<int32_t>(b, 2, 1, &keep), kv_positions = alloc<int32_t>(b, 2, 1, &keep);
+  slots.data[0] = 2;
+  slots.data[1] = 3;
+  kv_positions.data[0] = 7;
+  kv_positions.data[1] = 9;
+  EXPECT_TRUE(b.kv_write(cache, slots, kv_positions, k, k).ok());
+  EXPECT_EQ(kpos.data[2], 7);  // the slots' positions are recorded
+  EXPECT_EQ(kpos.data[3], 9);
+  EXPECT_EQ(kc.data[3 * 16 + 5], k.data[16 + 5]);
+  slots.data[1] = 4;  // past the capacity of 4
+  EXPECT_EQ(b.kv_write(cache, slots, kv_positions, k, k).code(), ErrorCode::kOutOfRange);
+  slots.data[1] = -1;
+  EXPECT_EQ(b.kv_write(cache, slots, kv_positions, k, k).code(), ErrorCode::kOutOfRange);
   AttentionParams ap{4, 2, 8, 0.35f, 0};
   auto out = alloc<float>(b, 2, 32, &keep);
-  EXPECT_EQ(b.attention(x, ids, cache, 5, ap, out).code(), ErrorCode::kOutOfRange);
+  auto keys = alloc<int32_t>(b, 1, 1, &keep);
+  keys.data[0] = 5;
+  EXPECT_EQ(b.attention(x, ids, cache, keys, ap, out).code(), ErrorCode::kOutOfRange);
+  keys.data[0] = -1;
+  EXPECT_EQ(b.attention(x, ids, cache, keys, ap, out).code(), ErrorCode::kOutOfRange);
+  keys.data[0] = 4;
   ap.kv_heads = 3;
-  EXPECT_EQ(b.attention(x, ids, cache, 4, ap, out).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(b.attention(x, ids, cache, keys, ap, out).code(), ErrorCode::kInvalidArgument);
 
   // MoE routing shapes.
   auto logits = alloc<float>(b, 2, 4, &keep);

@@ -1,0 +1,59 @@
+// The seven architectures' distinguishing features as tiny ModelConfigs (256 wide, so every format's blocks fit):
+// llama, llama 3 with GGUF's interleaved RoPE and llama3 scaling, mistral with a sliding window, qwen2 with biases
+// and a tied output, qwen3 with q/k norms, mixtral and qwen3moe. Shared by the GPU model tests.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "models/model_config.hpp"
+#include "tiny_model.hpp"
+
+namespace qrt::test {
+
+struct Architecture {
+  std::string name;
+  ModelConfig config;
+};
+
+inline std::vector<Architecture> architectures() {
+  ModelConfig base = test::tiny_llama_config();
+  base.hidden = 256;
+  base.heads = 4;
+  base.kv_heads = 2;
+  base.head_dim = 64;
+  base.ffn = 512;
+  base.layers = 2;
+  std::vector<Architecture> out;
+  out.push_back({"llama", base});
+  ModelConfig llama3 = base;  // a GGUF llama 3: interleaved pairs, llama3 frequency scaling, untied output
+  llama3.rope.layout = RopeLayout::kInterleaved;
+  llama3.rope.scaling = RopeScaling::kLlama3;
+  llama3.rope.factor = 8.0f;
+  llama3.rope.original_context = 64;
+  llama3.rope.theta = 500000.0f;
+  out.push_back({"llama3", llama3});
+  ModelConfig mistral = base;
+  mistral.sliding_window = 3;
+  out.push_back({"mistral", mistral});
+  ModelConfig qwen2 = base;
+  qwen2.attention_bias = true;
+  qwen2.tied_embeddings = true;
+  out.push_back({"qwen2", qwen2});
+  ModelConfig qwen3 = base;
+  qwen3.qk_norm = true;
+  out.push_back({"qwen3", qwen3});
+  ModelConfig mixtral = base;
+  mixtral.experts = 4;
+  mixtral.experts_used = 2;
+  mixtral.expert_ffn = 256;
+  out.push_back({"mixtral", mixtral});
+  ModelConfig qwen3moe = mixtral;
+  qwen3moe.qk_norm = true;
+  qwen3moe.normalize_topk = false;
+  out.push_back({"qwen3moe", qwen3moe});
+  for (Architecture& a : out) a.config.architecture = a.name;
+  return out;
+}
+
+}  // namespace qrt::test
