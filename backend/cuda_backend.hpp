@@ -90,8 +90,8 @@ class CudaBackend final : public Backend {
   size_t live_weights() const;
 
   // linear() runs the fused GEMV for up to kernels::kGemvMaxBatch rows (kernels/linear/gemv_batch.hpp) and
-  // dequantize + cuBLAS above.
-  // The most fp32 bytes of W one prefill tile dequantizes before its GEMM (at least one row is always taken).
+  // fp16 dequantization + cuBLAS on the tensor cores above.
+  // The most fp16 bytes of W one prefill tile dequantizes before its GEMM (at least one row is always taken).
   // Smaller tiles use less scratch memory; tests shrink it to run the multi-tile path on small matrices.
   void set_gemm_tile_bytes(uint64_t bytes) { gemm_tile_bytes_ = bytes; }
 

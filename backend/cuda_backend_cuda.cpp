@@ -327,29 +327,37 @@ Status CudaBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bia
   return ok_status();
 }
 
-// y[n, out] = x[n, in] · Wᵀ for n > 8: W is dequantized tile by tile (rows [r0, r0 + tile) of W) into the fp32
-// scratch and multiplied with SGEMM; every call is on the compute stream, so a tile is not overwritten before the
-// GEMM reading it has run. In cuBLAS's column-major terms the row-major y is C[out, n] (ldc = out), the row-major
-// W tile is Aᵀ with A[in, tile] (lda = in), and x is B[in, n] (ldb = in): C[r0:r0+tile, :] = Aᵀ · B.
+// y[n, out] = x[n, in] · Wᵀ for n > 8, on the tensor cores: x is rounded to fp16 once, W is dequantized to fp16
+// tile by tile (rows [r0, r0 + tile) of W) and multiplied with cublasGemmEx, accumulating and writing in fp32.
+// Every call is on the compute stream, so a tile is not overwritten before the GEMM reading it has run. In cuBLAS's
+// column-major terms the row-major y is C[out, n] (ldc = out), the row-major W tile is Aᵀ with A[in, tile]
+// (lda = in), and x is B[in, n] (ldb = in): C[r0:r0+tile, :] = Aᵀ · B.
+// fp16 rather than bf16: its 11-bit mantissa keeps the product within about 1e-3 of fp32 (bf16's 8 bits give
+// several times that); activations beyond fp16's range (65504) would overflow, as in llama.cpp's fp16 path.
 Status CudaBackend::linear_gemm(const Weight& w, ConstF32View x, F32View y) {
   const quant::QuantView view = w.view();
   const int64_t out = view.rows, in = view.cols, n = x.rows;
   if (out > INT_MAX || in > INT_MAX || n > INT_MAX)
     return unsupported("linear: [" + std::to_string(n) + ", " + std::to_string(in) + "] · [" + std::to_string(out) +
                        ", " + std::to_string(in) + "]ᵀ exceeds cuBLAS's 32-bit dimensions");
-  const uint64_t row_bytes = static_cast<uint64_t>(in) * sizeof(float);
+  const uint64_t row_bytes = static_cast<uint64_t>(in) * sizeof(__half);
   int64_t tile = static_cast<int64_t>(gemm_tile_bytes_ / row_bytes);
   if (tile < 1) tile = 1;
   if (tile > out) tile = out;
-  QRT_ASSIGN_OR_RETURN(float* scratch, dequant_scratch(static_cast<uint64_t>(tile) * row_bytes));
+  const uint64_t x_bytes = align_up(static_cast<uint64_t>(n) * row_bytes, kPartAlignment);
+  QRT_ASSIGN_OR_RETURN(float* scratch, dequant_scratch(x_bytes + static_cast<uint64_t>(tile) * row_bytes));
+  auto* x_half = reinterpret_cast<__half*>(scratch);
+  auto* w_half = reinterpret_cast<__half*>(reinterpret_cast<uint8_t*>(scratch) + x_bytes);
   const cudaStream_t stream = ctx_->compute_stream();
+  QRT_TRY(kernels::to_half(x.data, n * in, x_half, stream));
   const float alpha = 1.0f, beta = 0.0f;
   for (int64_t r0 = 0; r0 < out; r0 += tile) {
     const int64_t rows = out - r0 < tile ? out - r0 : tile;
-    QRT_TRY(kernels::dequantize_rows(w.format, view, r0, rows, scratch, stream));
-    QRT_CUBLAS_TRY(cublasSgemm(ctx_->cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows),
-                               static_cast<int>(n), static_cast<int>(in), &alpha, scratch, static_cast<int>(in),
-                               x.data, static_cast<int>(in), &beta, y.data + r0, static_cast<int>(out)));
+    QRT_TRY(kernels::dequantize_rows_half(w.format, view, r0, rows, w_half, stream));
+    QRT_CUBLAS_TRY(cublasGemmEx(ctx_->cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(n),
+                                static_cast<int>(in), &alpha, w_half, CUDA_R_16F, static_cast<int>(in), x_half,
+                                CUDA_R_16F, static_cast<int>(in), &beta, y.data + r0, CUDA_R_32F,
+                                static_cast<int>(out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
   return ok_status();
 }

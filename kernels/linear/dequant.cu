@@ -1,3 +1,5 @@
+#include <cuda_fp16.h>
+
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/linear/dequant.hpp"
@@ -8,9 +10,8 @@ namespace {
 
 constexpr int kThreads = 128;
 
-// One thread per decode block (row r, block b), decoding straight into its slot of out. Bytes moved: the packed
-// rows once, rows * cols * 4 written. A first version: each thread writes block_elems consecutive floats, so the
-// stores are not coalesced across a warp; the prefill GEMM that follows dominates.
+// One thread per decode block (row r, block b), decoding straight into its slot of out: the embedding lookup of a
+// few rows (each thread writes block_elems consecutive floats, so the stores are not coalesced across a warp).
 template <class Traits>
 __global__ void decode_rows_kernel(quant::QuantView w, const int32_t* __restrict__ row_ids, int64_t first_row,
                                    int64_t rows, float* __restrict__ out) {
@@ -29,6 +30,54 @@ __global__ void decode_rows_kernel(quant::QuantView w, const int32_t* __restrict
     }
     Traits::decode_block(w, src, b, dst);
   }
+}
+
+// Half-precision output for the tensor-core GEMM: a warp decodes 32 consecutive decode blocks into shared memory
+// (one per lane, rows padded by one float against bank conflicts), then writes them out together, lane by lane
+// over consecutive elements, so the stores are coalesced and half the bytes of fp32. Formats with blocks of at
+// most kSmallBlock elements decode into registers instead, one block per thread (already contiguous per warp).
+constexpr int kSmallBlock = 8;
+
+template <class Traits>
+__global__ void decode_rows_half_staged_kernel(quant::QuantView w, int64_t first_row, int64_t rows,
+                                               __half* __restrict__ out) {
+  extern __shared__ float stage[];  // [32][be + 1]
+  const int be = quant::block_elems_for(Traits::block_elems, w.params);
+  const int lane = threadIdx.x;
+  const int64_t blocks_per_row = w.cols / be;
+  const int64_t n = rows * blocks_per_row;
+  for (int64_t idx0 = static_cast<int64_t>(blockIdx.x) * 32; idx0 < n; idx0 += static_cast<int64_t>(gridDim.x) * 32) {
+    const int64_t idx = idx0 + lane;
+    if (idx < n) Traits::decode_block(w, first_row + idx / blocks_per_row, idx % blocks_per_row, stage + lane * (be + 1));
+    __syncwarp();
+    const int64_t count = n - idx0 < 32 ? n - idx0 : 32;
+    for (int64_t f = lane; f < count * be; f += 32) {
+      const int64_t k = f / be, e = f % be, i = idx0 + k;
+      out[(i / blocks_per_row) * w.cols + (i % blocks_per_row) * be + e] = __float2half_rn(stage[k * (be + 1) + e]);
+    }
+    __syncwarp();  // the stage is read by every lane before the next round overwrites it
+  }
+}
+
+template <class Traits>
+__global__ void decode_rows_half_small_kernel(quant::QuantView w, int64_t first_row, int64_t rows,
+                                              __half* __restrict__ out) {
+  const int be = quant::block_elems_for(Traits::block_elems, w.params);
+  const int64_t blocks_per_row = w.cols / be;
+  const int64_t n = rows * blocks_per_row;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += stride) {
+    float values[kSmallBlock];
+    Traits::decode_block(w, first_row + idx / blocks_per_row, idx % blocks_per_row, values);
+    __half* dst = out + (idx / blocks_per_row) * w.cols + (idx % blocks_per_row) * be;
+    for (int j = 0; j < be; ++j) dst[j] = __float2half_rn(values[j]);
+  }
+}
+
+__global__ void to_half_kernel(const float* __restrict__ x, int64_t n, __half* __restrict__ out) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = __float2half_rn(x[i]);
 }
 
 Status check_view(const quant::QuantView& w, int be, const char* op) {
@@ -55,12 +104,36 @@ Status launch(quant::FormatId format, const quant::QuantView& w, const int32_t* 
 
 }  // namespace
 
-Status dequantize_rows(quant::FormatId format, const quant::QuantView& w, int64_t first_row, int64_t rows,
-                       float* out, cudaStream_t stream) {
+Status dequantize_rows_half(quant::FormatId format, const quant::QuantView& w, int64_t first_row, int64_t rows,
+                            __half* out, cudaStream_t stream) {
   if (first_row < 0 || rows < 0 || first_row + rows > w.rows)
-    return out_of_range("dequantize_rows: rows [" + std::to_string(first_row) + ", " +
+    return out_of_range("dequantize_rows_half: rows [" + std::to_string(first_row) + ", " +
                         std::to_string(first_row + rows) + ") outside a matrix of " + std::to_string(w.rows) + " rows");
-  return launch(format, w, nullptr, first_row, rows, out, stream, "dequantize_rows");
+  return quant::dispatch_format(format, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::Traits;
+    const int be = quant::block_elems_for(T::block_elems, w.params);
+    QRT_TRY(check_view(w, be, "dequantize_rows_half"));
+    if (rows == 0) return ok_status();
+    const int64_t n = rows * (w.cols / be);
+    if (be <= kSmallBlock) {
+      decode_rows_half_small_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(w, first_row, rows, out);
+      return cuda_launch_status("decode_rows_half_small_kernel");
+    }
+    const size_t shared = static_cast<size_t>(32) * (be + 1) * sizeof(float);
+    if (shared > 48 * 1024)
+      return unsupported("dequantize_rows_half: decode blocks of " + std::to_string(be) + " elements");
+    const int64_t warps = (n + 31) / 32;
+    const unsigned grid = static_cast<unsigned>(warps < (int64_t{1} << 30) ? warps : (int64_t{1} << 30));
+    decode_rows_half_staged_kernel<T><<<grid, 32, shared, stream>>>(w, first_row, rows, out);
+    return cuda_launch_status("decode_rows_half_staged_kernel");
+  });
+}
+
+Status to_half(const float* x, int64_t n, __half* out, cudaStream_t stream) {
+  if (n < 0) return invalid_argument("to_half: negative length");
+  if (n == 0) return ok_status();
+  to_half_kernel<<<grid_for(n, 256), 256, 0, stream>>>(x, n, out);
+  return cuda_launch_status("to_half_kernel");
 }
 
 Status gather_rows(quant::FormatId format, const quant::QuantView& w, const int32_t* row_ids, int64_t rows,

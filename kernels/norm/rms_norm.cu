@@ -5,7 +5,9 @@
 namespace qrt::kernels {
 namespace {
 
-constexpr int kMaxThreads = 256;
+// Up to 1024 threads: a decode row of 4096 is then 4 loads per thread per pass, not 16 in a dependent chain (one
+// block per row is all the parallelism a single token has).
+constexpr int kMaxThreads = 1024;
 constexpr int64_t kMaxBlocks = int64_t{1} << 20;  // rows beyond this are covered by the grid-stride loop
 
 // One block per row. The sum of squares is complete (block_sum ends in __syncthreads) before any thread writes,
