@@ -55,6 +55,7 @@ using ConstF32View = DeviceView<const float>;
 using I32View = DeviceView<int32_t>;
 using ConstI32View = DeviceView<const int32_t>;
 
+
 // One allocation of device memory.
 struct DeviceBuffer {
   void* ptr = nullptr;
@@ -96,6 +97,9 @@ struct KvLayerView {
   F32View k;          // [capacity, kv_heads * head_dim]
   F32View v;          // [capacity, kv_heads * head_dim]
   I32View positions;  // [capacity, 1], shared by all layers (kv_write records each slot's position)
+  // Device memory attention may use over this cache (Backend::attention_workspace_bytes; shared by the layers,
+  // which run one after another). Empty: attention does without.
+  DeviceBuffer attention_workspace;
 };
 
 // One decode step of sampling for `rows` sequences that share the parameters. The random draws are made on the
@@ -172,6 +176,12 @@ class Backend {
   //   k, v: [tokens, kv_heads * head_dim]; slots, positions: [tokens, 1]
   virtual Status kv_write(const KvLayerView& cache, ConstI32View slots, ConstI32View positions, ConstF32View k,
                           ConstF32View v) = 0;
+
+  // Bytes of KvLayerView::attention_workspace with which attention of `tokens` query rows over a cache of
+  // `capacity` slots takes its fastest path (on a GPU, splitting the keys among blocks); 0: it needs none.
+  virtual uint64_t attention_workspace_bytes(int64_t tokens, const AttentionParams& params, int64_t capacity) const {
+    return 0;
+  }
 
   // Causal attention of the queries over cache slots [0, keys[0]), masked by position (see AttentionParams).
   // The key count is read by the device, like the slots of kv_write; it must not exceed the capacity (the CPU

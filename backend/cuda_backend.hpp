@@ -64,6 +64,7 @@ class CudaBackend final : public Backend {
   Status rope(F32View x, int heads, ConstI32View positions, const RopeParams& params) override;
   Status kv_write(const KvLayerView& cache, ConstI32View slots, ConstI32View positions, ConstF32View k,
                   ConstF32View v) override;
+  uint64_t attention_workspace_bytes(int64_t tokens, const AttentionParams& params, int64_t capacity) const override;
   Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, ConstI32View keys,
                    const AttentionParams& params, F32View out) override;
   Status silu_mul(ConstF32View gate, ConstF32View up, F32View out) override;

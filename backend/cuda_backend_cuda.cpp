@@ -8,6 +8,7 @@
 
 #include "kernels/activation/silu_mul.hpp"
 #include "kernels/attention/attention.hpp"
+#include "kernels/attention/attention_split.hpp"
 #include "kernels/cpu/quant_reference.hpp"
 #include "kernels/elementwise/add.hpp"
 #include "kernels/embedding/embed.hpp"
@@ -410,8 +411,23 @@ Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const Kv
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   const kernels::AttentionShape shape{q.rows, cache.k.rows, p.heads, p.kv_heads, p.head_dim, p.scale,
                                       p.sliding_window};
+  const kernels::AttentionSplitPlan plan = kernels::plan_attention_split(shape);
+  const DeviceBuffer& ws = cache.attention_workspace;
+  if (plan.splits > 0 && ws.ptr != nullptr && ws.bytes >= plan.workspace_bytes &&
+      plan.shared_bytes <= ctx_->props().shared_mem_per_block) {
+    QRT_TRY(check_range(ws.ptr, plan.workspace_bytes, op, "attention workspace"));
+    return kernels::attention_split(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data,
+                                    keys.data, shape, plan, static_cast<float*>(ws.ptr), out.data,
+                                    ctx_->compute_stream());
+  }
   return kernels::attention(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data, keys.data,
                             shape, out.data, ctx_->compute_stream());
+}
+
+uint64_t CudaBackend::attention_workspace_bytes(int64_t tokens, const AttentionParams& p, int64_t capacity) const {
+  const kernels::AttentionShape shape{tokens, capacity, p.heads, p.kv_heads, p.head_dim, p.scale, p.sliding_window};
+  const kernels::AttentionSplitPlan plan = kernels::plan_attention_split(shape);
+  return plan.splits > 0 && plan.shared_bytes <= ctx_->props().shared_mem_per_block ? plan.workspace_bytes : 0;
 }
 
 Status CudaBackend::silu_mul(ConstF32View gate, ConstF32View up, F32View out) {

@@ -303,6 +303,10 @@ Result<std::unique_ptr<Sequence>> Transformer::new_sequence(int64_t capacity) {
   QRT_ASSIGN_OR_RETURN(seq->k_cache_, allocate_scoped(backend_, kv_bytes));
   QRT_ASSIGN_OR_RETURN(seq->v_cache_, allocate_scoped(backend_, kv_bytes));
   QRT_ASSIGN_OR_RETURN(seq->positions_, allocate_scoped(backend_, static_cast<uint64_t>(capacity) * sizeof(int32_t)));
+  const uint64_t workspace = backend_.attention_workspace_bytes(1, attention_params(), capacity);
+  if (workspace > 0) {
+    QRT_ASSIGN_OR_RETURN(seq->attention_workspace_, allocate_scoped(backend_, workspace));
+  }
   return seq;
 }
 
@@ -446,6 +450,10 @@ Status Transformer::issue_forward(Sequence& seq, int64_t n, int64_t first_row, F
   return backend_.linear(h, output_, WeightHandle{}, logits);
 }
 
+AttentionParams Transformer::attention_params() const {
+  return {heads_, kv_heads_, head_dim_, static_cast<float>(1.0 / std::sqrt(head_dim_)), config_.sliding_window};
+}
+
 Status Transformer::run_layer(Sequence& seq, int layer_index, int64_t n, F32View x) {
   const ModelConfig& c = config_;
   const Layer& L = layers_[static_cast<size_t>(layer_index)];
@@ -479,11 +487,10 @@ Status Transformer::run_layer(Sequence& seq, int layer_index, int64_t n, F32View
       F32View{seq.k_cache_.view<float>(0).data + layer_offset, seq.capacity_, kv_dim},
       F32View{seq.v_cache_.view<float>(0).data + layer_offset, seq.capacity_, kv_dim},
       seq.positions_.view<int32_t>(seq.capacity_, 1),
+      seq.attention_workspace_.buffer(),
   };
   QRT_TRY(be.kv_write(cache, slots, q_positions, k, v));
-  const AttentionParams attention{heads_, kv_heads_, head_dim_, static_cast<float>(1.0 / std::sqrt(head_dim_)),
-                                  c.sliding_window};
-  QRT_TRY(be.attention(q, q_positions, cache, key_count, attention, attn));
+  QRT_TRY(be.attention(q, q_positions, cache, key_count, attention_params(), attn));
   QRT_TRY(be.linear(attn, L.o, L.o_bias, proj));
   QRT_TRY(be.all_reduce_sum(proj));
   QRT_TRY(be.add(x, proj, x));

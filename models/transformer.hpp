@@ -58,12 +58,13 @@ class Sequence {
   int64_t length() const { return length_; }      // tokens in the KV cache
   int64_t capacity() const { return capacity_; }  // the most tokens it can hold
   // The device memory this sequence owns: its KV cache (K and V of every layer for `capacity` tokens, and the
-  // slots' positions; fixed when it is created) and its scratch (sized for the largest batch so far).
+  // slots' positions; fixed when it is created) and its scratch (sized for the largest batch so far, with the
+  // attention workspace of one-token steps).
   uint64_t kv_cache_bytes() const {
     return k_cache_.buffer().bytes + v_cache_.buffer().bytes + positions_.buffer().bytes;
   }
   uint64_t scratch_bytes() const {
-    uint64_t n = 0;
+    uint64_t n = attention_workspace_.buffer().bytes;
     for (const ScopedBuffer& b : scratch_) n += b.buffer().bytes;
     return n;
   }
@@ -82,6 +83,7 @@ class Sequence {
   bool has_last_logits_ = false;  // the logits scratch holds the last token's logits (forward_keep_logits)
   ScopedBuffer k_cache_, v_cache_;  // [layers, capacity, kv_heads * head_dim]
   ScopedBuffer positions_;          // [capacity] int32
+  ScopedBuffer attention_workspace_;  // for one-token steps (Backend::attention_workspace_bytes), may be empty
   int64_t scratch_tokens_ = 0;      // rows the scratch buffers hold
   std::vector<ScopedBuffer> scratch_;
   // The one-token step captured over this sequence's buffers (declared last: destroyed before the buffers).
@@ -142,6 +144,7 @@ class Transformer {
   // The device ops of a pass whose token ids, positions, slots and key count are already in the step scratch.
   Status issue_forward(Sequence& seq, int64_t tokens, int64_t first_row, F32View logits);
   Status run_layer(Sequence& seq, int layer_index, int64_t tokens, F32View x);
+  AttentionParams attention_params() const;
 
   Backend& backend_;
   ModelConfig config_;

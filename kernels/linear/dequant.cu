@@ -34,8 +34,9 @@ __global__ void decode_rows_kernel(quant::QuantView w, const int32_t* __restrict
 
 // Half-precision output for the tensor-core GEMM: a warp decodes 32 consecutive decode blocks into shared memory
 // (one per lane, rows padded by one float against bank conflicts), then writes them out together, lane by lane
-// over consecutive elements, so the stores are coalesced and half the bytes of fp32. Formats with blocks of at
-// most kSmallBlock elements decode into registers instead, one block per thread (already contiguous per warp).
+// over consecutive elements, so the stores are coalesced and half the bytes of fp32. Formats whose blocks have a
+// fixed size of at most kSmallBlock elements decode into registers instead, one block per thread (already
+// contiguous per warp).
 constexpr int kSmallBlock = 8;
 
 template <class Traits>
@@ -62,12 +63,12 @@ __global__ void decode_rows_half_staged_kernel(quant::QuantView w, int64_t first
 template <class Traits>
 __global__ void decode_rows_half_small_kernel(quant::QuantView w, int64_t first_row, int64_t rows,
                                               __half* __restrict__ out) {
-  const int be = quant::block_elems_for(Traits::block_elems, w.params);
+  constexpr int be = Traits::block_elems;
   const int64_t blocks_per_row = w.cols / be;
   const int64_t n = rows * blocks_per_row;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += stride) {
-    float values[kSmallBlock];
+    float values[Traits::block_elems];
     Traits::decode_block(w, first_row + idx / blocks_per_row, idx % blocks_per_row, values);
     __half* dst = out + (idx / blocks_per_row) * w.cols + (idx % blocks_per_row) * be;
     for (int j = 0; j < be; ++j) dst[j] = __float2half_rn(values[j]);
@@ -115,7 +116,7 @@ Status dequantize_rows_half(quant::FormatId format, const quant::QuantView& w, i
     QRT_TRY(check_view(w, be, "dequantize_rows_half"));
     if (rows == 0) return ok_status();
     const int64_t n = rows * (w.cols / be);
-    if (be <= kSmallBlock) {
+    if constexpr (T::block_elems != 0 && T::block_elems <= kSmallBlock) {
       decode_rows_half_small_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(w, first_row, rows, out);
       return cuda_launch_status("decode_rows_half_small_kernel");
     }

@@ -77,9 +77,9 @@ TEST_F(HostCosts, OneDecodeStep) {
   }
   EXPECT_EQ(three.graph_kernel_nodes - two.graph_kernel_nodes, per_layer) << "every layer runs alike";
   EXPECT_EQ(two_later.graph_kernel_nodes, two.graph_kernel_nodes) << "a later step runs as many kernels";
-  // Norm, q, k, v, 2 rope, KV write, attention, o, add, norm, gate, up, silu, down, add: 16 kernels per layer,
-  // which fusion (issue: GPU decode designed for the roofline) brings down; until then it must not grow.
-  EXPECT_LE(per_layer, 16u);
+  // Norm, q, k, v, 2 rope, KV write, attention (split, merge), o, add, norm, gate, up, silu, down, add: 17 kernels
+  // per layer, which fusion (issue: GPU decode designed for the roofline) brings down; until then it must not grow.
+  EXPECT_LE(per_layer, 17u);
   EXPECT_LE(one.kernel_launches, 2u) << "sampling only";
   // One real wait (for the sampled id; the staging ring's event checks find their copies done). At most: the
   // device may have finished by itself before the host asked (it runs queued work after a delay).

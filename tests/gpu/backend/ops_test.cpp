@@ -6,6 +6,10 @@
 
 #include "backend_pair.hpp"
 
+#if defined(QRT_SIMT)
+#include "simt/simt.hpp"
+#endif
+
 namespace qrt {
 namespace {
 
@@ -201,6 +205,65 @@ TEST_F(CudaOps, KvWriteAndAttentionReadTheirCountsFromTheDevice) {
                              out_three.cpu).ok());
   ASSERT_TRUE(gpu_->attention(q.gpu, q_pos.gpu, gpu_cache, count.gpu, p, out_three.gpu).ok());
   expect_close(out_three, 1e-5, "attention over 3 of 9 slots");
+}
+
+// Decode attention split over the sequence (a workspace from attention_workspace_bytes, as a sequence allocates it
+// for one-token steps) against the CPU reference: lengths around the split and warp boundaries and beyond the
+// shared-memory chunk, GQA groups of 1, 4 and 8, a sliding window, several query rows, slots that are invisible
+// and hold NaN, and a cache much larger than the key count (splits with no keys).
+TEST_F(CudaOps, SplitAttentionMatchesCpu) {
+  struct Case {
+    int heads, kv_heads, head_dim, window;
+    int64_t tokens, keys, capacity;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const Case& c : {Case{8, 8, 64, 0, 1, 1, 8}, Case{32, 8, 128, 0, 1, 31, 64}, Case{32, 8, 128, 0, 1, 32, 32},
+                        Case{32, 8, 128, 0, 1, 33, 4096}, Case{32, 4, 128, 0, 1, 4097, 4097},
+                        Case{16, 2, 64, 7, 1, 300, 512}, Case{8, 8, 32, 0, 3, 100, 100},
+                        Case{12, 1, 96, 0, 2, 1000, 20000}}) {
+    const std::string what = "heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " hd " +
+                             std::to_string(c.head_dim) + " window " + std::to_string(c.window) + " tokens " +
+                             std::to_string(c.tokens) + " keys " + std::to_string(c.keys) + " of " +
+                             std::to_string(c.capacity);
+    const int64_t kv_dim = int64_t{c.kv_heads} * c.head_dim, q_dim = int64_t{c.heads} * c.head_dim;
+    std::vector<float> k = test::random_normal(static_cast<size_t>(c.capacity * kv_dim), 70 + c.keys);
+    std::vector<float> v = test::random_normal(static_cast<size_t>(c.capacity * kv_dim), 80 + c.keys);
+    std::vector<int32_t> pos(static_cast<size_t>(c.capacity));
+    for (int64_t j = 0; j < c.capacity; ++j) {
+      // Every seventh slot belongs to a later token, not written yet: invisible, NaN.
+      const bool future = j % 7 == 5;
+      pos[static_cast<size_t>(j)] = static_cast<int32_t>(future ? 100000 + j : j);
+      if (future || j >= c.keys)
+        for (int64_t d = 0; d < kv_dim; ++d)
+          k[static_cast<size_t>(j * kv_dim + d)] = v[static_cast<size_t>(j * kv_dim + d)] = nan;
+    }
+    const auto kc = input_values(k, c.capacity, kv_dim), vc = input_values(v, c.capacity, kv_dim);
+    const auto positions = input_values(pos, c.capacity, 1);
+    std::vector<int32_t> qp;
+    for (int64_t t = 0; t < c.tokens; ++t) qp.push_back(static_cast<int32_t>(c.keys - 1 - t * 3));
+    const auto q_pos = input_values(qp, c.tokens, 1);
+    const auto q = input(c.tokens, q_dim, 90 + c.keys);
+    const auto key_count = input_values(std::vector<int32_t>{static_cast<int32_t>(c.keys)}, 1, 1);
+    const AttentionParams p{c.heads, c.kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                            c.window};
+    const uint64_t bytes = gpu_->attention_workspace_bytes(c.tokens, p, c.capacity);
+    ASSERT_GT(bytes, 0u) << what;
+    auto workspace = allocate_scoped(*gpu_, bytes);
+    ASSERT_TRUE(workspace.ok());
+    const auto out = output(c.tokens, q_dim);
+    ASSERT_TRUE(
+        cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu}, key_count.cpu, p, out.cpu).ok());
+#if defined(QRT_SIMT)
+    const simt::StreamCounters before = simt::device_counters(0);
+#endif
+    const Status s = gpu_->attention(q.gpu, q_pos.gpu, KvLayerView{kc.gpu, vc.gpu, positions.gpu, workspace->buffer()},
+                                     key_count.gpu, p, out.gpu);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+#if defined(QRT_SIMT)
+    EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, 2u) << "split and merge kernels, " << what;
+#endif
+    expect_close(out, 1e-5, "split attention " + what);
+  }
 }
 
 TEST_F(CudaOps, SiluMulAndAddIncludingAliasedOutputs) {

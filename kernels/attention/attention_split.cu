@@ -1,0 +1,225 @@
+#include "kernels/attention/attention_split.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/kernel_utils.cuh"
+
+namespace qrt::kernels {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+// Enough blocks for every SM of a large GPU to hold two at a time, whatever the key count.
+constexpr int kTargetBlocks = 256;
+constexpr int kMaxSplits = 64;
+constexpr uint64_t kSharedLimit = 48 * 1024;  // without cudaFuncSetAttribute
+
+__device__ __forceinline__ int64_t clamp_keys(const int32_t* key_count, int64_t capacity) {
+  const int64_t n = *key_count;
+  return n < 0 ? 0 : (n > capacity ? capacity : n);
+}
+
+// Keys per split for the current count: the count spread evenly over the splits, in whole warps' worth of keys.
+__device__ __forceinline__ int64_t split_chunk(int64_t keys, int splits) {
+  const int64_t per = (keys + splits - 1) / splits;
+  return per < 32 ? 32 : (per + 31) / 32 * 32;
+}
+
+// Shared memory: q_s[group][hd], scores then probabilities p[group][chunk_capacity], visible[chunk_capacity].
+//   1. each warp scores keys j0 + warp, j0 + warp + 4, ...: the lanes split the K row, one sum per query head;
+//      a key the query cannot see is marked invisible.
+//   2. warp g (and g + 4, ...) takes the max and the sum of exp for query head g over the split.
+//   3. thread d accumulates sum_j p[g][j] * v[j][d] for every head g of the group, reading each V row once and
+//      skipping invisible slots (they may hold NaN: a slot not written yet).
+// kGroup: the group size rounded up to a power of two (register arrays need a compile-time bound; the loops skip
+// g >= group).
+template <int kGroup>
+__global__ void __launch_bounds__(kThreads) attention_split_kernel(
+    const float* __restrict__ q, const int32_t* __restrict__ q_pos, const float* __restrict__ k,
+    const float* __restrict__ v, const int32_t* __restrict__ key_pos, const int32_t* __restrict__ key_count,
+    AttentionShape s, int splits, int chunk_capacity, float* __restrict__ ws_max, float* __restrict__ ws_sum,
+    float* __restrict__ ws_out) {
+  extern __shared__ float smem[];
+  const int split = blockIdx.x, kv_head = blockIdx.y;
+  const int64_t t = blockIdx.z;
+  const int hd = s.head_dim, group = s.heads / s.kv_heads;
+  const int64_t keys = clamp_keys(key_count, s.capacity);
+  const int64_t chunk = split_chunk(keys, splits);
+  const int64_t j0 = split * chunk;
+  if (j0 >= keys) return;  // the merge reads only the splits that hold keys
+  const int n = static_cast<int>(keys - j0 < chunk ? keys - j0 : chunk);
+
+  float* q_s = smem;                                                    // [group][hd]
+  float* p = q_s + group * hd;                                          // [group][chunk_capacity]
+  unsigned char* visible = reinterpret_cast<unsigned char*>(p + group * chunk_capacity);  // [chunk_capacity]
+  __shared__ float head_max[kSplitMaxGroup], head_sum[kSplitMaxGroup];
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t q_stride = static_cast<int64_t>(s.heads) * hd, kv_stride = static_cast<int64_t>(s.kv_heads) * hd;
+  const int first_head = kv_head * group;
+  for (int i = threadIdx.x; i < group * hd; i += kThreads) q_s[i] = q[t * q_stride + first_head * hd + i];
+  const int64_t qp = q_pos[t];
+  __syncthreads();
+
+  // 1. scores
+  for (int c = warp; c < n; c += kWarps) {
+    const int64_t j = j0 + c;
+    const int64_t dist = qp - static_cast<int64_t>(key_pos[j]);
+    const bool is_visible = dist >= 0 && (s.sliding_window <= 0 || dist < s.sliding_window);
+    if (lane == 0) visible[c] = is_visible;
+    if (!is_visible) {
+      for (int g = lane; g < group; g += 32) p[g * chunk_capacity + c] = -INFINITY;
+      continue;
+    }
+    const float* kj = k + j * kv_stride + static_cast<int64_t>(kv_head) * hd;
+    float dot[kGroup];
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) dot[g] = 0.0f;
+    for (int d = lane; d < hd; d += 32) {
+      const float kd = kj[d];
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g)
+        if (g < group) dot[g] += q_s[g * hd + d] * kd;
+    }
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      if (g >= group) break;
+      const float score = warp_sum(dot[g]) * s.scale;
+      if (lane == 0) p[g * chunk_capacity + c] = score;
+    }
+  }
+  __syncthreads();
+
+  // 2. per-head max and sum over the split (exp(-inf - m) = 0 for invisible keys)
+  for (int g = warp; g < group; g += kWarps) {
+    float* pg = p + g * chunk_capacity;
+    float m = -INFINITY;
+    for (int c = lane; c < n; c += 32) m = fmaxf(m, pg[c]);
+    m = warp_max(m);
+    float sum = 0.0f;
+    for (int c = lane; c < n; c += 32) {
+      const float e = m == -INFINITY ? 0.0f : expf(pg[c] - m);
+      pg[c] = e;
+      sum += e;
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) {
+      head_max[g] = m;
+      head_sum[g] = sum;
+    }
+  }
+  __syncthreads();
+
+  // 3. values
+  const int64_t slot = (t * s.heads + first_head) * splits + split;  // (row, head, split) of head g: + g * splits
+  for (int d = threadIdx.x; d < hd; d += kThreads) {
+    float acc[kGroup];
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) acc[g] = 0.0f;
+    const float* vd = v + j0 * kv_stride + static_cast<int64_t>(kv_head) * hd + d;
+    for (int c = 0; c < n; ++c) {
+      if (!visible[c]) continue;
+      const float vv = vd[c * kv_stride];
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g)
+        if (g < group) acc[g] += p[g * chunk_capacity + c] * vv;
+    }
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g)
+      if (g < group) ws_out[(slot + static_cast<int64_t>(g) * splits) * hd + d] = acc[g];
+  }
+  if (static_cast<int>(threadIdx.x) < group) {
+    ws_max[slot + static_cast<int64_t>(threadIdx.x) * splits] = head_max[threadIdx.x];
+    ws_sum[slot + static_cast<int64_t>(threadIdx.x) * splits] = head_sum[threadIdx.x];
+  }
+}
+
+// One block per (query row, head): out = sum_b o_b * exp(m_b - M) / sum_b l_b * exp(m_b - M) over the splits that
+// held keys; zeros when no key was visible.
+__global__ void __launch_bounds__(kThreads) attention_merge_kernel(const int32_t* __restrict__ key_count,
+                                                                   AttentionShape s, int splits,
+                                                                   const float* __restrict__ ws_max,
+                                                                   const float* __restrict__ ws_sum,
+                                                                   const float* __restrict__ ws_out,
+                                                                   float* __restrict__ out) {
+  const int64_t item = blockIdx.x;  // t * heads + h
+  const int hd = s.head_dim;
+  const int64_t keys = clamp_keys(key_count, s.capacity);
+  const int64_t chunk = split_chunk(keys, splits);
+  const int used = static_cast<int>((keys + chunk - 1) / chunk);
+  const float* m = ws_max + item * splits;
+  const float* l = ws_sum + item * splits;
+  float top = -INFINITY;
+  for (int b = 0; b < used; ++b) top = fmaxf(top, m[b]);
+  float denom = 0.0f;
+  if (top != -INFINITY)
+    for (int b = 0; b < used; ++b)
+      if (m[b] != -INFINITY) denom += l[b] * expf(m[b] - top);
+  float* o = out + item * hd;  // out is [tokens, heads * hd]: row t, head h at (t * heads + h) * hd
+  for (int d = threadIdx.x; d < hd; d += kThreads) {
+    float acc = 0.0f;
+    if (denom > 0.0f) {
+      for (int b = 0; b < used; ++b)
+        if (m[b] != -INFINITY) acc += ws_out[(item * splits + b) * hd + d] * expf(m[b] - top);
+      acc /= denom;
+    }
+    o[d] = acc;
+  }
+}
+
+}  // namespace
+
+AttentionSplitPlan plan_attention_split(const AttentionShape& s) {
+  AttentionSplitPlan plan;
+  if (s.tokens <= 0 || s.capacity <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.head_dim <= 0 ||
+      s.heads % s.kv_heads != 0)
+    return plan;
+  const int group = s.heads / s.kv_heads;
+  if (group > kSplitMaxGroup || s.tokens > 65535 || s.kv_heads > 65535) return plan;
+  const int64_t per_split_blocks = s.tokens * s.kv_heads;
+  int64_t splits = kTargetBlocks / per_split_blocks;
+  splits = splits < 1 ? 1 : (splits > kMaxSplits ? kMaxSplits : splits);
+  // Scores of one split live in shared memory: more splits for long caches.
+  const uint64_t fixed = static_cast<uint64_t>(group) * s.head_dim * sizeof(float);
+  if (fixed >= kSharedLimit) return plan;
+  const int64_t max_chunk = static_cast<int64_t>((kSharedLimit - fixed) / (group * sizeof(float) + 1)) / 32 * 32;
+  if (max_chunk < 32) return plan;
+  const int64_t needed = (s.capacity + max_chunk - 1) / max_chunk;
+  if (needed > splits) splits = needed;
+  if (splits > 65535) return plan;
+  const int64_t per = (s.capacity + splits - 1) / splits;
+  const int64_t chunk_capacity = per < 32 ? 32 : (per + 31) / 32 * 32;
+  plan.splits = static_cast<int>(splits);
+  plan.chunk_capacity = static_cast<int>(chunk_capacity);
+  plan.shared_bytes = fixed + static_cast<uint64_t>(group) * chunk_capacity * sizeof(float) + chunk_capacity;
+  const uint64_t partials = static_cast<uint64_t>(s.tokens) * s.heads * splits;
+  plan.workspace_bytes = partials * (2 + static_cast<uint64_t>(s.head_dim)) * sizeof(float);
+  return plan;
+}
+
+Status attention_split(const float* q, const int32_t* q_pos, const float* k, const float* v, const int32_t* key_pos,
+                       const int32_t* key_count, const AttentionShape& s, const AttentionSplitPlan& plan,
+                       float* workspace, float* out, cudaStream_t stream) {
+  if (plan.splits <= 0 || workspace == nullptr)
+    return invalid_argument("attention_split: no split plan or workspace for this shape");
+  const uint64_t partials = static_cast<uint64_t>(s.tokens) * s.heads * plan.splits;
+  float* ws_max = workspace;
+  float* ws_sum = ws_max + partials;
+  float* ws_out = ws_sum + partials;
+  const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(s.kv_heads),
+                  static_cast<unsigned>(s.tokens));
+  const int group = s.heads / s.kv_heads;
+  auto launch = [&](auto kernel) {
+    kernel<<<grid, kThreads, plan.shared_bytes, stream>>>(q, q_pos, k, v, key_pos, key_count, s, plan.splits,
+                                                          plan.chunk_capacity, ws_max, ws_sum, ws_out);
+  };
+  if (group <= 1) launch(attention_split_kernel<1>);
+  else if (group <= 2) launch(attention_split_kernel<2>);
+  else if (group <= 4) launch(attention_split_kernel<4>);
+  else if (group <= 8) launch(attention_split_kernel<8>);
+  else launch(attention_split_kernel<16>);
+  QRT_TRY(cuda_launch_status("attention_split_kernel"));
+  attention_merge_kernel<<<static_cast<unsigned>(s.tokens * s.heads), kThreads, 0, stream>>>(
+      key_count, s, plan.splits, ws_max, ws_sum, ws_out, out);
+  return cuda_launch_status("attention_merge_kernel");
+}
+
+}  // namespace qrt::kernels

@@ -1,0 +1,38 @@
+// Decode attention split over the sequence (flash-decoding): a block per (split, KV head, query row) scores its
+// slice of the keys for every query head of the GQA group, so each K and V row is read once per group, not once
+// per query head; a second kernel merges the splits' partial results by log-sum-exp. The number of splits is fixed
+// at launch (so a captured graph keeps its grid) while the keys per split follow the current key count, read on the
+// device: every length keeps all splits busy.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/attention/attention.hpp"
+#include "qrt/status.hpp"
+
+namespace qrt::kernels {
+
+// The largest GQA group (query heads per KV head) the split kernel takes; larger groups use attention().
+constexpr int kSplitMaxGroup = 16;
+
+struct AttentionSplitPlan {
+  int splits = 0;         // blocks along the sequence per (KV head, query row)
+  int chunk_capacity = 0; // the most keys one split can be given (a multiple of 32)
+  uint64_t workspace_bytes = 0;
+  uint64_t shared_bytes = 0;
+};
+
+// How `shape` (tokens, capacity, heads, head_dim) is split, and the workspace it needs: per (row, head, split) a
+// running max, a denominator and head_dim unnormalized outputs. splits = 0 when the split kernel does not apply
+// (a group above kSplitMaxGroup, or more shared memory than a block may use without opting in).
+AttentionSplitPlan plan_attention_split(const AttentionShape& shape);
+
+// The same result as attention() (same arguments), through the split and merge kernels; workspace holds
+// plan.workspace_bytes of device memory.
+Status attention_split(const float* q, const int32_t* q_pos, const float* k, const float* v, const int32_t* key_pos,
+                       const int32_t* key_count, const AttentionShape& shape, const AttentionSplitPlan& plan,
+                       float* workspace, float* out, cudaStream_t stream);
+
+}  // namespace qrt::kernels
