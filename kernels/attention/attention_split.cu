@@ -11,6 +11,9 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kTargetBlocks = 256;
 constexpr int kMaxSplits = 64;
 constexpr uint64_t kSharedLimit = 48 * 1024;  // without cudaFuncSetAttribute
+// Keys whose K (or V) loads a warp (thread) issues together, and head dimensions up to 32 · kMaxDimsPerLane.
+constexpr int kKeysAtOnce = 4;
+constexpr int kMaxDimsPerLane = 8;
 
 __device__ __forceinline__ int64_t clamp_keys(const int32_t* key_count, int64_t capacity) {
   const int64_t n = *key_count;
@@ -59,31 +62,46 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
   const int64_t qp = q_pos[t];
   __syncthreads();
 
-  // 1. scores
-  for (int c = warp; c < n; c += kWarps) {
-    const int64_t j = j0 + c;
-    const int64_t dist = qp - static_cast<int64_t>(key_pos[j]);
-    const bool is_visible = dist >= 0 && (s.sliding_window <= 0 || dist < s.sliding_window);
-    if (lane == 0) visible[c] = is_visible;
-    if (!is_visible) {
-      for (int g = lane; g < group; g += 32) p[g * chunk_capacity + c] = -INFINITY;
-      continue;
-    }
-    const float* kj = k + j * kv_stride + static_cast<int64_t>(kv_head) * hd;
-    float dot[kGroup];
+  // 1. scores, kKeysAtOnce keys per warp step with all their K loads issued before the arithmetic (one key at a time
+  // left each warp waiting a full memory latency per key).
+  for (int c0 = warp * kKeysAtOnce; c0 < n; c0 += kWarps * kKeysAtOnce) {
+    float kd[kKeysAtOnce][kMaxDimsPerLane];
+    bool seen[kKeysAtOnce];
 #pragma unroll
-    for (int g = 0; g < kGroup; ++g) dot[g] = 0.0f;
-    for (int d = lane; d < hd; d += 32) {
-      const float kd = kj[d];
+    for (int u = 0; u < kKeysAtOnce; ++u) {
+      const int c = c0 + u;
+      const int64_t j = j0 + (c < n ? c : n - 1);  // past the split: a repeat, discarded below
+      const int64_t dist = qp - static_cast<int64_t>(key_pos[j]);
+      seen[u] = c < n && dist >= 0 && (s.sliding_window <= 0 || dist < s.sliding_window);
+      const float* kj = k + j * kv_stride + static_cast<int64_t>(kv_head) * hd;
 #pragma unroll
-      for (int g = 0; g < kGroup; ++g)
-        if (g < group) dot[g] += q_s[g * hd + d] * kd;
+      for (int i = 0; i < kMaxDimsPerLane; ++i) {
+        const int d = lane + 32 * i;
+        kd[u][i] = d < hd ? kj[d] : 0.0f;
+      }
     }
 #pragma unroll
-    for (int g = 0; g < kGroup; ++g) {
-      if (g >= group) break;
-      const float score = warp_sum(dot[g]) * s.scale;
-      if (lane == 0) p[g * chunk_capacity + c] = score;
+    for (int u = 0; u < kKeysAtOnce; ++u) {
+      const int c = c0 + u;
+      if (c >= n) break;
+      if (lane == 0) visible[c] = seen[u];
+      float dot[kGroup];
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) dot[g] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kMaxDimsPerLane; ++i) {
+        const int d = lane + 32 * i;
+        if (d >= hd) break;
+#pragma unroll
+        for (int g = 0; g < kGroup; ++g)
+          if (g < group) dot[g] += q_s[g * hd + d] * kd[u][i];
+      }
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) {
+        if (g >= group) break;
+        const float score = warp_sum(dot[g]) * s.scale;
+        if (lane == 0) p[g * chunk_capacity + c] = seen[u] ? score : -INFINITY;
+      }
     }
   }
   __syncthreads();
@@ -115,7 +133,22 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) acc[g] = 0.0f;
     const float* vd = v + j0 * kv_stride + static_cast<int64_t>(kv_head) * hd + d;
-    for (int c = 0; c < n; ++c) {
+    // kKeysAtOnce V loads in flight before they are used; an invisible slot (which may hold NaN) counts as 0, and its
+    // probability is 0 as well, so the sum is the one over visible keys in the same order.
+    int c = 0;
+    for (; c + kKeysAtOnce <= n; c += kKeysAtOnce) {
+      float vv[kKeysAtOnce];
+#pragma unroll
+      for (int u = 0; u < kKeysAtOnce; ++u) vv[u] = vd[(c + u) * kv_stride];
+#pragma unroll
+      for (int u = 0; u < kKeysAtOnce; ++u) {
+        const float w = visible[c + u] ? vv[u] : 0.0f;
+#pragma unroll
+        for (int g = 0; g < kGroup; ++g)
+          if (g < group) acc[g] += p[g * chunk_capacity + c + u] * w;
+      }
+    }
+    for (; c < n; ++c) {
       if (!visible[c]) continue;
       const float vv = vd[c * kv_stride];
 #pragma unroll
@@ -133,13 +166,16 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
 }
 
 // One block per (query row, head): out = sum_b o_b * exp(m_b - M) / sum_b l_b * exp(m_b - M) over the splits that
-// held keys; zeros when no key was visible.
+// held keys; zeros when no key was visible. The splits' maxima and sums are read in parallel (strided over the
+// threads) and their weights exp(m_b - M) / denominator kept in shared memory for the output loop.
 __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const int32_t* __restrict__ key_count,
                                                                    AttentionShape s, int splits,
                                                                    const float* __restrict__ ws_max,
                                                                    const float* __restrict__ ws_sum,
                                                                    const float* __restrict__ ws_out,
                                                                    float* __restrict__ out) {
+  extern __shared__ float weight[];  // [used]
+  __shared__ float warp_top[kWarps], warp_denom[kWarps];
   const int64_t item = blockIdx.x;  // t * heads + h
   const int hd = s.head_dim;
   const int64_t keys = clamp_keys(key_count, s.capacity);
@@ -147,20 +183,34 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const int32_t
   const int used = static_cast<int>((keys + chunk - 1) / chunk);
   const float* m = ws_max + item * splits;
   const float* l = ws_sum + item * splits;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float top = -INFINITY;
-  for (int b = 0; b < used; ++b) top = fmaxf(top, m[b]);
+  for (int b = threadIdx.x; b < used; b += kThreads) top = fmaxf(top, m[b]);
+  top = warp_max(top);
+  if (lane == 0) warp_top[warp] = top;
+  __syncthreads();
+  top = warp_top[0];
+  for (int w = 1; w < kWarps; ++w) top = fmaxf(top, warp_top[w]);
   float denom = 0.0f;
-  if (top != -INFINITY)
-    for (int b = 0; b < used; ++b)
-      if (m[b] != -INFINITY) denom += l[b] * expf(m[b] - top);
+  for (int b = threadIdx.x; b < used; b += kThreads) {
+    const float e = (m[b] == -INFINITY || top == -INFINITY) ? 0.0f : expf(m[b] - top);
+    weight[b] = e;
+    denom += l[b] * e;
+  }
+  denom = warp_sum(denom);
+  if (lane == 0) warp_denom[warp] = denom;
+  __syncthreads();
+  denom = 0.0f;
+  for (int w = 0; w < kWarps; ++w) denom += warp_denom[w];
+  for (int b = threadIdx.x; b < used; b += kThreads) weight[b] = denom > 0.0f ? weight[b] / denom : 0.0f;
+  __syncthreads();
   float* o = out + item * hd;  // out is [tokens, heads * hd]: row t, head h at (t * heads + h) * hd
+  const float* partial = ws_out + item * splits * hd;
   for (int d = threadIdx.x; d < hd; d += kThreads) {
     float acc = 0.0f;
-    if (denom > 0.0f) {
-      for (int b = 0; b < used; ++b)
-        if (m[b] != -INFINITY) acc += ws_out[(item * splits + b) * hd + d] * expf(m[b] - top);
-      acc /= denom;
-    }
+#pragma unroll 4
+    for (int bb = 0; bb < used; ++bb)
+      if (weight[bb] != 0.0f) acc += partial[static_cast<int64_t>(bb) * hd + d] * weight[bb];
     o[d] = acc;
   }
 }
@@ -173,7 +223,8 @@ AttentionSplitPlan plan_attention_split(const AttentionShape& s) {
       s.heads % s.kv_heads != 0)
     return plan;
   const int group = s.heads / s.kv_heads;
-  if (group > kSplitMaxGroup || s.tokens > 65535 || s.kv_heads > 65535) return plan;
+  if (group > kSplitMaxGroup || s.tokens > 65535 || s.kv_heads > 65535 || s.head_dim > 32 * kMaxDimsPerLane)
+    return plan;
   const int64_t per_split_blocks = s.tokens * s.kv_heads;
   int64_t splits = kTargetBlocks / per_split_blocks;
   splits = splits < 1 ? 1 : (splits > kMaxSplits ? kMaxSplits : splits);
@@ -184,7 +235,7 @@ AttentionSplitPlan plan_attention_split(const AttentionShape& s) {
   if (max_chunk < 32) return plan;
   const int64_t needed = (s.capacity + max_chunk - 1) / max_chunk;
   if (needed > splits) splits = needed;
-  if (splits > 65535) return plan;
+  if (splits > 65535 || static_cast<uint64_t>(splits) * sizeof(float) > kSharedLimit) return plan;  // merge weights
   const int64_t per = (s.capacity + splits - 1) / splits;
   const int64_t chunk_capacity = per < 32 ? 32 : (per + 31) / 32 * 32;
   plan.splits = static_cast<int>(splits);
@@ -217,7 +268,7 @@ Status attention_split(const float* q, const int32_t* q_pos, const float* k, con
   else if (group <= 8) launch(attention_split_kernel<8>);
   else launch(attention_split_kernel<16>);
   QRT_TRY(cuda_launch_status("attention_split_kernel"));
-  attention_merge_kernel<<<static_cast<unsigned>(s.tokens * s.heads), kThreads, 0, stream>>>(
+  attention_merge_kernel<<<static_cast<unsigned>(s.tokens * s.heads), kThreads, plan.splits * sizeof(float), stream>>>(
       key_count, s, plan.splits, ws_max, ws_sum, ws_out, out);
   return cuda_launch_status("attention_merge_kernel");
 }
