@@ -95,6 +95,10 @@ class CudaBackend final : public Backend {
   // The most fp16 bytes of W one prefill tile dequantizes before its GEMM (at least one row is always taken).
   // Smaller tiles use less scratch memory; tests shrink it to run the multi-tile path on small matrices.
   void set_gemm_tile_bytes(uint64_t bytes) { gemm_tile_bytes_ = bytes; }
+  // Decode GEMVs of the GGML integer formats (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) quantize x to two int8 limbs and use
+  // integer dot products (kernels/linear/gemv_dp4a.hpp; within about 2e-5 of the float GEMV). Off: the float GEMV
+  // for every format, for comparisons.
+  void set_integer_gemv(bool on) { integer_gemv_ = on; }
 
  private:
   struct Weight;
@@ -108,6 +112,11 @@ class CudaBackend final : public Backend {
   Result<float*> dequant_scratch(uint64_t bytes);
   Status linear_gemm(const Weight& w, ConstF32View x, F32View y);
   Status copy_weight_part(const ByteSpan& span, uint8_t* device);
+  // Grows the quantized-activation buffer to hold kGemvMaxBatch rows of `cols` columns (at weight upload, so that
+  // no linear() inside a graph capture allocates).
+  Status reserve_q8_activations(int64_t cols);
+  // Quantizes x and runs the integer-dot GEMV when the format and buffer allow; *done says whether it ran.
+  Status linear_dp4a(const Weight& w, ConstF32View x, F32View y, bool* done);
 
   // Declared first so that it is destroyed last: everything below uses its device, streams and pool.
   std::unique_ptr<CudaContext> ctx_;
@@ -117,6 +126,19 @@ class CudaBackend final : public Backend {
   void* scratch_ = nullptr;       // pool block for dequantized weight tiles
   uint64_t scratch_bytes_ = 0;
   uint64_t gemm_tile_bytes_ = uint64_t{64} << 20;
+  // Quantized activations of the integer-dot GEMV: the backend's own cudaMalloc, outside the pool. A buffer that
+  // grew is kept until destruction, since captured graphs may still name it.
+  void* q8_buffer_ = nullptr;
+  uint64_t q8_bytes_ = 0;
+  std::vector<void*> q8_retired_;
+  bool integer_gemv_ = true;
+  // The x whose quantization q8_buffer_ holds, so that the projections sharing an input (q, k, v; gate, up) quantize
+  // it once. Every op other than linear() forgets it (any of them may write x), as does a linear() whose output
+  // overlaps it.
+  const float* q8_source_ = nullptr;
+  int64_t q8_source_rows_ = 0;
+  int64_t q8_source_cols_ = 0;
+  void forget_q8_source() { q8_source_ = nullptr; }
   WeightLoadStats load_stats_;
   Communicator* comm_ = nullptr;  // tensor-parallel peers; null on a single GPU
 };

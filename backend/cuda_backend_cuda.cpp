@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -15,6 +16,8 @@
 #include "kernels/linear/dequant.hpp"
 #include "kernels/linear/gemv.hpp"
 #include "kernels/linear/gemv_batch.hpp"
+#include "kernels/linear/gemv_dp4a.hpp"
+#include "kernels/linear/q8_activations.hpp"
 #include "kernels/moe/expert_gemv.hpp"
 #include "kernels/moe/moe.hpp"
 #include "kernels/norm/rms_norm.hpp"
@@ -90,6 +93,13 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, Communicato
   QRT_ASSIGN_OR_RETURN(std::unique_ptr<CudaContext> ctx, CudaContext::create(device, allocator));
   std::unique_ptr<CudaBackend> backend(new CudaBackend(std::move(ctx)));
   backend->comm_ = comm;
+  // QRT_CUDA_GEMV=float keeps x in fp32 for every decode GEMV (to compare against the integer-dot kernels).
+  if (const char* gemv = std::getenv("QRT_CUDA_GEMV"); gemv != nullptr && *gemv != '\0') {
+    const std::string choice(gemv);
+    if (choice != "float" && choice != "integer")
+      return invalid_argument("QRT_CUDA_GEMV=" + choice + ": expected float or integer");
+    backend->integer_gemv_ = choice == "integer";
+  }
   return backend;
 }
 
@@ -104,6 +114,8 @@ CudaBackend::~CudaBackend() {
   for (auto& w : weights_)
     if (w != nullptr && w->allocation != nullptr) cudaFree(w->allocation);
   weights_.clear();
+  for (void* p : q8_retired_) cudaFree(p);
+  cudaFree(q8_buffer_);
   // The pool (in ctx_) frees the scratch block with every other block it owns.
 }
 
@@ -133,6 +145,7 @@ size_t CudaBackend::live_weights() const {
 // ---- memory -------------------------------------------------------------------------------------------------
 
 Result<DeviceBuffer> CudaBackend::allocate(uint64_t bytes) {
+  forget_q8_source();
   if (bytes == 0) return DeviceBuffer{};
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   QRT_ASSIGN_OR_RETURN(void* p, ctx_->pool().allocate(bytes));
@@ -140,6 +153,7 @@ Result<DeviceBuffer> CudaBackend::allocate(uint64_t bytes) {
 }
 
 void CudaBackend::deallocate(DeviceBuffer buffer) {
+  forget_q8_source();
   if (buffer.ptr == nullptr || buffer.ptr == scratch_) return;  // never free foreign memory or our scratch
   ctx_->pool().release(buffer.ptr);  // ops still queued on the one stream run before any reuse
 }
@@ -160,6 +174,7 @@ Status CudaBackend::check_view(const DeviceView<T>& v, const char* op, const cha
 }
 
 Status CudaBackend::upload(const void* host, void* device, uint64_t bytes) {
+  forget_q8_source();
   QRT_TRY(check_range(device, bytes, "upload", "destination"));
   if (bytes == 0) return ok_status();
   if (host == nullptr) return invalid_argument("upload: null host pointer");
@@ -195,6 +210,21 @@ Result<float*> CudaBackend::dequant_scratch(uint64_t bytes) {
   return static_cast<float*>(p);
 }
 
+Status CudaBackend::reserve_q8_activations(int64_t cols) {
+  const uint64_t bytes = kernels::q8_activation_bytes(kernels::kGemvMaxBatch, cols);
+  if (bytes <= q8_bytes_) return ok_status();
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return cuda_status(err, "cudaMalloc").with_context("quantized activations (" + std::to_string(bytes) + " bytes)");
+  }
+  if (q8_buffer_ != nullptr) q8_retired_.push_back(q8_buffer_);
+  q8_buffer_ = p;
+  q8_bytes_ = bytes;
+  return ok_status();
+}
+
 // ---- weights ------------------------------------------------------------------------------------------------
 
 Status CudaBackend::copy_weight_part(const ByteSpan& span, uint8_t* device) {
@@ -204,6 +234,7 @@ Status CudaBackend::copy_weight_part(const ByteSpan& span, uint8_t* device) {
 }
 
 Result<WeightHandle> CudaBackend::upload_weight(const QuantTensor& t) {
+  forget_q8_source();
   const auto start = std::chrono::steady_clock::now();
   const std::string where = "uploading " + t.name + (t.file.empty() ? "" : " from " + t.file);
   QRT_ASSIGN_OR_RETURN(const quant::PartSizes matrix_parts, op_checks::weight_matrix_parts(t));
@@ -255,6 +286,13 @@ Result<WeightHandle> CudaBackend::upload_weight(const QuantTensor& t) {
     cudaFree(allocation);
     return copied.with_context(where);
   }
+  if (t.shape.size() == 2 && kernels::gemv_dp4a_applies(w->format, w->view())) {
+    Status reserved = reserve_q8_activations(w->cols());
+    if (!reserved.ok()) {
+      cudaFree(allocation);
+      return reserved.with_context(where);
+    }
+  }
   weights_.push_back(std::move(w));
   load_stats_.bytes += values.empty() ? t.bytes() : bytes;
   load_stats_.tensors += 1;
@@ -275,6 +313,7 @@ Result<WeightInfo> CudaBackend::weight_info(WeightHandle h) const {
 }
 
 void CudaBackend::free_weight(WeightHandle h) {
+  forget_q8_source();
   if (!h.valid() || h.id > weights_.size() || weights_[h.id - 1] == nullptr) return;
   auto scope = ctx_->activate();
   cudaStreamSynchronize(ctx_->compute_stream());  // queued ops may still read it
@@ -285,6 +324,7 @@ void CudaBackend::free_weight(WeightHandle h) {
 // ---- ops ----------------------------------------------------------------------------------------------------
 
 Status CudaBackend::embed(WeightHandle table, ConstI32View tokens, F32View out) {
+  forget_q8_source();
   const char* op = "embed";
   QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(table, op, "table"));
   QRT_TRY(op_checks::embed(WeightInfo{w->format, w->shape}, tokens, out));
@@ -295,6 +335,7 @@ Status CudaBackend::embed(WeightHandle table, ConstI32View tokens, F32View out) 
 }
 
 Status CudaBackend::rms_norm(ConstF32View x, WeightHandle weight, float eps, F32View out) {
+  forget_q8_source();
   const char* op = "rms_norm";
   QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(weight, op, "weight"));
   QRT_TRY(op_checks::rms_norm(x, WeightInfo{w->format, w->shape}, out));
@@ -320,11 +361,39 @@ Status CudaBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bia
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   const cudaStream_t stream = ctx_->compute_stream();
   if (x.rows <= kernels::kGemvMaxBatch) {
-    QRT_TRY(kernels::gemv(w->format, w->view(), x.data, static_cast<int>(x.rows), y.data, stream));
+    bool done = false;
+    QRT_TRY(linear_dp4a(*w, x, y, &done));
+    if (!done) QRT_TRY(kernels::gemv(w->format, w->view(), x.data, static_cast<int>(x.rows), y.data, stream));
   } else {
     QRT_TRY(linear_gemm(*w, x, y));
   }
   if (b != nullptr) QRT_TRY(kernels::add_bias_rows(y.data, b->values, y.rows, y.cols, stream));
+  // y overwrote (part of) the quantized x's source: the next linear quantizes again.
+  if (q8_source_ != nullptr) {
+    const auto at = [](const float* p) { return reinterpret_cast<uintptr_t>(p); };
+    if (at(y.data) < at(q8_source_ + q8_source_rows_ * q8_source_cols_) && at(q8_source_) < at(y.data + y.numel()))
+      forget_q8_source();
+  }
+  return ok_status();
+}
+
+Status CudaBackend::linear_dp4a(const Weight& w, ConstF32View x, F32View y, bool* done) {
+  *done = false;
+  const quant::QuantView view = w.view();
+  if (!integer_gemv_ || !kernels::gemv_dp4a_applies(w.format, view) ||
+      kernels::q8_activation_bytes(x.rows, view.cols) > q8_bytes_)
+    return ok_status();
+  const cudaStream_t stream = ctx_->compute_stream();
+  const kernels::Q8Activations q = kernels::q8_activations_at(q8_buffer_, x.rows, view.cols);
+  if (x.data != q8_source_ || x.rows != q8_source_rows_ || view.cols != q8_source_cols_) {
+    forget_q8_source();
+    QRT_TRY(kernels::quantize_q8_activations(x.data, x.rows, view.cols, q, stream));
+    q8_source_ = x.data;
+    q8_source_rows_ = x.rows;
+    q8_source_cols_ = view.cols;
+  }
+  QRT_TRY(kernels::gemv_dp4a(w.format, view, {q.codes, q.scales}, static_cast<int>(x.rows), y.data, stream));
+  *done = true;
   return ok_status();
 }
 
@@ -364,6 +433,7 @@ Status CudaBackend::linear_gemm(const Weight& w, ConstF32View x, F32View y) {
 }
 
 Status CudaBackend::rope(F32View x, int heads, ConstI32View positions, const RopeParams& p) {
+  forget_q8_source();
   const char* op = "rope";
   QRT_TRY(op_checks::rope(x, heads, positions, p));
   QRT_TRY(check_view(x, op, "x"));
@@ -377,6 +447,7 @@ Status CudaBackend::rope(F32View x, int heads, ConstI32View positions, const Rop
 
 Status CudaBackend::kv_write(const KvLayerView& cache, ConstI32View slots, ConstI32View positions, ConstF32View k,
                              ConstF32View v) {
+  forget_q8_source();
   const char* op = "kv_write";
   QRT_TRY(op_checks::kv_write(cache, slots, positions, k, v));
   QRT_TRY(check_view(k, op, "k"));
@@ -394,6 +465,7 @@ Status CudaBackend::kv_write(const KvLayerView& cache, ConstI32View slots, Const
 
 Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, ConstI32View keys,
                               const AttentionParams& p, F32View out) {
+  forget_q8_source();
   const char* op = "attention";
   QRT_TRY(op_checks::attention(q, q_positions, cache, keys, p, out));
   QRT_TRY(check_view(q, op, "q"));
@@ -431,6 +503,7 @@ uint64_t CudaBackend::attention_workspace_bytes(int64_t tokens, const AttentionP
 }
 
 Status CudaBackend::silu_mul(ConstF32View gate, ConstF32View up, F32View out) {
+  forget_q8_source();
   const char* op = "silu_mul";
   QRT_TRY(op_checks::same_shape3(op, "gate", gate, "up", up, out));
   QRT_TRY(check_view(gate, op, "gate"));
@@ -441,6 +514,7 @@ Status CudaBackend::silu_mul(ConstF32View gate, ConstF32View up, F32View out) {
 }
 
 Status CudaBackend::add(ConstF32View a, ConstF32View b, F32View out) {
+  forget_q8_source();
   const char* op = "add";
   QRT_TRY(op_checks::same_shape3(op, "a", a, "b", b, out));
   QRT_TRY(check_view(a, op, "a"));
@@ -451,6 +525,7 @@ Status CudaBackend::add(ConstF32View a, ConstF32View b, F32View out) {
 }
 
 Status CudaBackend::moe_route(ConstF32View logits, bool renormalize, I32View ids, F32View weights) {
+  forget_q8_source();
   const char* op = "moe_route";
   QRT_TRY(op_checks::moe_route(logits, ids, weights));
   QRT_TRY(check_view(logits, op, "logits"));
@@ -465,6 +540,7 @@ Status CudaBackend::moe_route(ConstF32View logits, bool renormalize, I32View ids
 }
 
 Status CudaBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32View ids, F32View y) {
+  forget_q8_source();
   const char* op = "linear_experts";
   QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(weight, op, "weight"));
   QRT_TRY(op_checks::linear_experts(x, WeightInfo{w->format, w->shape}, ids, y));
@@ -483,6 +559,7 @@ Status CudaBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32
 }
 
 Status CudaBackend::moe_combine(ConstF32View y, ConstF32View weights, F32View out) {
+  forget_q8_source();
   const char* op = "moe_combine";
   QRT_TRY(op_checks::moe_combine(y, weights, out));
   QRT_TRY(check_view(y, op, "y"));
@@ -495,6 +572,7 @@ Status CudaBackend::moe_combine(ConstF32View y, ConstF32View weights, F32View ou
 }
 
 Status CudaBackend::argmax(ConstF32View logits, I32View ids) {
+  forget_q8_source();
   const char* op = "argmax";
   QRT_TRY(op_checks::argmax(logits, ids));
   QRT_TRY(check_view(logits, op, "logits"));
@@ -504,6 +582,7 @@ Status CudaBackend::argmax(ConstF32View logits, I32View ids) {
 }
 
 Status CudaBackend::sample(ConstF32View logits, const SampleStep& step, I32View ids) {
+  forget_q8_source();
   const char* op = "sample";
   QRT_TRY(op_checks::sample(logits, step, ids));
   QRT_TRY(check_view(logits, op, "logits"));
@@ -567,6 +646,7 @@ class CudaGraph final : public BackendGraph {
 }  // namespace
 
 Result<std::unique_ptr<BackendGraph>> CudaBackend::capture(const std::function<Status()>& issue) {
+  forget_q8_source();
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   const cudaStream_t stream = ctx_->compute_stream();
   // Thread-local: tensor-parallel ranks capture at the same time from their own threads, and an unrelated CUDA
@@ -589,6 +669,7 @@ Result<std::unique_ptr<BackendGraph>> CudaBackend::capture(const std::function<S
 }
 
 Status CudaBackend::launch(const BackendGraph& graph) {
+  forget_q8_source();
   const auto* g = dynamic_cast<const CudaGraph*>(&graph);
   if (g == nullptr || g->owner() != this) return invalid_argument("launch: the graph was captured by another backend");
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
@@ -599,6 +680,7 @@ Status CudaBackend::launch(const BackendGraph& graph) {
 // ---- tensor parallelism -------------------------------------------------------------------------------------
 
 Status CudaBackend::all_reduce_sum(F32View x) {
+  forget_q8_source();
   QRT_TRY(check_view(x, "all_reduce_sum", "x"));
   if (comm_ == nullptr || x.numel() == 0) return ok_status();
   return comm_->all_reduce_sum(x.data, static_cast<size_t>(x.numel()), ctx_->compute_stream());

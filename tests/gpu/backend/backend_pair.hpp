@@ -14,6 +14,7 @@
 
 #include "decode_only_blocks.hpp"
 #include "kernels/cpu/quant_reference.hpp"
+#include "kernels/linear/gemv_dp4a.hpp"
 #include "backend/cpu_backend.hpp"
 #include "backend/cuda_backend.hpp"
 #include "test_support.hpp"
@@ -145,6 +146,17 @@ class BackendPair : public testing::Test {
   // value within 2^-11 relative, so on random data the products land about 4e-4 from fp32 in relative L2. This
   // bound leaves room for that; a wrong row, tile or element shows as O(1).
   static constexpr double kGemmTolerance = 2e-3;
+  // Decode GEMVs of the GGML integer formats quantize x to two int8 limbs (kernels/linear/q8_activations.hpp): on
+  // random data about 2e-5 from fp32 in relative L2. Every other decode GEMV accumulates fp32 products (1e-5).
+  static constexpr double kIntegerGemvTolerance = 5e-5;
+  static double gemv_tolerance(quant::FormatId format, int64_t cols) {
+    alignas(16) static const uint8_t probe[16] = {};
+    quant::QuantView v;
+    v.data = probe;
+    v.rows = 1;
+    v.cols = cols;
+    return kernels::gemv_dp4a_applies(format, v) ? kIntegerGemvTolerance : 1e-5;
+  }
   // All GPU values finite and within `bound` relative L2 of the CPU's.
   void expect_close(const Dual<float>& d, double bound, const std::string& what) {
     const auto want = cpu_values(d.cpu);

@@ -1,13 +1,18 @@
 // linear and linear_experts on the CUDA backend against the CPU backend, for every format (the decode-only ones from
 // random blocks): batches 1, 3 and 8 take the fused GEMV, 33 the fp16 dequantize + cuBLAS path (also forced through
-// many small tiles). The GEMV accumulates in fp32 against the CPU's double: relative L2 <= 1e-5; the GEMM rounds
-// its inputs to fp16 (kGemmTolerance). Also the backend's memory and
+// many small tiles). The GEMV accumulates in fp32 against the CPU's double: relative L2 <= 1e-5, or 5e-5 where it
+// quantizes x to two int8 limbs (gemv_tolerance); the GEMM rounds its inputs to fp16 (kGemmTolerance). Also the backend's memory and
 // weight bookkeeping, its errors, and two backends living in one process.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend_pair.hpp"
 #include "kernels/linear/gemv_batch.hpp"
+
+#if defined(QRT_SIMT)
+#include "simt/simt.hpp"
+#endif
 
 namespace qrt {
 namespace {
@@ -32,7 +37,7 @@ TEST_P(CudaLinear, EveryBatchPathMatchesCpu) {
       ASSERT_TRUE(cpu_.linear(x.cpu, weight_pair.cpu, cb, y.cpu).ok());
       Status s = gpu_->linear(x.gpu, weight_pair.gpu, gb, y.gpu);
       ASSERT_TRUE(s.ok()) << s.to_string();
-      expect_close(y, n > kernels::kGemvMaxBatch ? kGemmTolerance : 1e-5,
+      expect_close(y, n > kernels::kGemvMaxBatch ? kGemmTolerance : gemv_tolerance(format, in),
                    std::string(quant::format_name(format)) + " batch " + std::to_string(n) + (with_bias ? " + bias" : ""));
     }
   }
@@ -46,6 +51,71 @@ TEST_P(CudaLinear, EveryBatchPathMatchesCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, CudaLinear, testing::ValuesIn(quant::kAllFormats), test::format_test_name);
+
+// Projections sharing an input (q, k and v; gate and up) quantize it for the integer-dot GEMV once; an op that may
+// have written the input in between (here an add into it) makes the next projection quantize it again.
+using CudaLinearSharedInput = BackendPair;
+
+TEST_F(CudaLinearSharedInput, QuantizedOnceAndAgainAfterAWrite) {
+  const int64_t in = 512;
+  auto make = [&](quant::FormatId f, int64_t out, uint64_t seed) {
+    auto w = test::quantized_tensor(f, {out, in}, test::random_normal(static_cast<size_t>(out * in), seed),
+                                    test::default_params(f));
+    return weight(w->tensor);
+  };
+  const auto wq = make(quant::FormatId::kQ8_0, 40, 2400), wk = make(quant::FormatId::kQ4_K, 24, 2401);
+  const auto x = input(2, in, 2402), bump = input(2, in, 2403);
+  const auto yq = output(2, 40), yk = output(2, 24);
+  auto run = [&](const test::DualWeight& w, const test::Dual<float>& y) {
+    ASSERT_TRUE(cpu_.linear(x.cpu, w.cpu, WeightHandle{}, y.cpu).ok());
+    ASSERT_TRUE(gpu_->linear(x.gpu, w.gpu, WeightHandle{}, y.gpu).ok());
+  };
+#if defined(QRT_SIMT)
+  const simt::StreamCounters start = simt::device_counters(0);
+#endif
+  run(wq, yq);
+  run(wk, yk);
+#if defined(QRT_SIMT)
+  EXPECT_EQ((simt::device_counters(0) - start).kernel_launches, 3u) << "quantize x, then one GEMV per projection";
+#endif
+  expect_close(yq, kIntegerGemvTolerance, "q from the shared input");
+  expect_close(yk, kIntegerGemvTolerance, "k from the shared input");
+  ASSERT_TRUE(cpu_.add(x.cpu, bump.cpu, x.cpu).ok());
+  ASSERT_TRUE(gpu_->add(x.gpu, bump.gpu, x.gpu).ok());
+  run(wk, yk);
+  expect_close(yk, kIntegerGemvTolerance, "k after the input changed");
+}
+
+// QRT_CUDA_GEMV=float: the backend keeps x in fp32 for the integer formats too (float GEMV, within 1e-5); values
+// other than float and integer are refused by name.
+class CudaFloatGemv : public BackendPair {
+ protected:
+  void SetUp() override {
+    setenv("QRT_CUDA_GEMV", "float", 1);
+    BackendPair::SetUp();
+    unsetenv("QRT_CUDA_GEMV");
+  }
+};
+
+TEST_F(CudaFloatGemv, TheEnvironmentChoosesTheFloatGemv) {
+  const int64_t in = 512, out = 40;
+  auto w = test::quantized_tensor(quant::FormatId::kQ4_K, {out, in},
+                                  test::random_normal(static_cast<size_t>(out * in), 2500),
+                                  test::default_params(quant::FormatId::kQ4_K));
+  const auto pair = weight(w->tensor);
+  const auto x = input(3, in, 2501);
+  const auto y = output(3, out);
+  ASSERT_TRUE(cpu_.linear(x.cpu, pair.cpu, WeightHandle{}, y.cpu).ok());
+  ASSERT_TRUE(gpu_->linear(x.gpu, pair.gpu, WeightHandle{}, y.gpu).ok());
+  expect_close(y, 1e-5, "Q4_K through the float GEMV");
+
+  setenv("QRT_CUDA_GEMV", "int4", 1);
+  auto refused = CudaBackend::create(0);
+  unsetenv("QRT_CUDA_GEMV");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().to_string().find("QRT_CUDA_GEMV=int4"), std::string::npos)
+      << refused.status().to_string();
+}
 
 class CudaLinearExperts : public BackendPair, public testing::WithParamInterface<quant::FormatId> {};
 

@@ -2,7 +2,9 @@
 // features, several formats, KV heads and MoE experts split or replicated) split between 2 and 4 ranks that are
 // threads, each with its own device and an NCCL communicator bootstrapped over the thread group. Every rank's
 // logits must equal the single-rank CUDA model's within 1e-5 relative (the bound of the CPU tests: the split only
-// reorders sums), and the single-rank CUDA model the CPU backend's within 1e-4.
+// reorders sums), and the single-rank CUDA model the CPU backend's within 1e-4. Models whose decode GEMVs quantize
+// x to int8 limbs (Q4_0, Q8_0, the K-quants) get 1e-4 between ranks as well: a value the reordered sums move by
+// 1e-7 can round to the neighbouring limb step, about 3e-5 of its block's largest value.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -11,6 +13,7 @@
 #include "backend/comm/communicator.hpp"
 #include "backend/cpu_backend.hpp"
 #include "backend/cuda_backend.hpp"
+#include "kernels/linear/gemv_dp4a.hpp"
 #include "models/transformer.hpp"
 #include "test_support.hpp"
 #include "tests/unit/tp/tp_test_models.hpp"
@@ -58,6 +61,12 @@ TEST_P(CudaTensorParallel, EveryRankMatchesTheSingleRankModel) {
   if (devices < 2) GTEST_SKIP() << "needs 2 devices, this machine has " << devices;
   const test::TinyModel m = test::build_case_model(GetParam());
   ASSERT_FALSE(HasFatalFailure());
+  alignas(16) static const uint8_t probe[16] = {};
+  quant::QuantView probe_view;
+  probe_view.data = probe;
+  probe_view.rows = 1;
+  probe_view.cols = GetParam().config.hidden;
+  const double rank_bound = kernels::gemv_dp4a_applies(GetParam().format, probe_view) ? 1e-4 : 1e-5;
   std::vector<float> cpu_logits, single;
   {
     CpuBackend cpu;
@@ -79,7 +88,7 @@ TEST_P(CudaTensorParallel, EveryRankMatchesTheSingleRankModel) {
     for (int r = 0; r < world; ++r) {
       const RankResult& got = results[static_cast<size_t>(r)];
       ASSERT_TRUE(got.status.ok()) << "world " << world << " rank " << r << ": " << got.status.to_string();
-      EXPECT_LT(test::max_rel_diff(got.logits, single), 1e-5) << "world " << world << " rank " << r;
+      EXPECT_LT(test::max_rel_diff(got.logits, single), rank_bound) << "world " << world << " rank " << r;
     }
   }
 }

@@ -267,6 +267,24 @@ inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b)
   return static_cast<unsigned long long>((static_cast<unsigned __int128>(a) * b) >> 64);
 }
 inline int __mul24(int a, int b) { return ((a << 8) >> 8) * ((b << 8) >> 8); }
+// Four-way byte dot product with a 32-bit accumulator: the signed form treats each byte as int8, the unsigned one as
+// uint8; the sum wraps like the instruction's.
+inline int __dp4a(int a, int b, int c) {
+  uint32_t sum = static_cast<uint32_t>(c);
+  for (int n = 0; n < 4; ++n)
+    sum += static_cast<uint32_t>(static_cast<int8_t>(a >> (8 * n)) * static_cast<int8_t>(b >> (8 * n)));
+  return static_cast<int>(sum);
+}
+inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
+  for (int n = 0; n < 4; ++n) c += ((a >> (8 * n)) & 0xFFu) * ((b >> (8 * n)) & 0xFFu);
+  return c;
+}
+// Per-byte subtraction modulo 256 (no borrow between bytes).
+inline unsigned __vsub4(unsigned a, unsigned b) {
+  unsigned d = 0;
+  for (int n = 0; n < 4; ++n) d |= (((a >> (8 * n)) - (b >> (8 * n))) & 0xFFu) << (8 * n);
+  return d;
+}
 
 template <class To, class From>
 To __simt_bit_cast(From v) {

@@ -1,0 +1,137 @@
+#include "kernels/linear/gemv_dp4a.hpp"
+
+#include <climits>
+#include <string>
+
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/linear/gemv_batch.hpp"
+#include "kernels/linear/gemv_dp4a_formats.cuh"
+#include "kernels/quant/formats.hpp"
+
+namespace qrt::kernels {
+namespace {
+
+constexpr int kThreads = 128;
+// Rows per block for matrices with at least this many rows (2 halves the activation reads per weight).
+constexpr int64_t kTallRows = 4096;
+
+struct Dp4aParams {
+  const uint8_t* data;
+  int64_t rows;
+  int64_t row_bytes;
+  int items;  // per row
+  int64_t x_blocks;  // 32-column activation blocks per batch row
+  const int8_t* codes;
+  const float* scales;
+  float* y;
+};
+
+template <class P, int M, int R>
+__global__ void __launch_bounds__(kThreads) gemv_dp4a_kernel(const Dp4aParams p) {
+  __shared__ float partial[kThreads / 32][R * M];
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+  const uint8_t* rows[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows[r] = p.data + min(row0 + r, p.rows - 1) * p.row_bytes;  // past the end: a repeat
+
+  float acc[R][M];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < M; ++i) acc[r][i] = 0.0f;
+
+#pragma unroll 2
+  for (int it = static_cast<int>(threadIdx.x); it < p.items; it += kThreads) {
+    typename P::W w[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) w[r] = P::fetch(rows[r], it);
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      const typename P::X x = P::load_x(p.codes + i * p.x_blocks * kQ8BlockCodeBytes,
+                                        p.scales + i * p.x_blocks * kQ8BlockScaleFloats, it);
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r][i] += P::dot(w[r], x, it);
+    }
+  }
+
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      const float v = warp_sum(acc[r][i]);
+      if (lane == 0) partial[warp][r * M + i] = v;
+    }
+  __syncthreads();
+  if (threadIdx.x < R * M) {
+    const int r = static_cast<int>(threadIdx.x) / M, i = static_cast<int>(threadIdx.x) % M;
+    if (row0 + r < p.rows) {
+      float s = partial[0][threadIdx.x];
+#pragma unroll
+      for (int w = 1; w < kThreads / 32; ++w) s += partial[w][threadIdx.x];
+      p.y[i * p.rows + row0 + r] = s;
+    }
+  }
+}
+
+template <class P>
+Status launch(const quant::QuantView& w, Q8ConstActivations x, int m, float* y, cudaStream_t stream) {
+  const int64_t blocks_per_row = w.cols / P::kBlockCols;
+  const Dp4aParams params{w.data, w.rows, blocks_per_row * P::kBlockBytes,
+                          static_cast<int>(blocks_per_row * P::kItemsPerBlock), w.cols / kQ8BlockCols,
+                          x.codes, x.scales, y};
+  const bool tall = w.rows >= kTallRows;
+  return with_batch(m, [&](auto batch) -> Status {
+    constexpr int M = decltype(batch)::value;
+    if (tall) {
+      gemv_dp4a_kernel<P, M, 2><<<static_cast<unsigned>((w.rows + 1) / 2), kThreads, 0, stream>>>(params);
+    } else {
+      gemv_dp4a_kernel<P, M, 1><<<static_cast<unsigned>(w.rows), kThreads, 0, stream>>>(params);
+    }
+    return cuda_launch_status("gemv_dp4a_kernel");
+  });
+}
+
+// Columns per block of the formats that have a policy; 0 for the others.
+int64_t policy_block_cols(quant::FormatId format) {
+  switch (format) {
+    case quant::FormatId::kQ4_0:
+    case quant::FormatId::kQ8_0: return 32;
+    case quant::FormatId::kQ4_K:
+    case quant::FormatId::kQ5_K:
+    case quant::FormatId::kQ6_K: return 256;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+bool gemv_dp4a_applies(quant::FormatId format, const quant::QuantView& w) {
+  const int64_t block_cols = policy_block_cols(format);
+  if (block_cols == 0) return false;
+  if (w.data == nullptr || reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return false;
+  if (w.rows <= 0 || w.rows >= INT_MAX || w.cols <= 0 || w.cols % block_cols != 0) return false;
+  return w.cols / 8 < INT_MAX;  // items per row fit an int (8 columns per item at the least)
+}
+
+Status gemv_dp4a(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m, float* y,
+                 cudaStream_t stream) {
+  const std::string name = "gemv_dp4a " + std::string(quant::format_name(format));
+  if (m < 1 || m > kGemvMaxBatch)
+    return invalid_argument(name + ": batch " + std::to_string(m) + " not in 1.." + std::to_string(kGemvMaxBatch));
+  if (!gemv_dp4a_applies(format, w))
+    return invalid_argument(name + ": no integer-dot kernel for [" + std::to_string(w.rows) + ", " +
+                            std::to_string(w.cols) + "] at this alignment (check gemv_dp4a_applies first)");
+  if (x.codes == nullptr || x.scales == nullptr || y == nullptr) return invalid_argument(name + ": null pointer");
+  switch (format) {
+    case quant::FormatId::kQ4_0: return launch<dp4a::Q4_0>(w, x, m, y, stream);
+    case quant::FormatId::kQ8_0: return launch<dp4a::Q8_0>(w, x, m, y, stream);
+    case quant::FormatId::kQ4_K: return launch<dp4a::Q4K>(w, x, m, y, stream);
+    case quant::FormatId::kQ5_K: return launch<dp4a::Q5K>(w, x, m, y, stream);
+    case quant::FormatId::kQ6_K: return launch<dp4a::Q6K>(w, x, m, y, stream);
+    default: return invalid_argument(name + ": no policy");  // unreachable: gemv_dp4a_applies checked
+  }
+}
+
+}  // namespace qrt::kernels

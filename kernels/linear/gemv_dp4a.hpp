@@ -1,0 +1,32 @@
+// Decode GEMV on integer dot products: y[m, rows] = x[m, cols] · Wᵀ for 1 <= m <= 8 with x quantized to two int8
+// limbs per 32 columns (q8_activations.hpp) and W in a GGML integer block format (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K).
+//
+// Why: the float GEMV (gemv.hpp) spends about 4 instructions per weight turning codes into floats and multiplying,
+// which on an H100 leaves it issue-bound at a third of the memory bandwidth; dp4a multiplies four codes by four x
+// bytes in one instruction, so decoding costs about 1–2 instructions per weight and reading W sets the pace. x is
+// quantized once per call (a small kernel), its two limbs keep about 15 bits, so results stay within about 2e-5
+// (relative L2) of the float GEMV.
+//
+// Work split: a block of 128 threads owns R consecutive rows (R = 2 for tall matrices, else 1, so that 1024-row
+// projections still give every SM several blocks); its threads take the rows' items (gemv_dp4a_formats.cuh) in
+// turn, load each item's weights once for all batch rows and each activation piece once for all R rows, accumulate
+// in fp32 and reduce through shuffles and shared memory. Bytes moved: W once from DRAM, x's codes (2·m·cols bytes)
+// and scales from L2/L1, y once.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/linear/q8_activations.hpp"
+#include "kernels/quant/format_list.hpp"
+#include "qrt/status.hpp"
+
+namespace qrt::kernels {
+
+// Whether gemv_dp4a handles this format and W (the format has a policy; W's data is 16-byte aligned; cols fit).
+bool gemv_dp4a_applies(quant::FormatId format, const quant::QuantView& w);
+
+// y = x · Wᵀ with x already quantized (quantize_q8_activations of the fp32 x, m rows of w.cols columns).
+Status gemv_dp4a(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m, float* y,
+                 cudaStream_t stream);
+
+}  // namespace qrt::kernels

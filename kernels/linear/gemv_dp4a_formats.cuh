@@ -1,0 +1,262 @@
+// Per-format pieces of the integer-dot decode GEMV (gemv_dp4a.cu): how one thread's "item" of a weight row is
+// fetched, which activation bytes it pairs with (q8_activations.hpp: two int8 limbs per 32-column block), and the
+// dp4a arithmetic. Each policy defines
+//   kBlockCols, kBlockBytes, kItemsPerBlock   a row is cols / kBlockCols blocks of kBlockBytes, each split into
+//                                              kItemsPerBlock items; item `it` of a row is block it / kItemsPerBlock
+//   W fetch(row, it)                           the item's weight bytes and scales, from global memory
+//   X load_x(codes, scales, it)                the matching activation codes and block scales of one batch row
+//   float dot(w, x, it)                        the item's contribution to that output
+// The kernel loads an item's W once for every batch row and an X once for every weight row it owns.
+//
+// Items are sized so that the threads of a warp read consecutive bytes of W (coalesced) with the widest loads the
+// format's alignment allows: 16 bytes for Q4_K and Q5_K (144- and 176-byte blocks), 4 bytes (two aligned words and a
+// funnel shift where a field sits at an odd half-word) for the 2-byte aligned Q4_0, Q8_0 and Q6_K blocks.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace qrt::kernels::dp4a {
+
+__device__ __forceinline__ uint32_t ldg_u32(const uint8_t* p) { return __ldg(reinterpret_cast<const uint32_t*>(p)); }
+__device__ __forceinline__ uint32_t ldg_u16(const uint8_t* p) {
+  return __ldg(reinterpret_cast<const unsigned short*>(p));
+}
+__device__ __forceinline__ uint4 ldg_u128(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+__device__ __forceinline__ float half_at(uint32_t bits) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(bits & 0xFFFFu)));
+}
+
+// The little-endian u32 at a 2-byte aligned address: one load when it is 4-byte aligned, else the two aligned words
+// around it (both inside the tensor: the value's own bytes reach into the second one).
+__device__ __forceinline__ uint32_t ldg_u32_a2(const uint8_t* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uint8_t* base = reinterpret_cast<const uint8_t*>(a & ~uintptr_t{3});
+  const uint32_t lo = ldg_u32(base);
+  const uint32_t hi = (a & 2) != 0 ? ldg_u32(base + 4) : 0u;
+  return __funnelshift_r(lo, hi, static_cast<unsigned>(a & 3) * 8);
+}
+
+__device__ __forceinline__ int dot4x4(uint4 w, uint4 x) {
+  return __dp4a(static_cast<int>(w.x), static_cast<int>(x.x),
+                __dp4a(static_cast<int>(w.y), static_cast<int>(x.y),
+                       __dp4a(static_cast<int>(w.z), static_cast<int>(x.z),
+                              __dp4a(static_cast<int>(w.w), static_cast<int>(x.w), 0))));
+}
+__device__ __forceinline__ int dot2x4(uint32_t w0, uint32_t w1, uint2 x, int acc) {
+  return __dp4a(static_cast<int>(w0), static_cast<int>(x.x), __dp4a(static_cast<int>(w1), static_cast<int>(x.y), acc));
+}
+__device__ __forceinline__ uint4 nibbles(uint4 q, int shift) {
+  return make_uint4((q.x >> shift) & 0x0F0F0F0Fu, (q.y >> shift) & 0x0F0F0F0Fu, (q.z >> shift) & 0x0F0F0F0Fu,
+                    (q.w >> shift) & 0x0F0F0F0Fu);
+}
+// The x limbs (16 bytes of hi codes, 16 of lo) of columns [offset, offset + 16) of activation block `block`.
+struct X16 {
+  uint4 hi, lo;
+  float4 s;  // {d_hi, d_lo, sum, 0}
+};
+__device__ __forceinline__ X16 load_x16(const int8_t* codes, const float* scales, int64_t block, int offset) {
+  const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + block * 64 + offset;
+  return {ldg_u128(c), ldg_u128(c + 32), __ldg(reinterpret_cast<const float4*>(scales) + block)};
+}
+__device__ __forceinline__ float limb_dot(const float4& s, int dot_hi, int dot_lo) {
+  return s.x * static_cast<float>(dot_hi) + s.y * static_cast<float>(dot_lo);
+}
+
+// ---- Q4_K and Q5_K: 256-column super-blocks {f16 d, f16 dmin, 12 bytes of 6-bit scales and mins, [Q5_K: 32 bytes
+// of fifth bits], 128 bytes of nibbles}. Item k = 0..7 of a block is the 16 nibble bytes at 16k of qs: with
+// pair p = k / 2 and half h = k % 2, low nibbles are columns 64p + 16h + 0..15 (sub-block 2p), high nibbles the same
+// plus 32 (sub-block 2p + 1). The h = 0 item also subtracts the two sub-blocks' minimums (dmin · m · Σx).
+template <int BlockBytes, bool HasQh>
+struct KQuant4 {
+  static constexpr int kBlockCols = 256;
+  static constexpr int kBlockBytes = BlockBytes;
+  static constexpr int kItemsPerBlock = 8;
+  static constexpr int kQsOffset = HasQh ? 48 : 16;
+
+  struct W {
+    uint4 q;
+    uint4 qh;  // Q5_K: fifth bits of elements 16h + 0..15 (bit 2p low half, 2p + 1 high half)
+    uint32_t dm, s0, s1, s2;
+  };
+  struct X {
+    X16 a, b;  // sub-blocks 2p and 2p + 1
+  };
+
+  __device__ static W fetch(const uint8_t* row, int it) {
+    const uint8_t* b = row + static_cast<int64_t>(it >> 3) * kBlockBytes;
+    const int k = it & 7;
+    W w;
+    w.q = ldg_u128(b + kQsOffset + 16 * k);
+    if constexpr (HasQh) w.qh = ldg_u128(b + 16 + 16 * (k & 1));
+    w.dm = ldg_u32(b);
+    w.s0 = ldg_u32(b + 4);
+    w.s1 = ldg_u32(b + 8);
+    w.s2 = ldg_u32(b + 12);
+    return w;
+  }
+
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    const int k = it & 7;
+    const int64_t a = static_cast<int64_t>(it >> 3) * 8 + 2 * (k >> 1);
+    return {load_x16(codes, scales, a, 16 * (k & 1)), load_x16(codes, scales, a + 1, 16 * (k & 1))};
+  }
+
+  // 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes as three words (k4_scale_min's layout).
+  __device__ static void scale_min(const W& w, int j, float* sc, float* m) {
+    const unsigned sh = 8u * static_cast<unsigned>(j & 3);
+    const uint32_t low_sc = (w.s0 >> sh) & 63u, low_m = (w.s1 >> sh) & 63u;
+    const uint32_t high_sc = ((w.s2 >> sh) & 15u) | (((w.s0 >> sh) >> 6 & 3u) << 4);
+    const uint32_t high_m = ((w.s2 >> sh) >> 4 & 15u) | (((w.s1 >> sh) >> 6 & 3u) << 4);
+    *sc = static_cast<float>(j < 4 ? low_sc : high_sc);
+    *m = static_cast<float>(j < 4 ? low_m : high_m);
+  }
+
+  __device__ static float dot(const W& w, const X& x, int it) {
+    const int k = it & 7;
+    const int p = k >> 1;
+    uint4 lo = nibbles(w.q, 0), hi = nibbles(w.q, 4);
+    if constexpr (HasQh) {
+      const auto fifth = [](uint32_t qh, int bit) { return ((qh >> bit) & 0x01010101u) << 4; };
+      lo = make_uint4(lo.x | fifth(w.qh.x, 2 * p), lo.y | fifth(w.qh.y, 2 * p), lo.z | fifth(w.qh.z, 2 * p),
+                      lo.w | fifth(w.qh.w, 2 * p));
+      hi = make_uint4(hi.x | fifth(w.qh.x, 2 * p + 1), hi.y | fifth(w.qh.y, 2 * p + 1),
+                      hi.z | fifth(w.qh.z, 2 * p + 1), hi.w | fifth(w.qh.w, 2 * p + 1));
+    }
+    float sc_a, m_a, sc_b, m_b;
+    scale_min(w, 2 * p, &sc_a, &m_a);
+    scale_min(w, 2 * p + 1, &sc_b, &m_b);
+    const float va = sc_a * limb_dot(x.a.s, dot4x4(lo, x.a.hi), dot4x4(lo, x.a.lo));
+    const float vb = sc_b * limb_dot(x.b.s, dot4x4(hi, x.b.hi), dot4x4(hi, x.b.lo));
+    float r = half_at(w.dm) * (va + vb);
+    if ((k & 1) == 0) r -= half_at(w.dm >> 16) * (m_a * x.a.s.z + m_b * x.b.s.z);
+    return r;
+  }
+};
+using Q4K = KQuant4<144, false>;
+using Q5K = KQuant4<176, true>;
+
+// ---- Q8_0: 34-byte blocks {f16 d, 32 int8 codes}. Item e = 0..3 of a block is codes 8e .. 8e + 7.
+struct Q8_0 {
+  static constexpr int kBlockCols = 32;
+  static constexpr int kBlockBytes = 34;
+  static constexpr int kItemsPerBlock = 4;
+
+  struct W {
+    uint32_t q0, q1, d;
+  };
+  struct X {
+    uint2 hi, lo;
+    float4 s;
+  };
+
+  __device__ static W fetch(const uint8_t* row, int it) {
+    const uint8_t* b = row + static_cast<int64_t>(it >> 2) * kBlockBytes;
+    const uint8_t* q = b + 2 + 8 * (it & 3);
+    return {ldg_u32_a2(q), ldg_u32_a2(q + 4), ldg_u16(b)};
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    const int64_t blk = it >> 2;
+    const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + blk * 64 + 8 * (it & 3);
+    return {__ldg(reinterpret_cast<const uint2*>(c)), __ldg(reinterpret_cast<const uint2*>(c + 32)),
+            __ldg(reinterpret_cast<const float4*>(scales) + blk)};
+  }
+  __device__ static float dot(const W& w, const X& x, int) {
+    return half_at(w.d) * limb_dot(x.s, dot2x4(w.q0, w.q1, x.hi, 0), dot2x4(w.q0, w.q1, x.lo, 0));
+  }
+};
+
+// ---- Q4_0: 18-byte blocks {f16 d, 16 bytes of nibbles}, x = d (q - 8); element j < 16 is the low nibble of qs[j],
+// j + 16 its high nibble. Item e = 0..1 of a block is qs bytes 8e .. 8e + 7: columns 8e + 0..7 and 16 + 8e + 0..7.
+// Σ (q - 8) x = Σ q x - 8 Σ x: the e = 0 item subtracts the block's 8 Σ x.
+struct Q4_0 {
+  static constexpr int kBlockCols = 32;
+  static constexpr int kBlockBytes = 18;
+  static constexpr int kItemsPerBlock = 2;
+
+  struct W {
+    uint32_t q0, q1, d;
+  };
+  struct X {
+    uint2 hi_a, hi_b, lo_a, lo_b;  // limbs of columns 8e + 0..7 (a) and 16 + 8e + 0..7 (b)
+    float4 s;
+  };
+
+  __device__ static W fetch(const uint8_t* row, int it) {
+    const uint8_t* b = row + static_cast<int64_t>(it >> 1) * kBlockBytes;
+    const uint8_t* q = b + 2 + 8 * (it & 1);
+    return {ldg_u32_a2(q), ldg_u32_a2(q + 4), ldg_u16(b)};
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    const int64_t blk = it >> 1;
+    const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + blk * 64 + 8 * (it & 1);
+    const auto u2 = [](const uint8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); };
+    return {u2(c), u2(c + 16), u2(c + 32), u2(c + 48), __ldg(reinterpret_cast<const float4*>(scales) + blk)};
+  }
+  __device__ static float dot(const W& w, const X& x, int it) {
+    const uint32_t a0 = w.q0 & 0x0F0F0F0Fu, a1 = w.q1 & 0x0F0F0F0Fu;
+    const uint32_t b0 = (w.q0 >> 4) & 0x0F0F0F0Fu, b1 = (w.q1 >> 4) & 0x0F0F0F0Fu;
+    const int dot_hi = dot2x4(a0, a1, x.hi_a, dot2x4(b0, b1, x.hi_b, 0));
+    const int dot_lo = dot2x4(a0, a1, x.lo_a, dot2x4(b0, b1, x.lo_b, 0));
+    float v = limb_dot(x.s, dot_hi, dot_lo);
+    if ((it & 1) == 0) v -= 8.0f * x.s.z;
+    return half_at(w.d) * v;
+  }
+};
+
+// ---- Q6_K: 256-column super-blocks {128 bytes ql, 64 bytes qh, 16 int8 scales, f16 d}; element 128h + 32k + l
+// (h = 0..1, k = 0..3, l = 0..31) has code ((ql[64h + 32(k & 1) + l] >> 4(k / 2)) & 15) | ((qh[32h + l] >> 2k) & 3) << 4,
+// value d · scales[8h + 2k + l / 16] · (code - 32). Item (h, quad) covers l = 4 quad + 0..3 for every k: 16 columns
+// from four sub-blocks, whose codes minus 32 become signed bytes with one per-byte subtraction.
+struct Q6K {
+  static constexpr int kBlockCols = 256;
+  static constexpr int kBlockBytes = 210;
+  static constexpr int kItemsPerBlock = 16;
+
+  struct W {
+    uint32_t ql_a, ql_b, qh, sc_lo, sc_hi, d;
+  };
+  struct X {
+    uint32_t hi[4], lo[4];
+    float2 s[4];
+  };
+
+  __device__ static W fetch(const uint8_t* row, int it) {
+    const uint8_t* b = row + static_cast<int64_t>(it >> 4) * kBlockBytes;
+    const int h = (it >> 3) & 1, l0 = 4 * (it & 7);
+    return {ldg_u32_a2(b + 64 * h + l0), ldg_u32_a2(b + 64 * h + 32 + l0), ldg_u32_a2(b + 128 + 32 * h + l0),
+            ldg_u32_a2(b + 192 + 8 * h), ldg_u32_a2(b + 196 + 8 * h), ldg_u16(b + 208)};
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    const int h = (it >> 3) & 1, l0 = 4 * (it & 7);
+    const int64_t first = static_cast<int64_t>(it >> 4) * 8 + 4 * h;
+    X x;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + (first + k) * 64 + l0;
+      x.hi[k] = ldg_u32(c);
+      x.lo[k] = ldg_u32(c + 32);
+      x.s[k] = __ldg(reinterpret_cast<const float2*>(scales + (first + k) * 4));
+    }
+    return x;
+  }
+  __device__ static float dot(const W& w, const X& x, int it) {
+    const int half16 = (it & 7) >= 4 ? 8 : 0;  // l >= 16 takes the odd scale of each pair
+    float v = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t ql = (k & 1) != 0 ? w.ql_b : w.ql_a;
+      const uint32_t code = ((ql >> (4 * (k >> 1))) & 0x0F0F0F0Fu) | (((w.qh >> (2 * k)) & 0x03030303u) << 4);
+      const int q = static_cast<int>(__vsub4(code, 0x20202020u));
+      const uint32_t sc_word = k < 2 ? w.sc_lo : w.sc_hi;
+      const float sc = static_cast<float>(static_cast<int8_t>(sc_word >> (16 * (k & 1) + half16)));
+      v += sc * (x.s[k].x * static_cast<float>(__dp4a(q, static_cast<int>(x.hi[k]), 0)) +
+                 x.s[k].y * static_cast<float>(__dp4a(q, static_cast<int>(x.lo[k]), 0)));
+    }
+    return half_at(w.d) * v;
+  }
+};
+
+}  // namespace qrt::kernels::dp4a
