@@ -10,16 +10,15 @@
 //       and sorts just those in shared memory (sample_top_k_kernel);
 //     - top_k 0 or larger: one cub::DeviceRadixSort over 64-bit keys (row | logit key | id) sorts every row.
 //  4. per row, one block: probabilities exp((logit - top) / T) in double for the candidates, their sum (a
-//     fixed-order tree), the division; then one thread runs the top-p prefix, the min-p prefix, the mass and the
-//     draw r = u01 * mass sequentially in candidate order, exactly as the CPU does (finish_row).
+//     fixed-order tree), the division; then the top-p prefix (a block-wide scan), the min-p prefix (a binary
+//     search: sorted probabilities never increase), the mass (a tree) and the draw r = u01 * mass (a scan), the
+//     CPU's steps in the CPU's candidate order (finish_row).
 // Where the result can differ from the CPU: the device exp (at most 1 ulp from the correctly rounded value) and
-// the sum's order (a tree here, left to right on the CPU) change the normalized probabilities by a few ulps. The
-// draw compares r = u01 * mass with cumulative sums that are all scaled by the same 1 / sum (so the sum's error
-// cancels there), and a few-ulp change in a probability moves a cumulative boundary by ~1e-16 relative: the ids
-// differ only when r or top_p lies within ~1e-15 of a boundary, for random u01 a probability of that order.
-// Cost: top-k reads each row five times (four radix digits and the gather); the whole-row path sorts every row
-// and then scans the kept candidates on one thread, which is slow only for flat distributions over a large
-// vocabulary with top_p 1 and min_p 0.
+// the order of the sums (trees and scans here, left to right on the CPU) change the probabilities and their
+// cumulative sums by a few ulps, which moves a boundary by ~1e-16 relative: the ids differ only when r or top_p
+// lies within ~1e-15 of a boundary, for random u01 a probability of that order.
+// Cost: top-k reads each row five times (four radix digits and the gather); the whole-row path sorts every row,
+// then scans the kept candidates 256 at a time (a flat distribution over 128k tokens with top_p 1: 500 steps).
 #include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/cuda/cuda_check.hpp"
@@ -131,61 +130,94 @@ __global__ void build_keys_kernel(const float* __restrict__ logits, int64_t rows
   }
 }
 
+// Sum of q[0 .. n) over the block as a fixed-order tree (each thread a strided share, warps, then the warp
+// partials in order); every thread gets it. scratch: [Threads / 32] shared.
+template <int Threads>
+__device__ double block_sum(const double* q, int64_t n, double* scratch) {
+  double part = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += Threads) part += q[i];
+  part = warp_sum(part);
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = part;
+  __syncthreads();
+  double sum = 0.0;
+  for (int w = 0; w < Threads / 32; ++w) sum += scratch[w];
+  __syncthreads();  // scratch is reused by the caller
+  return sum;
+}
+
+// The first index i of q[0 .. n) whose inclusive prefix sum q[0] + ... + q[i] satisfies reached(), or n when none
+// does: a block-wide scan, Threads elements at a time with the running total carried, stopping at the first
+// chunk with a hit. Every thread gets the result. scratch: [2 * Threads / 32] shared.
+template <int Threads, class Reached>
+__device__ int64_t first_prefix_reaching(const double* q, int64_t n, Reached reached, double* scratch) {
+  constexpr int kWarpsPerBlock = Threads / 32;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  double carry = 0.0;
+  for (int64_t base = 0; base < n; base += Threads) {
+    const int64_t i = base + threadIdx.x;
+    double v = i < n ? q[i] : 0.0;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const double t = __shfl_up_sync(kFullWarpMask, v, offset);
+      if (lane >= offset) v += t;
+    }
+    if (lane == 31) scratch[warp] = v;
+    __syncthreads();
+    double before = carry, total = carry;
+    for (int w = 0; w < kWarpsPerBlock; ++w) {
+      before += w < warp ? scratch[w] : 0.0;
+      total += scratch[w];
+    }
+    const unsigned hits = __ballot_sync(kFullWarpMask, i < n && reached(before + v));
+    if (lane == 0) scratch[kWarpsPerBlock + warp] = hits != 0 ? static_cast<double>(base + warp * 32 + __ffs(hits) - 1)
+                                                              : -1.0;
+    __syncthreads();
+    int64_t first = -1;
+    for (int w = 0; w < kWarpsPerBlock && first < 0; ++w)
+      if (scratch[kWarpsPerBlock + w] >= 0.0) first = static_cast<int64_t>(scratch[kWarpsPerBlock + w]);
+    __syncthreads();  // scratch is rewritten by the next chunk
+    if (first >= 0) return first;
+    carry = total;
+  }
+  return n;
+}
+
 // The CPU's chain after the sort, for one row by one block: candidate i (0 <= i < keep, best first) is token
-// id_at(i); q: [keep] double scratch (global or shared). All threads call it; thread 0 writes ids[r].
+// id_at(i); q: [keep] double scratch (global or shared). All threads call it; thread 0 writes ids[r]. The prefix
+// searches (top-p, the draw) are block-wide scans and the min-p cut a binary search (the probabilities of sorted
+// candidates never increase), so no thread walks the candidates alone. scratch: [2 * Threads / 32] shared.
 template <int Threads, class IdAt>
 __device__ void finish_row(const float* __restrict__ row, IdAt id_at, int64_t keep, const SampleSettings& s,
-                           double u01, double* q, double* warp_partials, int32_t* id_out) {
+                           double u01, double* q, double* scratch, int32_t* id_out) {
   if (keep == 0) {  // a row of NaN
     if (threadIdx.x == 0) *id_out = 0;
     return;
   }
   const double inv_t = 1.0 / static_cast<double>(s.temperature);
   const double top = row[id_at(0)];
-  double part = 0.0;
-  for (int64_t i = threadIdx.x; i < keep; i += Threads) {
-    const double p = exp((static_cast<double>(row[id_at(i)]) - top) * inv_t);
-    q[i] = p;
-    part += p;
-  }
-  // The sum as a fixed-order tree (warps, then the warp partials in order).
-  part = warp_sum(part);
-  if (threadIdx.x % 32 == 0) warp_partials[threadIdx.x / 32] = part;
+  for (int64_t i = threadIdx.x; i < keep; i += Threads) q[i] = exp((static_cast<double>(row[id_at(i)]) - top) * inv_t);
   __syncthreads();
-  double sum = 0.0;
-  for (int w = 0; w < Threads / 32; ++w) sum += warp_partials[w];
+  const double sum = block_sum<Threads>(q, keep, scratch);
   for (int64_t i = threadIdx.x; i < keep; i += Threads) q[i] = q[i] / sum;
   __syncthreads();
-  if (threadIdx.x != 0) return;
   int64_t n = keep;
   if (s.top_p < 1.0f) {  // the shortest prefix whose mass reaches top_p
-    double cum = 0.0;
-    int64_t m = 0;
-    while (m < n) {
-      cum += q[m++];
-      if (cum >= static_cast<double>(s.top_p)) break;
-    }
-    n = m;
+    const double top_p = static_cast<double>(s.top_p);
+    const int64_t last = first_prefix_reaching<Threads>(q, n, [&](double cum) { return cum >= top_p; }, scratch);
+    n = last < n ? last + 1 : n;
   }
-  if (s.min_p > 0.0f) {  // relative to the most likely candidate
+  if (s.min_p > 0.0f) {  // relative to the most likely candidate: the first m >= 1 with q[m] < floor
     const double floor = static_cast<double>(s.min_p) * q[0];
-    int64_t m = 1;
-    while (m < n && q[m] >= floor) ++m;
-    n = m;
-  }
-  double mass = 0.0;
-  for (int64_t i = 0; i < n; ++i) mass += q[i];
-  const double x = u01 * mass;
-  double cum = 0.0;
-  int32_t id = id_at(n - 1);
-  for (int64_t i = 0; i < n; ++i) {
-    cum += q[i];
-    if (x < cum) {
-      id = id_at(i);
-      break;
+    int64_t lo = 1, hi = n;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (q[mid] >= floor) lo = mid + 1; else hi = mid;
     }
+    n = lo;
   }
-  *id_out = id;
+  const double x = u01 * block_sum<Threads>(q, n, scratch);
+  const int64_t chosen = first_prefix_reaching<Threads>(q, n, [&](double cum) { return x < cum; }, scratch);
+  if (threadIdx.x == 0) *id_out = id_at(chosen < n ? chosen : n - 1);
 }
 
 // One block per row over the row's sorted keys (the whole-row path: top_k 0 or above kTopKMax).
@@ -193,7 +225,7 @@ __global__ void __launch_bounds__(kThreads)
     sample_sorted_kernel(const float* __restrict__ logits, const uint64_t* __restrict__ sorted, int64_t vocab,
                          int id_bits, SampleSettings s, const double* __restrict__ u01, double* __restrict__ probs,
                          int32_t* __restrict__ ids) {
-  __shared__ double warp_partials[kThreads / 32];
+  __shared__ double block_scratch[2 * kThreads / 32];
   __shared__ int64_t shared_keep;
   const int64_t r = blockIdx.x;
   const uint64_t* keys = sorted + r * vocab;
@@ -211,7 +243,7 @@ __global__ void __launch_bounds__(kThreads)
     shared_keep = (s.top_k > 0 && s.top_k < lo) ? s.top_k : lo;
   }
   __syncthreads();
-  finish_row<kThreads>(logits + r * vocab, id_at, shared_keep, s, u01[r], probs + r * vocab, warp_partials,
+  finish_row<kThreads>(logits + r * vocab, id_at, shared_keep, s, u01[r], probs + r * vocab, block_scratch,
                        ids + r);
 }
 
@@ -243,7 +275,7 @@ __global__ void __launch_bounds__(kTopKThreads)
   __shared__ unsigned histogram[256];
   __shared__ uint64_t picked[kTopKMax];  // (descending key << 32) | id
   __shared__ double q[kTopKMax];
-  __shared__ double warp_partials[kTopKThreads / 32];
+  __shared__ double block_scratch[2 * kTopKThreads / 32];
   __shared__ int counts[kTopKThreads / 32];
   __shared__ uint32_t shared_prefix;
   __shared__ int64_t shared_remaining;
@@ -319,7 +351,7 @@ __global__ void __launch_bounds__(kTopKThreads)
   }
   __syncthreads();
   auto id_at = [&](int64_t i) { return static_cast<int32_t>(picked[i] & 0xffffffffu); };
-  finish_row<kTopKThreads>(row, id_at, count, s, u01[r], q, warp_partials, ids + r);
+  finish_row<kTopKThreads>(row, id_at, count, s, u01[r], q, block_scratch, ids + r);
 }
 
 }  // namespace
