@@ -7,6 +7,7 @@
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/linear/gemv_batch.hpp"
 #include "kernels/linear/gemv_dp4a_formats.cuh"
+#include "kernels/linear/gemv_rows_reduce.cuh"
 #include "kernels/quant/formats.hpp"
 
 namespace qrt::kernels {
@@ -55,24 +56,7 @@ __global__ void __launch_bounds__(kThreads) gemv_dp4a_kernel(const Dp4aParams p)
     }
   }
 
-  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int i = 0; i < M; ++i) {
-      const float v = warp_sum(acc[r][i]);
-      if (lane == 0) partial[warp][r * M + i] = v;
-    }
-  __syncthreads();
-  if (threadIdx.x < R * M) {
-    const int r = static_cast<int>(threadIdx.x) / M, i = static_cast<int>(threadIdx.x) % M;
-    if (row0 + r < p.rows) {
-      float s = partial[0][threadIdx.x];
-#pragma unroll
-      for (int w = 1; w < kThreads / 32; ++w) s += partial[w][threadIdx.x];
-      p.y[i * p.rows + row0 + r] = s;
-    }
-  }
+  store_row_sums<kThreads, R, M>(acc, partial, row0, p.rows, p.y);
 }
 
 template <class P>

@@ -1,6 +1,6 @@
 // Which formats have a per-family fast decode GEMV, as a compile-time table keyed by format: FastGemv<id> says
 // "none" unless the format is declared below, and each declared format defines applies() and launch() in its
-// family's .cu file (gemv_ggml.cu, gemv_afq.cu, gemv_mx.cu). kernels::gemv() (gemv.cu) reaches them through
+// family's .cu file (gemv_dense.cu, gemv_ggml.cu, gemv_afq.cu, gemv_mx.cu). kernels::gemv() (gemv.cu) reaches them through
 // quant::dispatch_format and `if constexpr (FastGemv<id>::kAvailable)`, so there is no second switch over formats.
 #pragma once
 
@@ -29,6 +29,9 @@ struct FastGemv {
     static Status launch(const quant::QuantView& w, const float* x, int m, float* y, cudaStream_t stream); \
   };
 
+QRT_DECLARE_FAST_GEMV(F32, "gemv_f32")
+QRT_DECLARE_FAST_GEMV(F16, "gemv_f16")
+QRT_DECLARE_FAST_GEMV(BF16, "gemv_bf16")
 QRT_DECLARE_FAST_GEMV(Q4_0, "gemv_q4_0")
 QRT_DECLARE_FAST_GEMV(Q8_0, "gemv_q8_0")
 QRT_DECLARE_FAST_GEMV(Q4_K, "gemv_q4_k")

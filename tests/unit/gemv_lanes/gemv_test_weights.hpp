@@ -48,6 +48,17 @@ inline bool randomize_codes(quant::FormatId id, const quant::QuantParams& p, qua
       store_random_f16(q.data.data() + b + offset, gen, scale);
   };
   switch (id) {
+    case FormatId::kF32:
+    case FormatId::kF16:
+    case FormatId::kBF16: {
+      // Random bit patterns of a float format are NaN and infinities among others; fresh finite values instead,
+      // spread over a wider range than the quantized case.
+      const std::vector<float> v = random_normal(q.data.size() / static_cast<size_t>(info.block_bytes), seed + 2, 3.0f);
+      auto fresh = cpu::quantize(id, v.data(), 1, static_cast<int64_t>(v.size()), p);
+      if (!fresh.ok()) return false;
+      q.data = fresh->data;
+      return true;
+    }
     case FormatId::kQ4_0:
       fix_block_f16(offsetof(quant::block_q4_0, d), 0.05f);
       return true;

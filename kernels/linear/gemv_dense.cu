@@ -1,0 +1,124 @@
+// Fast decode GEMV for the dense formats F32, F16 and BF16 (the generic kernel reads them one element per lane
+// and step). A block of 128 threads owns 1 row (2 from 4096 rows, so x is read once for both); thread t takes the
+// row's 8-column items t, t + 128, ...: one 16-byte load of F16/BF16 (two of F32), the matching 8 floats of x per
+// batch row (two 16-byte loads, from L1/L2), fp32 FMAs, and the block reduction of gemv_rows_reduce.cuh.
+// Bytes moved: W once (2 or 4 bytes per weight), x and y once per block from cache. Per 8 weights of BF16 at
+// batch 1: 1 + 2 loads, 8 conversions (a shift or mask) and 8 FMAs, about 2.5 instructions per weight for 2 bytes:
+// memory-bound with room to spare. Needs W's data and x 16-byte aligned and cols a multiple of 8; else gemv()
+// runs the generic kernel.
+#include <cuda_fp16.h>
+
+#include <climits>
+
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/linear/gemv_batch.hpp"
+#include "kernels/linear/gemv_fast.hpp"
+#include "kernels/linear/gemv_rows_reduce.cuh"
+
+namespace qrt::kernels {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kItemCols = 8;
+constexpr int64_t kTallRows = 4096;
+
+template <quant::FormatId Id>
+__device__ __forceinline__ void load_weights(const uint8_t* row, int it, float (&w)[kItemCols]) {
+  if constexpr (Id == quant::FormatId::kF32) {
+    const float4* p = reinterpret_cast<const float4*>(row) + 2 * it;
+    const float4 a = __ldg(p), b = __ldg(p + 1);
+    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+  } else {
+    const uint4 q = __ldg(reinterpret_cast<const uint4*>(row) + it);
+    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if constexpr (Id == quant::FormatId::kBF16) {
+        w[2 * k] = __uint_as_float(words[k] << 16);
+        w[2 * k + 1] = __uint_as_float(words[k] & 0xFFFF0000u);
+      } else {
+        w[2 * k] = __half2float(__ushort_as_half(static_cast<unsigned short>(words[k] & 0xFFFFu)));
+        w[2 * k + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(words[k] >> 16)));
+      }
+    }
+  }
+}
+
+template <quant::FormatId Id, int M, int R>
+__global__ void __launch_bounds__(kThreads) gemv_dense_kernel(const uint8_t* __restrict__ data, int64_t rows,
+                                                              int64_t cols, const float* __restrict__ x,
+                                                              float* __restrict__ y) {
+  __shared__ float partial[kThreads / 32][R * M];
+  constexpr int kElemBytes = Id == quant::FormatId::kF32 ? 4 : 2;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+  const uint8_t* row_data[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) row_data[r] = data + min(row0 + r, rows - 1) * cols * kElemBytes;  // past the end: a repeat
+  float acc[R][M];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < M; ++i) acc[r][i] = 0.0f;
+
+  const int items = static_cast<int>(cols / kItemCols);
+#pragma unroll 2
+  for (int it = static_cast<int>(threadIdx.x); it < items; it += kThreads) {
+    float w[R][kItemCols];
+#pragma unroll
+    for (int r = 0; r < R; ++r) load_weights<Id>(row_data[r], it, w[r]);
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      const float4* xp = reinterpret_cast<const float4*>(x + i * cols) + 2 * it;
+      const float4 a = __ldg(xp), b = __ldg(xp + 1);
+      const float xv[kItemCols] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int k = 0; k < kItemCols; ++k) acc[r][i] += w[r][k] * xv[k];
+    }
+  }
+  store_row_sums<kThreads, R, M>(acc, partial, row0, rows, y);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+bool dense_applies(const quant::QuantView& w, const float* x) {
+  return w.data != nullptr && x != nullptr && aligned16(w.data) && aligned16(x) && w.rows > 0 && w.rows < INT_MAX &&
+         w.cols > 0 && w.cols % kItemCols == 0 && w.cols / kItemCols < INT_MAX;
+}
+
+template <quant::FormatId Id>
+Status dense_launch(const char* name, const quant::QuantView& w, const float* x, int m, float* y,
+                    cudaStream_t stream) {
+  const bool tall = w.rows >= kTallRows;
+  return with_batch(m, [&](auto batch) -> Status {
+    constexpr int M = decltype(batch)::value;
+    if (tall) {
+      gemv_dense_kernel<Id, M, 2><<<static_cast<unsigned>((w.rows + 1) / 2), kThreads, 0, stream>>>(
+          w.data, w.rows, w.cols, x, y);
+    } else {
+      gemv_dense_kernel<Id, M, 1><<<static_cast<unsigned>(w.rows), kThreads, 0, stream>>>(w.data, w.rows, w.cols,
+                                                                                          x, y);
+    }
+    return cuda_launch_status(name);
+  });
+}
+
+}  // namespace
+
+#define QRT_DENSE_FAST_GEMV(ID)                                                                                  \
+  bool FastGemv<quant::FormatId::k##ID>::applies(const quant::QuantView& w, const float* x) {                    \
+    return dense_applies(w, x);                                                                                  \
+  }                                                                                                              \
+  Status FastGemv<quant::FormatId::k##ID>::launch(const quant::QuantView& w, const float* x, int m, float* y,    \
+                                                  cudaStream_t stream) {                                         \
+    return dense_launch<quant::FormatId::k##ID>(kName.data(), w, x, m, y, stream);                               \
+  }
+
+QRT_DENSE_FAST_GEMV(F32)
+QRT_DENSE_FAST_GEMV(F16)
+QRT_DENSE_FAST_GEMV(BF16)
+
+#undef QRT_DENSE_FAST_GEMV
+
+}  // namespace qrt::kernels
