@@ -177,6 +177,15 @@ class Backend {
   virtual Status kv_write(const KvLayerView& cache, ConstI32View slots, ConstI32View positions, ConstF32View k,
                           ConstF32View v) = 0;
 
+  // rope(q, heads), rope(k, kv_heads), then kv_write of the rotated k and v, all at `positions`: what every
+  // attention layer does before attention. Backends may fuse them; the default runs the three ops.
+  virtual Status rope_kv_write(F32View q, F32View k, ConstF32View v, int heads, int kv_heads, ConstI32View positions,
+                               const RopeParams& params, const KvLayerView& cache, ConstI32View slots) {
+    QRT_TRY(rope(q, heads, positions, params));
+    QRT_TRY(rope(k, kv_heads, positions, params));
+    return kv_write(cache, slots, positions, k, v);
+  }
+
   // Bytes of KvLayerView::attention_workspace with which attention of `tokens` query rows over a cache of
   // `capacity` slots takes its fastest path (on a GPU, splitting the keys among blocks); 0: it needs none.
   virtual uint64_t attention_workspace_bytes(int64_t tokens, const AttentionParams& params, int64_t capacity) const {
@@ -195,6 +204,14 @@ class Backend {
 
   // out = a + b (the residual add).  All [n, d].
   virtual Status add(ConstF32View a, ConstF32View b, F32View out) = 0;
+
+  // The residual add and the RMSNorm that always follows it: x += delta, then out = rms_norm(x, weight, eps).
+  // x, delta, out: [rows, dim]. Backends may fuse the two; the default runs them as two ops, and a fused version
+  // must give the same values.
+  virtual Status add_rms_norm(F32View x, ConstF32View delta, WeightHandle weight, float eps, F32View out) {
+    QRT_TRY(add(x, delta, x));
+    return rms_norm(x, weight, eps, out);
+  }
 
   // Router: softmax over each row of logits, the top_k experts (ties to the lower id), optionally renormalized
   // to sum to 1.  logits: [tokens, experts]; ids: [tokens, top_k] (int32); weights: [tokens, top_k].

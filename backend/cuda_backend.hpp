@@ -21,6 +21,7 @@
 #include "backend/backend.hpp"
 #include "backend/cuda_context.hpp"
 #include "backend/pinned_staging.hpp"
+#include "kernels/linear/q8_activations.hpp"
 
 namespace qrt {
 
@@ -64,6 +65,8 @@ class CudaBackend final : public Backend {
   Status rope(F32View x, int heads, ConstI32View positions, const RopeParams& params) override;
   Status kv_write(const KvLayerView& cache, ConstI32View slots, ConstI32View positions, ConstF32View k,
                   ConstF32View v) override;
+  Status rope_kv_write(F32View q, F32View k, ConstF32View v, int heads, int kv_heads, ConstI32View positions,
+                       const RopeParams& params, const KvLayerView& cache, ConstI32View slots) override;
   uint64_t attention_workspace_bytes(int64_t tokens, const AttentionParams& params, int64_t capacity) const override;
   Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, ConstI32View keys,
                    const AttentionParams& params, F32View out) override;
@@ -72,6 +75,7 @@ class CudaBackend final : public Backend {
   Result<std::unique_ptr<BackendGraph>> capture(const std::function<Status()>& issue) override;
   Status launch(const BackendGraph& graph) override;
   Status add(ConstF32View a, ConstF32View b, F32View out) override;
+  Status add_rms_norm(F32View x, ConstF32View delta, WeightHandle weight, float eps, F32View out) override;
   Status moe_route(ConstF32View logits, bool renormalize, I32View ids, F32View weights) override;
   Status linear_experts(ConstF32View x, WeightHandle w, ConstI32View ids, F32View y) override;
   Status moe_combine(ConstF32View y, ConstF32View weights, F32View out) override;
@@ -108,6 +112,9 @@ class CudaBackend final : public Backend {
   Status check_range(const void* p, uint64_t bytes, const char* op, const char* what) const;
   template <class T>
   Status check_view(const DeviceView<T>& v, const char* op, const char* what) const;
+  // kv_write's shape checks and the device ranges of its views (shared with rope_kv_write).
+  Status check_kv_write(const char* op, const KvLayerView& cache, ConstI32View slots, ConstI32View positions,
+                        ConstF32View k, ConstF32View v) const;
   // Grows the fp32 dequantization scratch to at least `bytes`.
   Result<float*> dequant_scratch(uint64_t bytes);
   Status linear_gemm(const Weight& w, ConstF32View x, F32View y);
@@ -133,12 +140,16 @@ class CudaBackend final : public Backend {
   std::vector<void*> q8_retired_;
   bool integer_gemv_ = true;
   // The x whose quantization q8_buffer_ holds, so that the projections sharing an input (q, k, v; gate, up) quantize
-  // it once. Every op other than linear() forgets it (any of them may write x), as does a linear() whose output
-  // overlaps it.
+  // it once. rms_norm and silu_mul (the producers of most GEMV inputs) write it as they write their output when it
+  // fits the buffer; every other op forgets it (any of them may write x), as does a linear() whose output overlaps
+  // it.
   const float* q8_source_ = nullptr;
   int64_t q8_source_rows_ = 0;
   int64_t q8_source_cols_ = 0;
   void forget_q8_source() { q8_source_ = nullptr; }
+  void remember_q8_source(ConstF32View x);
+  // Where a fused producer should write the quantized copy of `out` (nothing when it does not fit).
+  kernels::Q8Activations fused_q8_output(F32View out) const;
   WeightLoadStats load_stats_;
   Communicator* comm_ = nullptr;  // tensor-parallel peers; null on a single GPU
 };

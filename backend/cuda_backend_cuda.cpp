@@ -342,7 +342,27 @@ Status CudaBackend::rms_norm(ConstF32View x, WeightHandle weight, float eps, F32
   QRT_TRY(check_view(x, op, "x"));
   QRT_TRY(check_view(out, op, "out"));
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
-  return kernels::rms_norm(x.data, w->values, x.rows, x.cols, eps, out.data, ctx_->compute_stream());
+  const kernels::Q8Activations q8 = fused_q8_output(out);
+  QRT_TRY(kernels::rms_norm(x.data, w->values, x.rows, x.cols, eps, out.data, ctx_->compute_stream(), q8));
+  if (q8.codes != nullptr) remember_q8_source(out);
+  return ok_status();
+}
+
+Status CudaBackend::add_rms_norm(F32View x, ConstF32View delta, WeightHandle weight, float eps, F32View out) {
+  forget_q8_source();
+  const char* op = "add_rms_norm";
+  QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(weight, op, "weight"));
+  QRT_TRY(op_checks::same_shape3(op, "x", x, "delta", delta, out));
+  QRT_TRY(op_checks::rms_norm(x, WeightInfo{w->format, w->shape}, out));
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_TRY(check_view(delta, op, "delta"));
+  QRT_TRY(check_view(out, op, "out"));
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  const kernels::Q8Activations q8 = fused_q8_output(out);
+  QRT_TRY(kernels::add_rms_norm(x.data, delta.data, w->values, x.rows, x.cols, eps, out.data, ctx_->compute_stream(),
+                                q8));
+  if (q8.codes != nullptr) remember_q8_source(out);
+  return ok_status();
 }
 
 Status CudaBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bias, F32View y) {
@@ -377,6 +397,19 @@ Status CudaBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bia
   return ok_status();
 }
 
+kernels::Q8Activations CudaBackend::fused_q8_output(F32View out) const {
+  if (!integer_gemv_ || out.rows < 1 || out.rows > kernels::kGemvMaxBatch || out.cols % kernels::kQ8BlockCols != 0 ||
+      kernels::q8_activation_bytes(out.rows, out.cols) > q8_bytes_)
+    return {};
+  return kernels::q8_activations_at(q8_buffer_, out.rows, out.cols);
+}
+
+void CudaBackend::remember_q8_source(ConstF32View x) {
+  q8_source_ = x.data;
+  q8_source_rows_ = x.rows;
+  q8_source_cols_ = x.cols;
+}
+
 Status CudaBackend::linear_dp4a(const Weight& w, ConstF32View x, F32View y, bool* done) {
   *done = false;
   const quant::QuantView view = w.view();
@@ -388,9 +421,7 @@ Status CudaBackend::linear_dp4a(const Weight& w, ConstF32View x, F32View y, bool
   if (x.data != q8_source_ || x.rows != q8_source_rows_ || view.cols != q8_source_cols_) {
     forget_q8_source();
     QRT_TRY(kernels::quantize_q8_activations(x.data, x.rows, view.cols, q, stream));
-    q8_source_ = x.data;
-    q8_source_rows_ = x.rows;
-    q8_source_cols_ = view.cols;
+    remember_q8_source(x);
   }
   QRT_TRY(kernels::gemv_dp4a(w.format, view, {q.codes, q.scales}, static_cast<int>(x.rows), y.data, stream));
   *done = true;
@@ -445,10 +476,8 @@ Status CudaBackend::rope(F32View x, int heads, ConstI32View positions, const Rop
   return kernels::rope(x.data, positions.data, p.inv_freq.data, shape, ctx_->compute_stream());
 }
 
-Status CudaBackend::kv_write(const KvLayerView& cache, ConstI32View slots, ConstI32View positions, ConstF32View k,
-                             ConstF32View v) {
-  forget_q8_source();
-  const char* op = "kv_write";
+Status CudaBackend::check_kv_write(const char* op, const KvLayerView& cache, ConstI32View slots,
+                                   ConstI32View positions, ConstF32View k, ConstF32View v) const {
   QRT_TRY(op_checks::kv_write(cache, slots, positions, k, v));
   QRT_TRY(check_view(k, op, "k"));
   QRT_TRY(check_view(v, op, "v"));
@@ -456,11 +485,36 @@ Status CudaBackend::kv_write(const KvLayerView& cache, ConstI32View slots, Const
   QRT_TRY(check_view(positions, op, "positions"));
   QRT_TRY(check_view(cache.k, op, "cache k"));
   QRT_TRY(check_view(cache.v, op, "cache v"));
-  QRT_TRY(check_view(cache.positions, op, "cache positions"));
+  return check_view(cache.positions, op, "cache positions");
+}
+
+Status CudaBackend::kv_write(const KvLayerView& cache, ConstI32View slots, ConstI32View positions, ConstF32View k,
+                             ConstF32View v) {
+  forget_q8_source();
+  QRT_TRY(check_kv_write("kv_write", cache, slots, positions, k, v));
   if (k.numel() == 0) return ok_status();
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   return kernels::kv_write(k.data, v.data, slots.data, positions.data, k.rows, k.cols, cache.k.data, cache.v.data,
                            cache.positions.data, cache.k.rows, ctx_->compute_stream());
+}
+
+Status CudaBackend::rope_kv_write(F32View q, F32View k, ConstF32View v, int heads, int kv_heads,
+                                  ConstI32View positions, const RopeParams& p, const KvLayerView& cache,
+                                  ConstI32View slots) {
+  forget_q8_source();
+  const char* op = "rope_kv_write";
+  QRT_TRY(op_checks::rope(q, heads, positions, p));
+  QRT_TRY(op_checks::rope(k, kv_heads, positions, p));
+  QRT_TRY(check_kv_write(op, cache, slots, positions, k, v));
+  QRT_TRY(check_view(q, op, "q"));
+  QRT_TRY(check_view(p.inv_freq, op, "inv_freq"));
+  if (q.rows == 0) return ok_status();
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  const kernels::RopeShape shape{q.rows, heads, p.head_dim, p.rot_dim, p.attn_factor,
+                                 p.layout == RopeLayout::kInterleaved};
+  const kernels::KvCacheRef ref{cache.k.data, cache.v.data, cache.positions.data, cache.k.rows};
+  return kernels::rope_kv_write(q.data, k.data, v.data, heads, kv_heads, positions.data, p.inv_freq.data, shape,
+                                slots.data, ref, ctx_->compute_stream());
 }
 
 Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, ConstI32View keys,
@@ -510,7 +564,10 @@ Status CudaBackend::silu_mul(ConstF32View gate, ConstF32View up, F32View out) {
   QRT_TRY(check_view(up, op, "up"));
   QRT_TRY(check_view(out, op, "out"));
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
-  return kernels::silu_mul(gate.data, up.data, gate.numel(), out.data, ctx_->compute_stream());
+  const kernels::Q8Activations q8 = fused_q8_output(out);
+  QRT_TRY(kernels::silu_mul(gate.data, up.data, gate.numel(), out.data, ctx_->compute_stream(), q8));
+  if (q8.codes != nullptr) remember_q8_source(out);
+  return ok_status();
 }
 
 Status CudaBackend::add(ConstF32View a, ConstF32View b, F32View out) {

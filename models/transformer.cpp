@@ -439,15 +439,18 @@ Status Transformer::run_forward(Sequence& seq, std::span<const int32_t> tokens, 
 
 Status Transformer::issue_forward(Sequence& seq, int64_t n, int64_t first_row, F32View logits) {
   const F32View x = seq.scratch_[kX].view<float>(n, config_.hidden);
+  const F32View h = seq.scratch_[kH].view<float>(n, config_.hidden);
   QRT_TRY(backend_.embed(token_embd_, seq.scratch_[kStep].view<int32_t>(n, 1), x));
+  // The first layer's input norm; every later norm (the next layer's, then the output norm) is fused with the
+  // residual add before it (Backend::add_rms_norm), so each layer starts from h = its normalized input.
+  const WeightHandle first_norm = config_.layers > 0 ? layers_[0].attn_norm : output_norm_;
+  QRT_TRY(backend_.rms_norm(x, first_norm, config_.norm_eps, h));
   for (int l = 0; l < config_.layers; ++l) {
     Status s = run_layer(seq, l, n, x);
     if (!s.ok()) return s.with_context("layer " + std::to_string(l));
   }
   const int64_t rows = n - first_row;
-  const F32View h = seq.scratch_[kH].view<float>(n, config_.hidden).row_range(first_row, rows);
-  QRT_TRY(backend_.rms_norm(x.row_range(first_row, rows), output_norm_, config_.norm_eps, h));
-  return backend_.linear(h, output_, WeightHandle{}, logits);
+  return backend_.linear(h.row_range(first_row, rows), output_, WeightHandle{}, logits);
 }
 
 AttentionParams Transformer::attention_params() const {
@@ -465,8 +468,7 @@ Status Transformer::run_layer(Sequence& seq, int layer_index, int64_t n, F32View
   const F32View h = f32(kH, n, hidden), q = f32(kQ, n, q_dim), k = f32(kK, n, kv_dim), v = f32(kV, n, kv_dim);
   const F32View attn = f32(kAttn, n, q_dim), proj = f32(kProj, n, hidden);
 
-  // Attention block.
-  QRT_TRY(be.rms_norm(x, L.attn_norm, c.norm_eps, h));
+  // Attention block (h holds rms_norm(x, attn_norm): issue_forward's first norm or the previous layer's last op).
   QRT_TRY(be.linear(h, L.q, L.q_bias, q));
   QRT_TRY(be.linear(h, L.k, L.k_bias, k));
   QRT_TRY(be.linear(h, L.v, L.v_bias, v));
@@ -480,8 +482,6 @@ Status Transformer::run_layer(Sequence& seq, int layer_index, int64_t n, F32View
   const ConstI32View key_count = step.row_range(3 * n, 1);
   const RopeParams rope{rope_.layout, head_dim_, rope_.rot_dim, rope_.attn_factor,
                         rope_inv_freq_.view<const float>(static_cast<int64_t>(rope_.inv_freq.size()), 1)};
-  QRT_TRY(be.rope(q, heads_, q_positions, rope));
-  QRT_TRY(be.rope(k, kv_heads_, q_positions, rope));
   const int64_t layer_offset = int64_t{layer_index} * seq.capacity_ * kv_dim;
   const KvLayerView cache{
       F32View{seq.k_cache_.view<float>(0).data + layer_offset, seq.capacity_, kv_dim},
@@ -489,14 +489,13 @@ Status Transformer::run_layer(Sequence& seq, int layer_index, int64_t n, F32View
       seq.positions_.view<int32_t>(seq.capacity_, 1),
       seq.attention_workspace_.buffer(),
   };
-  QRT_TRY(be.kv_write(cache, slots, q_positions, k, v));
+  QRT_TRY(be.rope_kv_write(q, k, v, heads_, kv_heads_, q_positions, rope, cache, slots));
   QRT_TRY(be.attention(q, q_positions, cache, key_count, attention_params(), attn));
   QRT_TRY(be.linear(attn, L.o, L.o_bias, proj));
   QRT_TRY(be.all_reduce_sum(proj));
-  QRT_TRY(be.add(x, proj, x));
 
   // MLP block.
-  QRT_TRY(be.rms_norm(x, L.ffn_norm, c.norm_eps, h));
+  QRT_TRY(be.add_rms_norm(x, proj, L.ffn_norm, c.norm_eps, h));
   if (c.experts == 0) {
     const F32View gate = f32(kGate, n, ffn_), up = f32(kUp, n, ffn_);
     QRT_TRY(be.linear(h, L.gate, L.gate_bias, gate));
@@ -518,7 +517,10 @@ Status Transformer::run_layer(Sequence& seq, int layer_index, int64_t n, F32View
     QRT_TRY(be.moe_combine(expert_out, weights, proj));
   }
   if (!L.experts_replicated) QRT_TRY(be.all_reduce_sum(proj));
-  QRT_TRY(be.add(x, proj, x));
+  // The residual add, and the norm of what comes next: the next layer's input, or the output head's.
+  const bool last = layer_index + 1 == c.layers;
+  const WeightHandle next_norm = last ? output_norm_ : layers_[static_cast<size_t>(layer_index) + 1].attn_norm;
+  QRT_TRY(be.add_rms_norm(x, proj, next_norm, c.norm_eps, h));
   return ok_status();
 }
 

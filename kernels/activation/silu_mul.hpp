@@ -5,11 +5,15 @@
 
 #include <cstdint>
 
+#include "kernels/linear/q8_activations.hpp"
 #include "qrt/status.hpp"
 
 namespace qrt::kernels {
 
 // gate, up, out: [n] device pointers; out may alias gate or up exactly.
-Status silu_mul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream);
+// q8 (optional): also write out, as rows of a multiple of 32 columns, in the integer-dot GEMV's activation layout
+// (q8_activations.hpp), bit-equal to quantize_q8_activations(out); n must then be a multiple of 32.
+Status silu_mul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream,
+                Q8Activations q8 = {});
 
 }  // namespace qrt::kernels

@@ -23,4 +23,19 @@ struct RopeShape {
 // does: a float angle would lose whole hundredths of a radian at positions in the tens of thousands.
 Status rope(float* x, const int32_t* positions, const float* inv_freq, const RopeShape& shape, cudaStream_t stream);
 
+// One layer's KV cache on the device: k, v [capacity, kv_heads * head_dim], positions [capacity].
+struct KvCacheRef {
+  float* k = nullptr;
+  float* v = nullptr;
+  int32_t* positions = nullptr;
+  int64_t capacity = 0;
+};
+
+// rope of q [tokens, q_heads * head_dim] and k [tokens, kv_heads * head_dim] in place, then the rotated k and v
+// written to the cache at slots[t] with positions[t] recorded (slots outside the cache skipped): the values of
+// rope(q), rope(k) and kv_write in one kernel. shape.heads is ignored (q_heads and kv_heads say it).
+Status rope_kv_write(float* q, float* k, const float* v, int q_heads, int kv_heads, const int32_t* positions,
+                     const float* inv_freq, const RopeShape& shape, const int32_t* slots, KvCacheRef cache,
+                     cudaStream_t stream);
+
 }  // namespace qrt::kernels

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 
 #include "backend_pair.hpp"
 #include "kernels/linear/gemv_batch.hpp"
@@ -84,6 +85,62 @@ TEST_F(CudaLinearSharedInput, QuantizedOnceAndAgainAfterAWrite) {
   ASSERT_TRUE(gpu_->add(x.gpu, bump.gpu, x.gpu).ok());
   run(wk, yk);
   expect_close(yk, kIntegerGemvTolerance, "k after the input changed");
+}
+
+// rms_norm and silu_mul write the quantized copy of their output as they write it: the projections that read it
+// run without a quantize kernel, and give bit for bit what a separate quantization of the same values gives.
+TEST_F(CudaLinearSharedInput, NormAndSiluMulQuantizeTheirOutputForTheNextGemv) {
+  const int64_t hidden = 256, ffn = 512, rows = 3;
+  auto make = [&](quant::FormatId f, int64_t out, int64_t in, uint64_t seed) {
+    auto w = test::quantized_tensor(f, {out, in}, test::random_normal(static_cast<size_t>(out * in), seed),
+                                    test::default_params(f));
+    return weight(w->tensor);
+  };
+  const auto wq = make(quant::FormatId::kQ4_K, 48, hidden, 2600), wgate = make(quant::FormatId::kQ8_0, ffn, hidden, 2601);
+  const auto wdown = make(quant::FormatId::kQ6_K, hidden, ffn, 2602);
+  const auto norm_w = f32_weight({hidden}, 2603, 0.3f, 1.0f);
+  const auto h = input(rows, hidden, 2604), up = input(rows, ffn, 2605);
+  const auto xn = output(rows, hidden), yq = output(rows, 48), gate = output(rows, ffn), act = output(rows, ffn),
+             down = output(rows, hidden);
+  // Each step on both backends; `kernels` counts the CUDA launches of the step under SIMT.
+  auto both = [&](auto&& op, uint64_t kernels, const char* what) {
+#if defined(QRT_SIMT)
+    const simt::StreamCounters start = simt::device_counters(0);
+#endif
+    op(static_cast<Backend&>(cpu_), true);
+    op(static_cast<Backend&>(*gpu_), false);
+#if defined(QRT_SIMT)
+    EXPECT_EQ((simt::device_counters(0) - start).kernel_launches, kernels) << what;
+#else
+    (void)kernels;
+    (void)what;
+#endif
+  };
+  const auto pick = [](const test::Dual<float>& d, bool cpu) { return cpu ? d.cpu : d.gpu; };
+  const auto pickw = [](const test::DualWeight& w, bool cpu) { return cpu ? w.cpu : w.gpu; };
+  both([&](Backend& b, bool c) { ASSERT_TRUE(b.rms_norm(pick(h, c), pickw(norm_w, c), 1e-5f, pick(xn, c)).ok()); }, 1,
+       "rms_norm");
+  both([&](Backend& b, bool c) { ASSERT_TRUE(b.linear(pick(xn, c), pickw(wq, c), {}, pick(yq, c)).ok()); }, 1,
+       "q from the norm's quantized output: the GEMV alone");
+  both([&](Backend& b, bool c) { ASSERT_TRUE(b.linear(pick(xn, c), pickw(wgate, c), {}, pick(gate, c)).ok()); }, 1,
+       "gate from the same output");
+  both([&](Backend& b, bool c) { ASSERT_TRUE(b.silu_mul(pick(gate, c), pick(up, c), pick(act, c)).ok()); }, 1,
+       "silu_mul");
+  both([&](Backend& b, bool c) { ASSERT_TRUE(b.linear(pick(act, c), pickw(wdown, c), {}, pick(down, c)).ok()); }, 1,
+       "down from silu_mul's quantized output");
+  expect_close(yq, kIntegerGemvTolerance, "q");
+  expect_close(gate, kIntegerGemvTolerance, "gate");
+  expect_close(down, kIntegerGemvTolerance, "down");
+
+  // The same values quantized by the standalone kernel (copied elsewhere through the host, so nothing is reused).
+  for (const auto& [source, w, y, cols] : {std::tuple{&xn, &wq, &yq, hidden}, std::tuple{&act, &wdown, &down, ffn}}) {
+    const auto copy = input_values(gpu_values(source->gpu), rows, cols);
+    const auto again = output(rows, y->gpu.cols);
+    ASSERT_TRUE(gpu_->linear(copy.gpu, w->gpu, {}, again.gpu).ok());
+    const auto fused = gpu_values(y->gpu), separate = gpu_values(again.gpu);
+    EXPECT_EQ(std::memcmp(fused.data(), separate.data(), fused.size() * sizeof(float)), 0)
+        << "fused and separate quantization differ";
+  }
 }
 
 // QRT_CUDA_GEMV=float: the backend keeps x in fp32 for the integer formats too (float GEMV, within 1e-5); values

@@ -35,6 +35,35 @@ TEST_F(CudaOps, RmsNormRowsInPlaceAndPerHead) {
   }
 }
 
+// add_rms_norm (the residual add fused with the norm after it) against the CPU backend's add then rms_norm, and
+// bit for bit against the CUDA backend's own add then rms_norm: one kernel under SIMT, x updated in place, widths
+// that are and are not a multiple of 32, rows on both sides of the integer-GEMV batch limit.
+TEST_F(CudaOps, AddRmsNormIsAddThenNormInOneKernel) {
+  for (int64_t dim : {int64_t{33}, int64_t{256}, int64_t{4096}}) {
+    for (int64_t rows : {int64_t{1}, int64_t{9}}) {
+      const std::string what = "add_rms_norm [" + std::to_string(rows) + ", " + std::to_string(dim) + "]";
+      const auto x = input(rows, dim, 250 + dim + rows, 2.0f), delta = input(rows, dim, 260 + dim + rows);
+      const auto x2 = input_values(gpu_values(x.gpu), rows, dim);  // the same values, for the unfused run
+      const auto w = f32_weight({dim}, 270 + dim, 0.1f, 1.0f);
+      const auto out = output(rows, dim), out2 = output(rows, dim);
+      ASSERT_TRUE(cpu_.add_rms_norm(x.cpu, delta.cpu, w.cpu, 1e-5f, out.cpu).ok());
+#if defined(QRT_SIMT)
+      const simt::StreamCounters start = simt::device_counters(0);
+#endif
+      ASSERT_TRUE(gpu_->add_rms_norm(x.gpu, delta.gpu, w.gpu, 1e-5f, out.gpu).ok());
+#if defined(QRT_SIMT)
+      EXPECT_EQ((simt::device_counters(0) - start).kernel_launches, 1u) << what;
+#endif
+      expect_close(out, 1e-5, what);
+      expect_close(x, 0.0, what + ": x += delta");
+      ASSERT_TRUE(gpu_->add(x2.gpu, delta.gpu, x2.gpu).ok());
+      ASSERT_TRUE(gpu_->rms_norm(x2.gpu, w.gpu, 1e-5f, out2.gpu).ok());
+      EXPECT_EQ(gpu_values(out.gpu), gpu_values(out2.gpu)) << what << ": fused and unfused differ";
+      EXPECT_EQ(gpu_values(x.gpu), gpu_values(x2.gpu)) << what;
+    }
+  }
+}
+
 TEST_F(CudaOps, RopeBothLayoutsPartialRotationLargePositions) {
   struct Case {
     RopeLayout layout;
@@ -62,6 +91,71 @@ TEST_F(CudaOps, RopeBothLayoutsPartialRotationLargePositions) {
 }
 
 // The KV cache filled through kv_write on both backends, then attention for decode rows and prompt batches.
+// rope_kv_write (rope of q and k and the KV write in one kernel) against the CPU backend's three ops, and bit for
+// bit against the CUDA backend's own three ops: both layouts, partial rotation (the k elements past rot_dim go to
+// the cache unrotated), a slot outside the cache skipped, one kernel under SIMT.
+TEST_F(CudaOps, RopeKvWriteIsRopeRopeAndKvWriteInOneKernel) {
+  struct Case {
+    RopeLayout layout;
+    int heads, kv_heads, head_dim, rot_dim;
+  };
+  for (const Case& c : {Case{RopeLayout::kHalfSplit, 8, 2, 64, 64}, Case{RopeLayout::kInterleaved, 4, 4, 80, 40}}) {
+    const std::string what = "rope_kv_write layout " + std::to_string(static_cast<int>(c.layout)) + " rot " +
+                             std::to_string(c.rot_dim) + "/" + std::to_string(c.head_dim);
+    const int64_t tokens = 3, capacity = 6, q_dim = int64_t{c.heads} * c.head_dim, kv_dim = int64_t{c.kv_heads} * c.head_dim;
+    std::vector<float> inv(static_cast<size_t>(c.rot_dim / 2));
+    for (size_t i = 0; i < inv.size(); ++i) inv[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / c.rot_dim));
+    const auto inv_freq = input_values(inv, c.rot_dim / 2, 1);
+    const RopeParams cp{c.layout, c.head_dim, c.rot_dim, 1.0f, inv_freq.cpu};
+    const RopeParams gp{c.layout, c.head_dim, c.rot_dim, 1.0f, inv_freq.gpu};
+    const auto positions = input_values(std::vector<int32_t>{4097, 12, 30001}, tokens, 1);
+    // Token 2 goes nowhere on the GPU (slot -1 is skipped there; the CPU backend would refuse it, so it gets 5).
+    const auto slots = input_values(std::vector<int32_t>{3, 0, -1}, tokens, 1);
+    const auto cpu_slots = input_values(std::vector<int32_t>{3, 0, 5}, tokens, 1);
+    const auto q = input(tokens, q_dim, 500), k = input(tokens, kv_dim, 501), v = input(tokens, kv_dim, 502);
+    const auto kc = input(capacity, kv_dim, 503), vc = input(capacity, kv_dim, 504);
+    const auto cache_pos = input_values(std::vector<int32_t>(static_cast<size_t>(capacity), 7), capacity, 1);
+    // Copies for the unfused CUDA run.
+    const auto q2 = input_values(gpu_values(q.gpu), tokens, q_dim), k2 = input_values(gpu_values(k.gpu), tokens, kv_dim);
+    const auto kc2 = input_values(gpu_values(kc.gpu), capacity, kv_dim), vc2 = input_values(gpu_values(vc.gpu), capacity, kv_dim);
+    const auto cache_pos2 = input_values(gpu_values(cache_pos.gpu), capacity, 1);
+    const KvLayerView cpu_cache{kc.cpu, vc.cpu, cache_pos.cpu, {}}, gpu_cache{kc.gpu, vc.gpu, cache_pos.gpu, {}};
+    const KvLayerView gpu_cache2{kc2.gpu, vc2.gpu, cache_pos2.gpu, {}};
+    ASSERT_TRUE(cpu_.rope_kv_write(q.cpu, k.cpu, v.cpu, c.heads, c.kv_heads, positions.cpu, cp, cpu_cache,
+                                   cpu_slots.cpu).ok());
+#if defined(QRT_SIMT)
+    const simt::StreamCounters start = simt::device_counters(0);
+#endif
+    const Status s = gpu_->rope_kv_write(q.gpu, k.gpu, v.gpu, c.heads, c.kv_heads, positions.gpu, gp, gpu_cache, slots.gpu);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+#if defined(QRT_SIMT)
+    EXPECT_EQ((simt::device_counters(0) - start).kernel_launches, 1u) << what;
+#endif
+    expect_close(q, 1e-5, what + ": q");
+    expect_close(k, 1e-5, what + ": k");
+    // The cache rows of tokens 0 and 1 (slots 3 and 0) match the CPU's; slot 5 kept its old values on the GPU.
+    const auto cpu_k = cpu_values(kc.cpu), gpu_k = gpu_values(kc.gpu), gpu_v = gpu_values(vc.gpu);
+    const auto cpu_v = cpu_values(vc.cpu), old_k = gpu_values(kc2.gpu);
+    for (int64_t slot : {int64_t{3}, int64_t{0}}) {
+      const size_t at = static_cast<size_t>(slot * kv_dim);
+      EXPECT_LT(test::relative_l2(gpu_k.data() + at, cpu_k.data() + at, static_cast<size_t>(kv_dim)), 1e-5) << what;
+      EXPECT_TRUE(std::equal(gpu_v.begin() + at, gpu_v.begin() + at + kv_dim, cpu_v.begin() + at)) << what;
+    }
+    EXPECT_TRUE(std::equal(gpu_k.begin() + 5 * kv_dim, gpu_k.end(), old_k.begin() + 5 * kv_dim)) << what << ": slot -1";
+    const auto gpu_pos = gpu_values(cache_pos.gpu);
+    EXPECT_EQ(gpu_pos, (std::vector<int32_t>{12, 7, 7, 4097, 7, 7})) << what;
+
+    const auto slots2 = input_values(gpu_values(slots.gpu), tokens, 1);
+    ASSERT_TRUE(gpu_->rope(q2.gpu, c.heads, positions.gpu, gp).ok());
+    ASSERT_TRUE(gpu_->rope(k2.gpu, c.kv_heads, positions.gpu, gp).ok());
+    ASSERT_TRUE(gpu_->kv_write(gpu_cache2, slots2.gpu, positions.gpu, k2.gpu, v.gpu).ok());
+    EXPECT_EQ(gpu_values(q.gpu), gpu_values(q2.gpu)) << what << ": fused q differs from rope";
+    EXPECT_EQ(gpu_values(kc.gpu), gpu_values(kc2.gpu)) << what << ": fused cache k differs from rope + kv_write";
+    EXPECT_EQ(gpu_values(vc.gpu), gpu_values(vc2.gpu)) << what;
+    EXPECT_EQ(gpu_values(cache_pos.gpu), gpu_values(cache_pos2.gpu)) << what;
+  }
+}
+
 TEST_F(CudaOps, AttentionGqaSlidingWindowDecodeAndPrompt) {
   struct Case {
     int heads, kv_heads, head_dim, window;
@@ -78,8 +172,8 @@ TEST_F(CudaOps, AttentionGqaSlidingWindowDecodeAndPrompt) {
     std::vector<int32_t> pos(static_cast<size_t>(capacity));
     for (int64_t i = 0; i < capacity; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
     const auto positions = input_values(pos, capacity, 1);
-    const KvLayerView cpu_cache{kc.cpu, vc.cpu, positions.cpu};
-    const KvLayerView gpu_cache{kc.gpu, vc.gpu, positions.gpu};
+    const KvLayerView cpu_cache{kc.cpu, vc.cpu, positions.cpu, {}};
+    const KvLayerView gpu_cache{kc.gpu, vc.gpu, positions.gpu, {}};
     // Fill slots [0, keys) in reverse row order (kv_write scatters by slot), leaving the slack unwritten:
     // attention must not read past `keys`.
     const int64_t keys = c.cached + c.tokens;
@@ -127,9 +221,9 @@ TEST_F(CudaOps, AttentionWithNoVisibleKeyGivesZeros) {
   const AttentionParams p{heads, kv_heads, hd, 0.2f, 6};
   const auto key_count = input_values(std::vector<int32_t>{static_cast<int32_t>(keys)}, 1, 1);
   ASSERT_TRUE(
-      cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu}, key_count.cpu, p, out.cpu).ok());
+      cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu, {}}, key_count.cpu, p, out.cpu).ok());
   ASSERT_TRUE(
-      gpu_->attention(q.gpu, q_pos.gpu, KvLayerView{kc.gpu, vc.gpu, positions.gpu}, key_count.gpu, p, out.gpu).ok());
+      gpu_->attention(q.gpu, q_pos.gpu, KvLayerView{kc.gpu, vc.gpu, positions.gpu, {}}, key_count.gpu, p, out.gpu).ok());
   const auto got = gpu_values(out.gpu);
   for (int i = 0; i < heads * hd; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], 0.0f) << i;
   expect_close(out, 1e-5, "attention masked");
@@ -160,9 +254,9 @@ TEST_F(CudaOps, AttentionIgnoresInvisibleSlotsEvenWhenTheyHoldNaN) {
     const auto out = output(3, int64_t{heads} * hd);
     const AttentionParams p{heads, kv_heads, hd, 0.125f, window};
     ASSERT_TRUE(
-        cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu}, key_count.cpu, p, out.cpu).ok());
+        cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu, {}}, key_count.cpu, p, out.cpu).ok());
     ASSERT_TRUE(
-        gpu_->attention(q.gpu, q_pos.gpu, KvLayerView{kc.gpu, vc.gpu, positions.gpu}, key_count.gpu, p, out.gpu).ok());
+        gpu_->attention(q.gpu, q_pos.gpu, KvLayerView{kc.gpu, vc.gpu, positions.gpu, {}}, key_count.gpu, p, out.gpu).ok());
     expect_close(out, 1e-5, "attention with NaN in invisible slots, window " + std::to_string(window));
   }
 }
@@ -177,7 +271,7 @@ TEST_F(CudaOps, KvWriteAndAttentionReadTheirCountsFromTheDevice) {
   std::vector<int32_t> pos(static_cast<size_t>(capacity));
   for (int64_t i = 0; i < capacity; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
   const auto positions = input_values(pos, capacity, 1);
-  const KvLayerView gpu_cache{kc.gpu, vc.gpu, positions.gpu};
+  const KvLayerView gpu_cache{kc.gpu, vc.gpu, positions.gpu, {}};
   const std::vector<float> k_before = gpu_values(kc.gpu);
   const auto rows = input(2, kv_dim, 43);
   const auto bad_slots = input_values(std::vector<int32_t>{static_cast<int32_t>(capacity), -1}, 2, 1);
@@ -201,7 +295,7 @@ TEST_F(CudaOps, KvWriteAndAttentionReadTheirCountsFromTheDevice) {
   // The count is read at run time: the same op with the value changed in place sees the new count.
   const auto count = input_values(std::vector<int32_t>{3}, 1, 1);
   const auto out_three = output(1, int64_t{heads} * hd);
-  ASSERT_TRUE(cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu}, count.cpu, p,
+  ASSERT_TRUE(cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu, {}}, count.cpu, p,
                              out_three.cpu).ok());
   ASSERT_TRUE(gpu_->attention(q.gpu, q_pos.gpu, gpu_cache, count.gpu, p, out_three.gpu).ok());
   expect_close(out_three, 1e-5, "attention over 3 of 9 slots");
@@ -252,7 +346,7 @@ TEST_F(CudaOps, SplitAttentionMatchesCpu) {
     ASSERT_TRUE(workspace.ok());
     const auto out = output(c.tokens, q_dim);
     ASSERT_TRUE(
-        cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu}, key_count.cpu, p, out.cpu).ok());
+        cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu, {}}, key_count.cpu, p, out.cpu).ok());
 #if defined(QRT_SIMT)
     const simt::StreamCounters before = simt::device_counters(0);
 #endif
