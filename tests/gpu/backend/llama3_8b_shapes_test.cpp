@@ -134,7 +134,7 @@ TEST_F(Llama3Shapes, AttentionAtOneAnd4097Positions) {
   std::vector<int32_t> pos(static_cast<size_t>(capacity));
   for (int64_t i = 0; i < capacity; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
   const auto positions = input_values(pos, capacity, 1);
-  const KvLayerView cpu_cache{k.cpu, v.cpu, positions.cpu}, gpu_cache{k.gpu, v.gpu, positions.gpu};
+  const KvLayerView cpu_cache{k.cpu, v.cpu, positions.cpu, {}}, gpu_cache{k.gpu, v.gpu, positions.gpu, {}};
   const AttentionParams p{kHeads, kKvHeads, kHeadDim, 1.0f / std::sqrt(static_cast<float>(kHeadDim)), 0};
   struct Case {
     int64_t first_position, tokens, keys;

@@ -83,7 +83,9 @@ TEST_F(StoriesTensorParallel, MemoryByOwner) {
     EXPECT_EQ(m.kv_cache_per_token, per_token) << ranks << " ranks";
     EXPECT_EQ(m.kv_cache, 100 * per_token);
     EXPECT_EQ(m.scratch, 0u) << "no pass has run";
-    if (ranks <= 1) EXPECT_GE(m.weights, info.weight_bytes) << "every weight, as stored";
+    if (ranks <= 1) {
+      EXPECT_GE(m.weights, info.weight_bytes) << "every weight, as stored";
+    }
     EXPECT_GT(m.weights, 0u);
     ASSERT_TRUE(session->add_tokens(golden_.prompt).ok());
     m = session->memory();

@@ -100,7 +100,7 @@ TEST_F(OpChecks, ElementwiseNormAndRopeAgreeWithCpuBackend) {
 TEST_F(OpChecks, AttentionKvAndMoeAgreeWithCpuBackend) {
   auto kc = alloc<float>(6, 16), vc = alloc<float>(6, 16);
   auto kpos = alloc<int32_t>(6, 1);
-  const KvLayerView cache{kc, vc, kpos};
+  const KvLayerView cache{kc, vc, kpos, {}};
   auto k = alloc<float>(2, 16);
   auto positions = alloc<int32_t>(2, 1);
   // Shapes through op_checks::kv_write, slot values (which a GPU cannot report) through op_checks::kv_slots.

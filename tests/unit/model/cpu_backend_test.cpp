@@ -175,7 +175,7 @@ TEST(CpuBackend, OpsRejectBadShapesAndForeignMemory) {
   EXPECT_EQ(b.rope(x, 3, ids, rp).code(), ErrorCode::kInvalidArgument);  // 3 heads of 8 != 32
   auto kc = alloc<float>(b, 4, 16, &keep), vc = alloc<float>(b, 4, 16, &keep);
   auto kpos = alloc<int32_t>(b, 4, 1, &keep);
-  KvLayerView cache{kc, vc, kpos};
+  KvLayerView cache{kc, vc, kpos, {}};
   auto k = alloc<float>(b, 2, 16, &keep);
   auto slots = alloc<int32_t>(b, 2, 1, &keep), kv_positions = alloc<int32_t>(b, 2, 1, &keep);
   slots.data[0] = 2;
