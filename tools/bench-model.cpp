@@ -30,6 +30,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -382,15 +383,22 @@ struct Options {
   Shape shape;
   std::string device = "cpu";
   int device_index = 0;
-  int prompt = 512, decode = 128, repetitions = 3, warmup = 1;
+  std::vector<int> prompts = {512};  // one prefill + decode run per value: the contexts decode is measured at
+  int decode = 128, repetitions = 3, warmup = 1;
   uint64_t seed = 1;
+};
+
+// The timed runs at one prompt length.
+struct ContextRuns {
+  int prompt = 0;
+  std::vector<double> prefill_s, decode_s;
 };
 
 struct FormatResult {
   FormatPlan plan;
   uint64_t weight_bytes = 0, decode_bytes_per_token = 0;
   double generate_s = 0, load_s = 0;
-  std::vector<double> prefill_s, decode_s;
+  std::vector<ContextRuns> runs;  // one per --prompt value
   uint64_t peak_device_bytes = 0, peak_host_rss_bytes = 0;
   bool host_peak_is_per_format = false;
 };
@@ -414,8 +422,9 @@ Result<uint64_t> device_used(const Options& o) {
   return use.used_bytes;
 }
 
-// The prompt, then greedy decoding of o.decode tokens. Greedy picks on the host from the downloaded logits, so on
-// CUDA each decode step includes the copy of its [vocab] logits back to the host, as a generating caller's would.
+// The prompt, then greedy decoding of o.decode tokens as run-model decodes: the logits stay on the device, the
+// backend's sampler picks the token and only its id comes back (the prompt's logits are downloaded once, to check
+// that they are finite).
 Status prefill_and_decode(qrt::Transformer& model, qrt::Sequence& seq, const std::vector<int32_t>& prompt, int decode,
                           double* prefill_s, double* decode_s) {
   std::vector<float> logits;
@@ -426,11 +435,15 @@ Status prefill_and_decode(qrt::Transformer& model, qrt::Sequence& seq, const std
   for (float v : logits)
     if (!std::isfinite(v)) return qrt::internal_error("non-finite logits after the prompt");
   int32_t token = argmax(logits);
+  qrt::SampleStep greedy;
+  greedy.u01 = {0.5};
   t0 = Clock::now();
   for (int i = 0; i < decode; ++i) {
-    const int32_t one[1] = {token};
-    QRT_TRY(model.forward(seq, one, qrt::LogitsFor::kLast, &logits));
-    token = argmax(logits);
+    QRT_TRY(model.forward_keep_logits(seq, std::span<const int32_t>(&token, 1)));
+    QRT_TRY(model.sample_last(seq, greedy, &token));
+    if (token < 0 || static_cast<size_t>(token) >= logits.size())
+      return qrt::internal_error("decode step " + std::to_string(i) + " sampled id " + std::to_string(token) +
+                                 ", outside the vocabulary");
   }
   *decode_s = seconds_since(t0);
   return qrt::ok_status();
@@ -458,7 +471,8 @@ Result<FormatResult> bench_format(const Options& o, const FormatPlan& plan) {
   std::fprintf(stderr, "%s: %.1f MiB of random weights made in %.2f s; loading\n", fname.c_str(),
                static_cast<double>(r.weight_bytes) / (1 << 20), r.generate_s);
 
-  const qrt::ModelConfig config = config_for(o.shape, int64_t{o.prompt} + o.decode);
+  const int64_t capacity = int64_t{*std::max_element(o.prompts.begin(), o.prompts.end())} + o.decode;
+  const qrt::ModelConfig config = config_for(o.shape, capacity);
   t0 = Clock::now();
   QRT_ASSIGN_OR_RETURN(std::unique_ptr<qrt::Transformer> model,
                        qrt::Transformer::create(*backend, config, host.tensors));
@@ -467,23 +481,28 @@ Result<FormatResult> bench_format(const Options& o, const FormatPlan& plan) {
   host = HostModel{};  // the device holds its own copy now
   QRT_TRY(sample());
 
-  QRT_ASSIGN_OR_RETURN(std::unique_ptr<qrt::Sequence> seq, model->new_sequence(int64_t{o.prompt} + o.decode));
+  QRT_ASSIGN_OR_RETURN(std::unique_ptr<qrt::Sequence> seq, model->new_sequence(capacity));
   std::mt19937_64 rng(o.seed + 1000);
   std::uniform_int_distribution<int32_t> token(0, o.shape.vocab - 1);
-  std::vector<int32_t> prompt(static_cast<size_t>(o.prompt));
-  for (int32_t& t : prompt) t = token(rng);
-
   double prefill_s = 0, decode_s = 0;
-  for (int i = 0; i < o.warmup; ++i) {  // first-use costs: scratch buffers, library handles, caches
-    std::fprintf(stderr, "%s: warm-up\n", fname.c_str());
-    QRT_TRY(prefill_and_decode(*model, *seq, prompt, std::min(o.decode, 2), &prefill_s, &decode_s));
-  }
-  for (int i = 0; i < o.repetitions; ++i) {
-    std::fprintf(stderr, "%s: run %d of %d\n", fname.c_str(), i + 1, o.repetitions);
-    QRT_TRY(prefill_and_decode(*model, *seq, prompt, o.decode, &prefill_s, &decode_s));
-    r.prefill_s.push_back(prefill_s);
-    r.decode_s.push_back(decode_s);
-    QRT_TRY(sample());
+  for (const int length : o.prompts) {
+    std::vector<int32_t> prompt(static_cast<size_t>(length));
+    for (int32_t& t : prompt) t = token(rng);
+    // First-use costs (scratch buffers, library handles, the decode graph, caches), before each length's runs.
+    for (int i = 0; i < o.warmup; ++i) {
+      std::fprintf(stderr, "%s: warm-up, prompt %d\n", fname.c_str(), length);
+      QRT_TRY(prefill_and_decode(*model, *seq, prompt, std::min(o.decode, 2), &prefill_s, &decode_s));
+    }
+    ContextRuns runs;
+    runs.prompt = length;
+    for (int i = 0; i < o.repetitions; ++i) {
+      std::fprintf(stderr, "%s: prompt %d, run %d of %d\n", fname.c_str(), length, i + 1, o.repetitions);
+      QRT_TRY(prefill_and_decode(*model, *seq, prompt, o.decode, &prefill_s, &decode_s));
+      runs.prefill_s.push_back(prefill_s);
+      runs.decode_s.push_back(decode_s);
+      QRT_TRY(sample());
+    }
+    r.runs.push_back(std::move(runs));
   }
   r.peak_device_bytes = used_peak - used_before;
   r.peak_host_rss_bytes = peak_rss_bytes();
@@ -493,19 +512,30 @@ Result<FormatResult> bench_format(const Options& o, const FormatPlan& plan) {
 // ---- report --------------------------------------------------------------------------------------------------
 
 struct Derived {
-  double load_gb_s, prefill_tok_s, decode_tok_s, ms_per_token, roofline_fraction;
-  uint64_t peak_bytes;
+  double load_gb_s, prefill_tok_s, decode_tok_s, ms_per_token, roofline_fraction, roofline_fraction_with_kv;
+  uint64_t peak_bytes, kv_bytes_per_token;
 };
 
-Derived derive(const Options& o, const FormatResult& r, double bandwidth) {
+// K and V bytes an average decode step of this run reads: every layer's rows for the keys it attends to (the
+// prompt plus the tokens decoded so far, (decode + 1) / 2 of them on average), fp32 as the cache stores them.
+uint64_t kv_bytes_per_token(const Options& o, int prompt) {
+  const double keys = prompt + (o.decode + 1) / 2.0;
+  const double per_key = 2.0 * o.shape.layers * o.shape.kv_heads * o.shape.head_dim * sizeof(float);
+  return static_cast<uint64_t>(keys * per_key);
+}
+
+Derived derive(const Options& o, const FormatResult& r, const ContextRuns& run, double bandwidth) {
   Derived d{};
   d.load_gb_s = static_cast<double>(r.weight_bytes) / r.load_s * 1e-9;
-  d.prefill_tok_s = o.prompt / median(r.prefill_s);
-  const double decode_s = median(r.decode_s);
+  d.prefill_tok_s = run.prompt / median(run.prefill_s);
+  const double decode_s = median(run.decode_s);
   d.decode_tok_s = o.decode / decode_s;
   d.ms_per_token = decode_s / o.decode * 1e3;
-  // The time the token's weight bytes take at the copy bandwidth, over the time the token took.
+  // The time the token's weight bytes (and its K/V reads) take at the copy bandwidth, over the time it took.
   d.roofline_fraction = (static_cast<double>(r.decode_bytes_per_token) / bandwidth) / (d.ms_per_token * 1e-3);
+  d.kv_bytes_per_token = kv_bytes_per_token(o, run.prompt);
+  d.roofline_fraction_with_kv =
+      (static_cast<double>(r.decode_bytes_per_token + d.kv_bytes_per_token) / bandwidth) / (d.ms_per_token * 1e-3);
   d.peak_bytes = o.device == "cuda" ? r.peak_device_bytes : r.peak_host_rss_bytes;
   return d;
 }
@@ -521,16 +551,18 @@ std::string utc_now() {
 
 void print_table(const Options& o, const std::vector<FormatResult>& results, double bandwidth) {
   const char* mem = o.device == "cuda" ? "peak dev MiB" : "peak RSS MiB";
-  std::printf("%-9s %-9s %11s %8s %9s %13s %12s %9s %10s %12s\n", "format", "embd", "weights MiB", "load s",
-              "load GB/s", "prefill tok/s", "decode tok/s", "ms/token", "roofline %", mem);
-  for (const FormatResult& r : results) {
-    const Derived d = derive(o, r, bandwidth);
-    std::printf("%-9s %-9s %11.1f %8.4f %9.2f %13.1f %12.2f %9.3f %10.1f %12.1f\n",
-                std::string(qrt::quant::format_name(r.plan.format)).c_str(),
-                std::string(qrt::quant::format_name(r.plan.embedding_format)).c_str(),
-                static_cast<double>(r.weight_bytes) / (1 << 20), r.load_s, d.load_gb_s, d.prefill_tok_s, d.decode_tok_s,
-                d.ms_per_token, d.roofline_fraction * 100.0, static_cast<double>(d.peak_bytes) / (1 << 20));
-  }
+  std::printf("%-9s %-9s %11s %8s %9s %7s %13s %12s %9s %10s %9s %12s\n", "format", "embd", "weights MiB", "load s",
+              "load GB/s", "prompt", "prefill tok/s", "decode tok/s", "ms/token", "roofline %", "+ KV %", mem);
+  for (const FormatResult& r : results)
+    for (const ContextRuns& run : r.runs) {
+      const Derived d = derive(o, r, run, bandwidth);
+      std::printf("%-9s %-9s %11.1f %8.4f %9.2f %7d %13.1f %12.2f %9.3f %10.1f %9.1f %12.1f\n",
+                  std::string(qrt::quant::format_name(r.plan.format)).c_str(),
+                  std::string(qrt::quant::format_name(r.plan.embedding_format)).c_str(),
+                  static_cast<double>(r.weight_bytes) / (1 << 20), r.load_s, d.load_gb_s, run.prompt, d.prefill_tok_s,
+                  d.decode_tok_s, d.ms_per_token, d.roofline_fraction * 100.0, d.roofline_fraction_with_kv * 100.0,
+                  static_cast<double>(d.peak_bytes) / (1 << 20));
+    }
 }
 
 nlohmann::ordered_json to_json(const Options& o, const std::string& device_name, const std::string& commit,
@@ -554,7 +586,12 @@ nlohmann::ordered_json to_json(const Options& o, const std::string& device_name,
                 {"vocab", s.vocab},
                 {"rope_theta", s.rope_theta},
                 {"tied_embeddings", false}};
-  j["prompt_tokens"] = o.prompt;
+  // One length: a number (as before the sweep); several: the list, and each result says its own.
+  if (o.prompts.size() == 1) {
+    j["prompt_tokens"] = o.prompts[0];
+  } else {
+    j["prompt_tokens"] = o.prompts;
+  }
   j["decode_tokens"] = o.decode;
   j["repetitions"] = o.repetitions;
   j["warmup"] = o.warmup;
@@ -563,30 +600,34 @@ nlohmann::ordered_json to_json(const Options& o, const std::string& device_name,
   j["peak_memory_kind"] = o.device == "cuda" ? "device memory in use (cudaMemGetInfo) above the level before loading"
                                              : "host peak resident set (VmHWM)";
   auto& list = j["results"] = nlohmann::ordered_json::array();
-  for (const FormatResult& r : results) {
-    const Derived d = derive(o, r, bandwidth);
-    nlohmann::ordered_json e;
-    e["format"] = qrt::quant::format_name(r.plan.format);
-    e["embedding_format"] = qrt::quant::format_name(r.plan.embedding_format);
-    e["group_size"] = r.plan.params.group_size;
-    e["scale_type"] = qrt::quant::scalar_type_name(r.plan.params.scale_type);
-    e["weight_bytes"] = r.weight_bytes;
-    e["decode_weight_bytes_per_token"] = r.decode_bytes_per_token;
-    e["generate_s"] = r.generate_s;
-    e["load_s"] = r.load_s;
-    e["load_gb_per_s"] = d.load_gb_s;
-    e["prefill_tokens_per_s"] = d.prefill_tok_s;
-    e["decode_tokens_per_s"] = d.decode_tok_s;
-    e["decode_ms_per_token"] = d.ms_per_token;
-    e["decode_roofline_fraction"] = d.roofline_fraction;
-    e["peak_memory_bytes"] = d.peak_bytes;
-    e["peak_host_rss_bytes"] = r.peak_host_rss_bytes;
-    e["host_peak_is_per_format"] = r.host_peak_is_per_format;
-    if (o.device == "cuda") e["peak_device_bytes"] = r.peak_device_bytes;
-    e["prefill_s"] = r.prefill_s;
-    e["decode_s"] = r.decode_s;
-    list.push_back(std::move(e));
-  }
+  for (const FormatResult& r : results)
+    for (const ContextRuns& run : r.runs) {
+      const Derived d = derive(o, r, run, bandwidth);
+      nlohmann::ordered_json e;
+      e["format"] = qrt::quant::format_name(r.plan.format);
+      e["embedding_format"] = qrt::quant::format_name(r.plan.embedding_format);
+      e["group_size"] = r.plan.params.group_size;
+      e["scale_type"] = qrt::quant::scalar_type_name(r.plan.params.scale_type);
+      e["prompt_tokens"] = run.prompt;
+      e["weight_bytes"] = r.weight_bytes;
+      e["decode_weight_bytes_per_token"] = r.decode_bytes_per_token;
+      e["decode_kv_bytes_per_token"] = d.kv_bytes_per_token;
+      e["generate_s"] = r.generate_s;
+      e["load_s"] = r.load_s;
+      e["load_gb_per_s"] = d.load_gb_s;
+      e["prefill_tokens_per_s"] = d.prefill_tok_s;
+      e["decode_tokens_per_s"] = d.decode_tok_s;
+      e["decode_ms_per_token"] = d.ms_per_token;
+      e["decode_roofline_fraction"] = d.roofline_fraction;
+      e["decode_roofline_fraction_with_kv"] = d.roofline_fraction_with_kv;
+      e["peak_memory_bytes"] = d.peak_bytes;
+      e["peak_host_rss_bytes"] = r.peak_host_rss_bytes;
+      e["host_peak_is_per_format"] = r.host_peak_is_per_format;
+      if (o.device == "cuda") e["peak_device_bytes"] = r.peak_device_bytes;
+      e["prefill_s"] = run.prefill_s;
+      e["decode_s"] = run.decode_s;
+      list.push_back(std::move(e));
+    }
   return j;
 }
 
@@ -614,7 +655,11 @@ int main(int argc, char** argv) {
   app.add_option("--device", o.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--device-index", o.device_index, "CUDA device index")->check(CLI::NonNegativeNumber);
   // Bounded so that a typo cannot ask for a KV cache and scratch of hundreds of GB or a run of days.
-  app.add_option("--prompt", o.prompt, "prompt tokens (one prefill forward)")->check(CLI::Range(1, 32768));
+  app.add_option("--prompt", o.prompts,
+                 "prompt tokens (one prefill forward); a comma-separated list runs each, e.g. 128,512,4096,16384 for "
+                 "decode speed at those contexts")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 32768));
   app.add_option("--decode", o.decode, "tokens decoded after the prompt")->check(CLI::Range(1, 32768));
   app.add_option("--repetitions", o.repetitions, "timed runs per format (the median is reported)")
       ->check(CLI::Range(1, 1000));
@@ -626,6 +671,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "random seed for the weights and the prompt");
   CLI11_PARSE(app, argc, argv);
 
+  if (o.prompts.empty()) return fail("--prompt names no length");
   auto shape = shape_from_name(shape_name);
   if (!shape.ok()) return fail(shape.status().message());
   o.shape = *shape;
@@ -686,7 +732,9 @@ int main(int argc, char** argv) {
   std::printf("bench-model: %s shape (%d layers, hidden %d, %d/%d heads of %d, ffn %d, vocab %d) on %s (%s)\n",
               s.name.c_str(), s.layers, s.hidden, s.heads, s.kv_heads, s.head_dim, s.ffn, s.vocab,
               o.device == "cuda" ? ("cuda:" + std::to_string(o.device_index)).c_str() : "cpu", device_name.c_str());
-  std::printf("prompt %d tokens, decode %d tokens, median of %d runs; bandwidth %.1f GB/s (%s)\n", o.prompt, o.decode,
+  std::string prompts;
+  for (const int p : o.prompts) prompts += (prompts.empty() ? "" : ",") + std::to_string(p);
+  std::printf("prompt %s tokens, decode %d tokens, median of %d runs; bandwidth %.1f GB/s (%s)\n", prompts.c_str(), o.decode,
               o.repetitions, bandwidth * 1e-9, bandwidth_source.c_str());
   print_table(o, results, bandwidth);
   std::fflush(stdout);

@@ -3,7 +3,9 @@
 Checks the JSON it writes: every requested format present, every figure positive and finite, the derived figures
 consistent with the raw timings, and the weight byte counts equal to a count made here from each format's block
 size and bytes per block (gguf-py's GGML_QUANT_SIZES for the GGML formats when gguf is importable, the published
-layouts otherwise; MLX's affine layout for afq4 with groups of 64 and bf16 scales and biases). Then bad arguments:
+layouts otherwise; MLX's affine layout for afq4 with groups of 64 and bf16 scales and biases), and the K/V bytes
+per decode step from the shape. A sweep of two prompt lengths gives one result and one table row per format and
+length. Then bad arguments:
 an unknown format and a format without a quantizer must each give one "error: ..." line and exit status 1.
 
 usage: test_bench_model.py <bench-model> <work dir>"""
@@ -135,6 +137,28 @@ for fmt in FORMATS:
     roofline = (per_token / (bandwidth * 1e9)) / (decode_s / DECODE)
     check(f"{fmt} roofline fraction", close(r["decode_roofline_fraction"], roofline),
           f"{r['decode_roofline_fraction']} != {roofline}")
+
+    kv = (PROMPT + (DECODE + 1) / 2) * 2 * LAYERS * KV_HEADS * HEAD_DIM * 4  # fp32 K and V rows read per step
+    check(f"{fmt} KV bytes per token", r.get("decode_kv_bytes_per_token") == int(kv),
+          f"{r.get('decode_kv_bytes_per_token')} != expected {int(kv)}")
+    check(f"{fmt} roofline fraction with KV",
+          close(r["decode_roofline_fraction_with_kv"], ((per_token + int(kv)) / (bandwidth * 1e9)) / (decode_s / DECODE)))
+
+# ---- a sweep of prompt lengths: one result per format and length, each with its own prompt_tokens ----
+sweep_path = os.path.join(WORK, "sweep.json")
+sweep = subprocess.run([TOOL, "--shape", "tiny", "--layers", "1", "--formats", "q8_0,f32", "--prompt", "3,17",
+                        "--decode", "2", "--repetitions", "1", "--json", sweep_path],
+                       capture_output=True, text=True, timeout=100)
+check("sweep exit status", sweep.returncode == 0, sweep.stderr[-2000:])
+if sweep.returncode == 0:
+    with open(sweep_path) as f:
+        swept = json.load(f)
+    check("sweep prompt list", swept.get("prompt_tokens") == [3, 17], swept.get("prompt_tokens"))
+    got = [(r.get("format"), r.get("prompt_tokens")) for r in swept.get("results", [])]
+    check("sweep results", got == [("q8_0", 3), ("q8_0", 17), ("f32", 3), ("f32", 17)], got)
+    rows = [line.split() for line in sweep.stdout.splitlines() if line.split() and line.split()[0] in ("q8_0", "f32")]
+    check("sweep table rows", [(row[0], row[5]) for row in rows] == [("q8_0", "3"), ("q8_0", "17"), ("f32", "3"),
+                                                                     ("f32", "17")], sweep.stdout)
 
 # ---- bad arguments ----
 for name, args, expect in (
