@@ -19,6 +19,11 @@ constexpr int64_t kTallRows = 4096;
 
 struct Dp4aParams {
   const uint8_t* data;
+  const uint8_t* w_scales;  // AFQ: [rows, groups_per_row] group scales and biases, scale_bytes each
+  const uint8_t* w_biases;
+  int64_t groups_per_row;
+  int scale_bytes;
+  int group_shift;
   int64_t rows;
   int64_t row_bytes;
   int items;  // per row
@@ -32,9 +37,14 @@ template <class P, int M, int R>
 __global__ void __launch_bounds__(kThreads) gemv_dp4a_kernel(const Dp4aParams p) {
   __shared__ float partial[kThreads / 32][R * M];
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
-  const uint8_t* rows[R];
+  dp4a::RowRef rows[R];
 #pragma unroll
-  for (int r = 0; r < R; ++r) rows[r] = p.data + min(row0 + r, p.rows - 1) * p.row_bytes;  // past the end: a repeat
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = min(row0 + r, p.rows - 1);  // past the end: a repeat, not stored
+    const int64_t group_row = row * p.groups_per_row * p.scale_bytes;
+    rows[r] = {p.data + row * p.row_bytes, p.w_scales == nullptr ? nullptr : p.w_scales + group_row,
+               p.w_biases == nullptr ? nullptr : p.w_biases + group_row, p.group_shift};
+  }
 
   float acc[R][M];
 #pragma unroll
@@ -62,7 +72,15 @@ __global__ void __launch_bounds__(kThreads) gemv_dp4a_kernel(const Dp4aParams p)
 template <class P>
 Status launch(const quant::QuantView& w, Q8ConstActivations x, int m, float* y, cudaStream_t stream) {
   const int64_t blocks_per_row = w.cols / P::kBlockCols;
-  const Dp4aParams params{w.data, w.rows, blocks_per_row * P::kBlockBytes,
+  int64_t groups_per_row = 0;
+  int group_shift = 0;
+  if (w.params.group_size > 0 && w.scales != nullptr) {
+    groups_per_row = w.cols / w.params.group_size;
+    while ((1 << group_shift) < w.params.group_size) ++group_shift;
+  }
+  const int scale_bytes = w.scales == nullptr ? 0 : quant::float_scale_bytes(w.params.scale_type);
+  const Dp4aParams params{w.data, w.scales, w.biases, groups_per_row, scale_bytes, group_shift,
+                          w.rows, blocks_per_row * P::kBlockBytes,
                           static_cast<int>(blocks_per_row * P::kItemsPerBlock), w.cols / kQ8BlockCols,
                           x.codes, x.scales, y};
   const bool tall = w.rows >= kTallRows;
@@ -77,11 +95,23 @@ Status launch(const quant::QuantView& w, Q8ConstActivations x, int m, float* y, 
   });
 }
 
+// AFQ's scale dtype becomes a template parameter here (gemv_dp4a_applies admitted only these three).
+template <int Bits>
+Status launch_afq(const quant::QuantView& w, Q8ConstActivations x, int m, float* y, cudaStream_t stream) {
+  switch (w.params.scale_type) {
+    case quant::ScalarType::kF16: return launch<dp4a::Afq<Bits, quant::ScalarType::kF16>>(w, x, m, y, stream);
+    case quant::ScalarType::kBF16: return launch<dp4a::Afq<Bits, quant::ScalarType::kBF16>>(w, x, m, y, stream);
+    default: return launch<dp4a::Afq<Bits, quant::ScalarType::kF32>>(w, x, m, y, stream);
+  }
+}
+
 // Columns per block of the formats that have a policy; 0 for the others.
 int64_t policy_block_cols(quant::FormatId format) {
   switch (format) {
     case quant::FormatId::kQ4_0:
-    case quant::FormatId::kQ8_0: return 32;
+    case quant::FormatId::kQ8_0:
+    case quant::FormatId::kAFQ4:
+    case quant::FormatId::kAFQ8: return 32;
     case quant::FormatId::kQ4_K:
     case quant::FormatId::kQ5_K:
     case quant::FormatId::kQ6_K: return 256;
@@ -96,6 +126,15 @@ bool gemv_dp4a_applies(quant::FormatId format, const quant::QuantView& w) {
   if (block_cols == 0) return false;
   if (w.data == nullptr || reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return false;
   if (w.rows <= 0 || w.rows >= INT_MAX || w.cols <= 0 || w.cols % block_cols != 0) return false;
+  if (format == quant::FormatId::kAFQ4 || format == quant::FormatId::kAFQ8) {
+    const int g = w.params.group_size;
+    const quant::ScalarType st = w.params.scale_type;
+    if ((g != 32 && g != 64 && g != 128) || w.cols % g != 0 || w.scales == nullptr || w.biases == nullptr) return false;
+    if (st != quant::ScalarType::kF16 && st != quant::ScalarType::kBF16 && st != quant::ScalarType::kF32) return false;
+    const uintptr_t align = static_cast<uintptr_t>(quant::float_scale_bytes(st));
+    if (reinterpret_cast<uintptr_t>(w.scales) % align != 0 || reinterpret_cast<uintptr_t>(w.biases) % align != 0)
+      return false;
+  }
   return w.cols / 8 < INT_MAX;  // items per row fit an int (8 columns per item at the least)
 }
 
@@ -114,6 +153,8 @@ Status gemv_dp4a(quant::FormatId format, const quant::QuantView& w, Q8ConstActiv
     case quant::FormatId::kQ4_K: return launch<dp4a::Q4K>(w, x, m, y, stream);
     case quant::FormatId::kQ5_K: return launch<dp4a::Q5K>(w, x, m, y, stream);
     case quant::FormatId::kQ6_K: return launch<dp4a::Q6K>(w, x, m, y, stream);
+    case quant::FormatId::kAFQ4: return launch_afq<4>(w, x, m, y, stream);
+    case quant::FormatId::kAFQ8: return launch_afq<8>(w, x, m, y, stream);
     default: return invalid_argument(name + ": no policy");  // unreachable: gemv_dp4a_applies checked
   }
 }

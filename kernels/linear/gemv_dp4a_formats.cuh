@@ -3,7 +3,8 @@
 // dp4a arithmetic. Each policy defines
 //   kBlockCols, kBlockBytes, kItemsPerBlock   a row is cols / kBlockCols blocks of kBlockBytes, each split into
 //                                              kItemsPerBlock items; item `it` of a row is block it / kItemsPerBlock
-//   W fetch(row, it)                           the item's weight bytes and scales, from global memory
+//   W fetch(row, it)                           the item's weight bytes and scales, from global memory (RowRef: the
+//                                              row's packed bytes and, for AFQ, its group scales and biases)
 //   X load_x(codes, scales, it)                the matching activation codes and block scales of one batch row
 //   float dot(w, x, it)                        the item's contribution to that output
 // The kernel loads an item's W once for every batch row and an X once for every weight row it owns.
@@ -18,7 +19,17 @@
 
 #include <cstdint>
 
+#include "kernels/linear/gemv_lanes.hpp"
+
 namespace qrt::kernels::dp4a {
+
+// One weight row: its packed bytes, and (AFQ) its group scales and biases with group = column >> group_shift.
+struct RowRef {
+  const uint8_t* data;
+  const uint8_t* scales;
+  const uint8_t* biases;
+  int group_shift;
+};
 
 __device__ __forceinline__ uint32_t ldg_u32(const uint8_t* p) { return __ldg(reinterpret_cast<const uint32_t*>(p)); }
 __device__ __forceinline__ uint32_t ldg_u16(const uint8_t* p) {
@@ -85,8 +96,8 @@ struct KQuant4 {
     X16 a, b;  // sub-blocks 2p and 2p + 1
   };
 
-  __device__ static W fetch(const uint8_t* row, int it) {
-    const uint8_t* b = row + static_cast<int64_t>(it >> 3) * kBlockBytes;
+  __device__ static W fetch(const RowRef& row, int it) {
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 3) * kBlockBytes;
     const int k = it & 7;
     W w;
     w.q = ldg_u128(b + kQsOffset + 16 * k);
@@ -152,8 +163,8 @@ struct Q8_0 {
     float4 s;
   };
 
-  __device__ static W fetch(const uint8_t* row, int it) {
-    const uint8_t* b = row + static_cast<int64_t>(it >> 2) * kBlockBytes;
+  __device__ static W fetch(const RowRef& row, int it) {
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 2) * kBlockBytes;
     const uint8_t* q = b + 2 + 8 * (it & 3);
     return {ldg_u32_a2(q), ldg_u32_a2(q + 4), ldg_u16(b)};
   }
@@ -184,8 +195,8 @@ struct Q4_0 {
     float4 s;
   };
 
-  __device__ static W fetch(const uint8_t* row, int it) {
-    const uint8_t* b = row + static_cast<int64_t>(it >> 1) * kBlockBytes;
+  __device__ static W fetch(const RowRef& row, int it) {
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 1) * kBlockBytes;
     const uint8_t* q = b + 2 + 8 * (it & 1);
     return {ldg_u32_a2(q), ldg_u32_a2(q + 4), ldg_u16(b)};
   }
@@ -207,9 +218,9 @@ struct Q4_0 {
 };
 
 // ---- Q6_K: 256-column super-blocks {128 bytes ql, 64 bytes qh, 16 int8 scales, f16 d}; element 128h + 32k + l
-// (h = 0..1, k = 0..3, l = 0..31) has code ((ql[64h + 32(k & 1) + l] >> 4(k / 2)) & 15) | ((qh[32h + l] >> 2k) & 3) << 4,
-// value d · scales[8h + 2k + l / 16] · (code - 32). Item (h, quad) covers l = 4 quad + 0..3 for every k: 16 columns
-// from four sub-blocks, whose codes minus 32 become signed bytes with one per-byte subtraction.
+// (h = 0..1, k = 0..3, l = 0..31) has code ((ql[64h + 32(k & 1) + l] >> 4(k / 2)) & 15) | ((qh[32h + l] >> 2k) & 3)
+// << 4, value d · scales[8h + 2k + l / 16] · (code - 32). Item (h, quad) covers l = 4 quad + 0..3 for every k:
+// 16 columns from four sub-blocks, whose codes minus 32 become signed bytes with one per-byte subtraction.
 struct Q6K {
   static constexpr int kBlockCols = 256;
   static constexpr int kBlockBytes = 210;
@@ -223,8 +234,8 @@ struct Q6K {
     float2 s[4];
   };
 
-  __device__ static W fetch(const uint8_t* row, int it) {
-    const uint8_t* b = row + static_cast<int64_t>(it >> 4) * kBlockBytes;
+  __device__ static W fetch(const RowRef& row, int it) {
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 4) * kBlockBytes;
     const int h = (it >> 3) & 1, l0 = 4 * (it & 7);
     return {ldg_u32_a2(b + 64 * h + l0), ldg_u32_a2(b + 64 * h + 32 + l0), ldg_u32_a2(b + 128 + 32 * h + l0),
             ldg_u32_a2(b + 192 + 8 * h), ldg_u32_a2(b + 196 + 8 * h), ldg_u16(b + 208)};
@@ -256,6 +267,73 @@ struct Q6K {
                  x.s[k].y * static_cast<float>(__dp4a(q, static_cast<int>(x.lo[k]), 0)));
     }
     return half_at(w.d) * v;
+  }
+};
+
+// ---- AFQ4 and AFQ8 (MLX affine): codes q (unsigned, Bits wide, element j at stream bits j·Bits) and per-group
+// scale s and bias b in ScaleType: w = s·q + b. An item is 32 columns (inside one group: groups are 32, 64 or
+// 128), so Σ w x = s · Σ q x + b · Σ x with the block's Σ x from the activation scales. AFQ4 packs element 2k in the
+// low nibble of byte k and 2k + 1 in the high one, so the x bytes are split into even and odd columns (two byte
+// permutes per 8 columns and limb) to line up with the nibbles; AFQ8's bytes are x's order, offset by 128 to make
+// them signed for dp4a (Σ q x = Σ (q - 128) x + 128 Σ x).
+template <int Bits, quant::ScalarType ScaleType>
+struct Afq {
+  static_assert(Bits == 4 || Bits == 8, "AFQ4 and AFQ8");
+  static constexpr int kBlockCols = 32;
+  static constexpr int kBlockBytes = 32 * Bits / 8;
+  static constexpr int kItemsPerBlock = 1;
+  static constexpr int kWords = Bits / 4;  // uint4 loads of codes per item
+
+  struct W {
+    uint4 q[kWords];
+    float scale, bias;
+  };
+  struct X {
+    uint4 hi[2], lo[2];
+    float4 s;
+  };
+
+  __device__ static W fetch(const RowRef& row, int it) {
+    const uint8_t* b = row.data + static_cast<int64_t>(it) * kBlockBytes;
+    W w;
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) w.q[k] = ldg_u128(b + 16 * k);
+    const int64_t group = (static_cast<int64_t>(it) * kBlockCols) >> row.group_shift;
+    w.scale = gemv_lanes::ldg_scale<ScaleType>(row.scales, group);
+    w.bias = gemv_lanes::ldg_scale<ScaleType>(row.biases, group);
+    return w;
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + static_cast<int64_t>(it) * 64;
+    return {{ldg_u128(c), ldg_u128(c + 16)}, {ldg_u128(c + 32), ldg_u128(c + 48)},
+            __ldg(reinterpret_cast<const float4*>(scales) + it)};
+  }
+  // Σ q·x over the item for one limb (x: its 32 code bytes as two uint4).
+  __device__ static int limb(const W& w, const uint4 (&x)[2]) {
+    if constexpr (Bits == 8) {
+      const uint4 a = make_uint4(w.q[0].x ^ 0x80808080u, w.q[0].y ^ 0x80808080u, w.q[0].z ^ 0x80808080u,
+                                 w.q[0].w ^ 0x80808080u);
+      const uint4 b = make_uint4(w.q[1].x ^ 0x80808080u, w.q[1].y ^ 0x80808080u, w.q[1].z ^ 0x80808080u,
+                                 w.q[1].w ^ 0x80808080u);
+      return dot4x4(a, x[0]) + dot4x4(b, x[1]);
+    } else {
+      const uint32_t q[4] = {w.q[0].x, w.q[0].y, w.q[0].z, w.q[0].w};
+      const uint32_t xs[8] = {x[0].x, x[0].y, x[0].z, x[0].w, x[1].x, x[1].y, x[1].z, x[1].w};
+      int acc = 0;
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {  // word t holds columns 8t .. 8t + 7
+        const uint32_t even = __byte_perm(xs[2 * t], xs[2 * t + 1], 0x6420);
+        const uint32_t odd = __byte_perm(xs[2 * t], xs[2 * t + 1], 0x7531);
+        acc = __dp4a(static_cast<int>(q[t] & 0x0F0F0F0Fu), static_cast<int>(even), acc);
+        acc = __dp4a(static_cast<int>((q[t] >> 4) & 0x0F0F0F0Fu), static_cast<int>(odd), acc);
+      }
+      return acc;
+    }
+  }
+  __device__ static float dot(const W& w, const X& x, int) {
+    float qx = limb_dot(x.s, limb(w, x.hi), limb(w, x.lo));
+    if constexpr (Bits == 8) qx += 128.0f * x.s.z;
+    return w.scale * qx + w.bias * x.s.z;
   }
 };
 

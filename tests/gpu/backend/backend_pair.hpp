@@ -150,12 +150,21 @@ class BackendPair : public testing::Test {
   // random data about 2e-5 from fp32 in relative L2. Every other decode GEMV accumulates fp32 products (1e-5).
   static constexpr double kIntegerGemvTolerance = 5e-5;
   static double gemv_tolerance(quant::FormatId format, int64_t cols) {
-    alignas(16) static const uint8_t probe[16] = {};
+    return kernels::gemv_dp4a_applies(format, integer_gemv_probe(cols)) ? kIntegerGemvTolerance : 1e-5;
+  }
+  // A well-aligned stand-in for a [1, cols] weight (with AFQ's groups of 64 and F16 scales), for asking
+  // gemv_dp4a_applies whether a format's decode GEMV quantizes x.
+  static quant::QuantView integer_gemv_probe(int64_t cols) {
+    alignas(16) static const uint8_t probe[64] = {};
     quant::QuantView v;
     v.data = probe;
+    v.scales = probe + 32;
+    v.biases = probe + 48;
     v.rows = 1;
     v.cols = cols;
-    return kernels::gemv_dp4a_applies(format, v) ? kIntegerGemvTolerance : 1e-5;
+    v.params.group_size = 64;
+    v.params.scale_type = quant::ScalarType::kF16;
+    return v;
   }
   // All GPU values finite and within `bound` relative L2 of the CPU's.
   void expect_close(const Dual<float>& d, double bound, const std::string& what) {

@@ -1,10 +1,11 @@
 // The integer-dot decode GEMV (kernels/linear/gemv_dp4a.hpp) and its activation quantizer:
 //   * quantize_q8_activations equals the host definition (quantize_q8_block) bit for bit, on Gaussian rows of
 //     several magnitudes, an all-zero block, denormals, and blocks holding NaN or infinity;
-//   * gemv_dp4a per format against cpu::matmul fed with the activations as the two limbs hold them (within 1e-5,
-//     i.e. the integer products are exact and only the float sums differ) and against the float x (each output
-//     within Σ |W| · |limbs - x|, what the limbs' error can move it), for quantizer output and random code bytes, batch 1..8, rows that
-//     select one and two rows per block, rows ending at odd 2-byte offsets (Q4_0, Q8_0, Q6_K), long rows; outputs
+//   * gemv_dp4a per format (AFQ with groups of 32/64/128 and F16/BF16/F32 scales) against cpu::matmul fed with
+//     the activations as the two limbs hold them (within 1e-5, i.e. the integer products are exact and only the
+//     float sums differ) and against the float x (each output within Σ |W| · |limbs - x|, what the limbs' error
+//     can move it), for quantizer output and random code bytes, batch 1..8, rows that select one and two rows per
+//     block, rows ending at odd 2-byte offsets (Q4_0, Q8_0, Q6_K), long rows; outputs
 //     poisoned with NaN before each run and a second run equal bit for bit;
 //   * a NaN in x reaches exactly the outputs of its batch row; gemv_dp4a_applies refuses what it cannot run.
 #include <cuda_runtime.h>
@@ -132,11 +133,16 @@ struct Dp4aCase {
   int64_t rows;
   int64_t cols;
   bool all_batches;
+  int group_size = 64;                         // AFQ
+  ScalarType scale_type = ScalarType::kBF16;  // AFQ
 };
 
 std::string case_name(const testing::TestParamInfo<Dp4aCase>& info) {
-  return std::string(format_name(info.param.id)) + "_" + std::to_string(info.param.rows) + "x" +
-         std::to_string(info.param.cols);
+  const Dp4aCase& c = info.param;
+  std::string s = std::string(format_name(c.id)) + "_" + std::to_string(c.rows) + "x" + std::to_string(c.cols);
+  if (format_info(c.id).block_elems == 0)
+    s += "_g" + std::to_string(c.group_size) + "_" + std::string(scalar_type_name(c.scale_type));
+  return s;
 }
 
 std::vector<Dp4aCase> dp4a_cases() {
@@ -149,6 +155,13 @@ std::vector<Dp4aCase> dp4a_cases() {
     cases.push_back({id, 4099, unit * 2, false});  // two rows per block, the last block half past the end
     cases.push_back({id, 67, 14336, false});
   }
+  for (FormatId id : {FormatId::kAFQ4, FormatId::kAFQ8}) {
+    for (int g : {32, 64, 128})
+      for (ScalarType st : {ScalarType::kF16, ScalarType::kBF16, ScalarType::kF32})
+        cases.push_back({id, 37, 3 * 128, true, g, st});
+    cases.push_back({id, 4099, 256, false, 64, ScalarType::kBF16});
+    cases.push_back({id, 67, 14336, false, 64, ScalarType::kF16});
+  }
   return cases;
 }
 
@@ -157,7 +170,7 @@ class GemvDp4a : public testing::TestWithParam<Dp4aCase> {};
 TEST_P(GemvDp4a, MatchesTheCpuReference) {
   QRT_REQUIRE_GPU();
   const Dp4aCase& c = GetParam();
-  const QuantParams p = test::gemv_test_params(c.id);
+  const QuantParams p = test::gemv_test_params(c.id, c.group_size, c.scale_type);
   for (test::WeightKind kind : {test::WeightKind::kQuantized, test::WeightKind::kRandomBytes}) {
     SCOPED_TRACE(test::weight_kind_name(kind));
     const uint64_t seed = static_cast<uint64_t>(c.rows * 131 + c.cols) * 2 + (kind == test::WeightKind::kQuantized);
@@ -165,9 +178,13 @@ TEST_P(GemvDp4a, MatchesTheCpuReference) {
     ASSERT_TRUE(q.ok()) << q.status().to_string();
     const QuantView hv = cpu::view_of(*q, c.rows, c.cols, p);
     DevicePtr dw = device_copy(q->data.data(), q->data.size());
-    ASSERT_TRUE(dw);
+    DevicePtr ds = device_copy(q->scales.data(), q->scales.size());
+    DevicePtr db = device_copy(q->biases.data(), q->biases.size());
+    ASSERT_TRUE(dw && ds && db);
     QuantView dv = hv;
     dv.data = static_cast<const uint8_t*>(dw.get());
+    if (!q->scales.empty()) dv.scales = static_cast<const uint8_t*>(ds.get());
+    if (!q->biases.empty()) dv.biases = static_cast<const uint8_t*>(db.get());
     ASSERT_TRUE(kernels::gemv_dp4a_applies(c.id, dv));
     std::vector<float> dense(static_cast<size_t>(c.rows * c.cols));
     ASSERT_TRUE(cpu::dequantize(c.id, hv, dense.data()).ok());
@@ -258,7 +275,20 @@ TEST(GemvDp4aInputs, AppliesOnlyWhereItCanRun) {
   EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kQ4_K, w));
   EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kQ6_K, w));
   EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kQ4_1, w));   // no policy
-  EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kAFQ4, w));   // not a GGML integer block format
+  EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kAFQ4, w));   // AFQ without its scales and biases
+  QuantView afq = w;
+  afq.params.group_size = 64;
+  afq.params.scale_type = ScalarType::kF16;
+  afq.scales = fake + 2048;
+  afq.biases = fake + 3072;
+  EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kAFQ4, afq));
+  QuantView odd_scales = afq;
+  odd_scales.scales = fake + 2049;
+  EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kAFQ4, odd_scales));
+  QuantView wide_group = afq;
+  wide_group.params.group_size = 256;
+  EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kAFQ8, wide_group));
+  EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kMXFP4, w));  // no policy
   EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kF16, w));
   QuantView misaligned = w;
   misaligned.data = fake + 2;

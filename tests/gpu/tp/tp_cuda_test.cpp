@@ -3,8 +3,8 @@
 // threads, each with its own device and an NCCL communicator bootstrapped over the thread group. Every rank's
 // logits must equal the single-rank CUDA model's within 1e-5 relative (the bound of the CPU tests: the split only
 // reorders sums), and the single-rank CUDA model the CPU backend's within 1e-4. Models whose decode GEMVs quantize
-// x to int8 limbs (Q4_0, Q8_0, the K-quants) get 1e-4 between ranks as well: a value the reordered sums move by
-// 1e-7 can round to the neighbouring limb step, about 3e-5 of its block's largest value.
+// x to int8 limbs (Q4_0, Q8_0, the K-quants, AFQ4/8) get 1e-4 between ranks as well: a value the reordered sums
+// move by 1e-7 can round to the neighbouring limb step, about 3e-5 of its block's largest value.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -61,11 +61,15 @@ TEST_P(CudaTensorParallel, EveryRankMatchesTheSingleRankModel) {
   if (devices < 2) GTEST_SKIP() << "needs 2 devices, this machine has " << devices;
   const test::TinyModel m = test::build_case_model(GetParam());
   ASSERT_FALSE(HasFatalFailure());
-  alignas(16) static const uint8_t probe[16] = {};
-  quant::QuantView probe_view;
+  alignas(16) static const uint8_t probe[64] = {};
+  quant::QuantView probe_view;  // a well-aligned stand-in (AFQ: groups of 64, F16 scales)
   probe_view.data = probe;
+  probe_view.scales = probe + 32;
+  probe_view.biases = probe + 48;
   probe_view.rows = 1;
   probe_view.cols = GetParam().config.hidden;
+  probe_view.params.group_size = 64;
+  probe_view.params.scale_type = quant::ScalarType::kF16;
   const double rank_bound = kernels::gemv_dp4a_applies(GetParam().format, probe_view) ? 1e-4 : 1e-5;
   std::vector<float> cpu_logits, single;
   {
