@@ -734,8 +734,8 @@ int main(int argc, char** argv) {
               o.device == "cuda" ? ("cuda:" + std::to_string(o.device_index)).c_str() : "cpu", device_name.c_str());
   std::string prompts;
   for (const int p : o.prompts) prompts += (prompts.empty() ? "" : ",") + std::to_string(p);
-  std::printf("prompt %s tokens, decode %d tokens, median of %d runs; bandwidth %.1f GB/s (%s)\n", prompts.c_str(), o.decode,
-              o.repetitions, bandwidth * 1e-9, bandwidth_source.c_str());
+  std::printf("prompt %s tokens, decode %d tokens, median of %d runs; bandwidth %.1f GB/s (%s)\n", prompts.c_str(),
+              o.decode, o.repetitions, bandwidth * 1e-9, bandwidth_source.c_str());
   print_table(o, results, bandwidth);
   std::fflush(stdout);
 

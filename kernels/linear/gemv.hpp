@@ -4,8 +4,9 @@
 // Inputs (all device pointers): w's parts as the format defines them, rows packed back to back; x: [m, cols] and
 // y: [m, rows], both contiguous fp32. The per-family kernels additionally need W's data and x 16-byte aligned
 // (cudaMalloc gives 256), each packed row a whole number of 16 bytes (Q4_0, Q8_0, Q4_K, Q5_K: cols a multiple of
-// 256; Q6_K: of 2048; F32, F16, BF16: of 8) and scale arrays aligned to their element size; inputs that miss any of these run the generic
-// kernel, which needs no alignment beyond x's and y's floats. gemv_kernel_name(format, w, x, m) says which runs.
+// 256; Q6_K: of 2048; F32, F16, BF16: of 8) and scale arrays aligned to their element size; inputs that miss any of
+// these run the generic kernel, which needs no alignment beyond x's and y's floats. gemv_kernel_name(format, w, x, m)
+// says which runs.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -53,7 +53,8 @@ __global__ void __launch_bounds__(kThreads) gemv_dense_kernel(const uint8_t* __r
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
   const uint8_t* row_data[R];
 #pragma unroll
-  for (int r = 0; r < R; ++r) row_data[r] = data + min(row0 + r, rows - 1) * cols * kElemBytes;  // past the end: a repeat
+  for (int r = 0; r < R; ++r)  // past the end: a repeat, not stored
+    row_data[r] = data + min(row0 + r, rows - 1) * cols * kElemBytes;
   float acc[R][M];
 #pragma unroll
   for (int r = 0; r < R; ++r)

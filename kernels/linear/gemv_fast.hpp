@@ -1,7 +1,8 @@
 // Which formats have a per-family fast decode GEMV, as a compile-time table keyed by format: FastGemv<id> says
 // "none" unless the format is declared below, and each declared format defines applies() and launch() in its
-// family's .cu file (gemv_dense.cu, gemv_ggml.cu, gemv_afq.cu, gemv_mx.cu). kernels::gemv() (gemv.cu) reaches them through
-// quant::dispatch_format and `if constexpr (FastGemv<id>::kAvailable)`, so there is no second switch over formats.
+// family's .cu file (gemv_dense.cu, gemv_ggml.cu, gemv_afq.cu, gemv_mx.cu). kernels::gemv() (gemv.cu) reaches them
+// through quant::dispatch_format and `if constexpr (FastGemv<id>::kAvailable)`, so there is no second switch over
+// formats.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -124,8 +124,9 @@ Status rope_kv_write(float* q, float* k, const float* v, int q_heads, int kv_hea
   QRT_TRY(check_shape("rope_kv_write (k)", s));
   if (cache.capacity < 0) return invalid_argument("rope_kv_write: negative cache capacity");
   const int64_t kv_dim = static_cast<int64_t>(kv_heads) * s.head_dim;
-  const int64_t total = s.tokens * (static_cast<int64_t>(q_heads) * (s.rot_dim / 2) +
-                                    static_cast<int64_t>(kv_heads) * (s.rot_dim / 2 + s.head_dim - s.rot_dim) + kv_dim + 1);
+  const int64_t per_token = static_cast<int64_t>(q_heads) * (s.rot_dim / 2) +
+                            static_cast<int64_t>(kv_heads) * (s.rot_dim / 2 + s.head_dim - s.rot_dim) + kv_dim + 1;
+  const int64_t total = s.tokens * per_token;
   if (total == 0) return ok_status();
   rope_kv_write_kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(q, k, v, q_heads, kv_heads, positions,
                                                                            inv_freq, s, slots, cache);

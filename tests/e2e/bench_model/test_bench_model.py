@@ -141,8 +141,8 @@ for fmt in FORMATS:
     kv = (PROMPT + (DECODE + 1) / 2) * 2 * LAYERS * KV_HEADS * HEAD_DIM * 4  # fp32 K and V rows read per step
     check(f"{fmt} KV bytes per token", r.get("decode_kv_bytes_per_token") == int(kv),
           f"{r.get('decode_kv_bytes_per_token')} != expected {int(kv)}")
-    check(f"{fmt} roofline fraction with KV",
-          close(r["decode_roofline_fraction_with_kv"], ((per_token + int(kv)) / (bandwidth * 1e9)) / (decode_s / DECODE)))
+    with_kv = ((per_token + int(kv)) / (bandwidth * 1e9)) / (decode_s / DECODE)
+    check(f"{fmt} roofline fraction with KV", close(r["decode_roofline_fraction_with_kv"], with_kv))
 
 # ---- a sweep of prompt lengths: one result per format and length, each with its own prompt_tokens ----
 sweep_path = os.path.join(WORK, "sweep.json")

@@ -1,8 +1,8 @@
 // linear and linear_experts on the CUDA backend against the CPU backend, for every format (the decode-only ones from
 // random blocks): batches 1, 3 and 8 take the fused GEMV, 33 the fp16 dequantize + cuBLAS path (also forced through
 // many small tiles). The GEMV accumulates in fp32 against the CPU's double: relative L2 <= 1e-5, or 5e-5 where it
-// quantizes x to two int8 limbs (gemv_tolerance); the GEMM rounds its inputs to fp16 (kGemmTolerance). Also the backend's memory and
-// weight bookkeeping, its errors, and two backends living in one process.
+// quantizes x to two int8 limbs (gemv_tolerance); the GEMM rounds its inputs to fp16 (kGemmTolerance). Also the
+// backend's memory and weight bookkeeping, its errors, and two backends living in one process.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -96,7 +96,8 @@ TEST_F(CudaLinearSharedInput, NormAndSiluMulQuantizeTheirOutputForTheNextGemv) {
                                     test::default_params(f));
     return weight(w->tensor);
   };
-  const auto wq = make(quant::FormatId::kQ4_K, 48, hidden, 2600), wgate = make(quant::FormatId::kQ8_0, ffn, hidden, 2601);
+  const auto wq = make(quant::FormatId::kQ4_K, 48, hidden, 2600);
+  const auto wgate = make(quant::FormatId::kQ8_0, ffn, hidden, 2601);
   const auto wdown = make(quant::FormatId::kQ6_K, hidden, ffn, 2602);
   const auto norm_w = f32_weight({hidden}, 2603, 0.3f, 1.0f);
   const auto h = input(rows, hidden, 2604), up = input(rows, ffn, 2605);

@@ -102,7 +102,8 @@ TEST_F(CudaOps, RopeKvWriteIsRopeRopeAndKvWriteInOneKernel) {
   for (const Case& c : {Case{RopeLayout::kHalfSplit, 8, 2, 64, 64}, Case{RopeLayout::kInterleaved, 4, 4, 80, 40}}) {
     const std::string what = "rope_kv_write layout " + std::to_string(static_cast<int>(c.layout)) + " rot " +
                              std::to_string(c.rot_dim) + "/" + std::to_string(c.head_dim);
-    const int64_t tokens = 3, capacity = 6, q_dim = int64_t{c.heads} * c.head_dim, kv_dim = int64_t{c.kv_heads} * c.head_dim;
+    const int64_t tokens = 3, capacity = 6;
+    const int64_t q_dim = int64_t{c.heads} * c.head_dim, kv_dim = int64_t{c.kv_heads} * c.head_dim;
     std::vector<float> inv(static_cast<size_t>(c.rot_dim / 2));
     for (size_t i = 0; i < inv.size(); ++i) inv[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / c.rot_dim));
     const auto inv_freq = input_values(inv, c.rot_dim / 2, 1);
@@ -116,8 +117,10 @@ TEST_F(CudaOps, RopeKvWriteIsRopeRopeAndKvWriteInOneKernel) {
     const auto kc = input(capacity, kv_dim, 503), vc = input(capacity, kv_dim, 504);
     const auto cache_pos = input_values(std::vector<int32_t>(static_cast<size_t>(capacity), 7), capacity, 1);
     // Copies for the unfused CUDA run.
-    const auto q2 = input_values(gpu_values(q.gpu), tokens, q_dim), k2 = input_values(gpu_values(k.gpu), tokens, kv_dim);
-    const auto kc2 = input_values(gpu_values(kc.gpu), capacity, kv_dim), vc2 = input_values(gpu_values(vc.gpu), capacity, kv_dim);
+    const auto q2 = input_values(gpu_values(q.gpu), tokens, q_dim);
+    const auto k2 = input_values(gpu_values(k.gpu), tokens, kv_dim);
+    const auto kc2 = input_values(gpu_values(kc.gpu), capacity, kv_dim);
+    const auto vc2 = input_values(gpu_values(vc.gpu), capacity, kv_dim);
     const auto cache_pos2 = input_values(gpu_values(cache_pos.gpu), capacity, 1);
     const KvLayerView cpu_cache{kc.cpu, vc.cpu, cache_pos.cpu, {}}, gpu_cache{kc.gpu, vc.gpu, cache_pos.gpu, {}};
     const KvLayerView gpu_cache2{kc2.gpu, vc2.gpu, cache_pos2.gpu, {}};
@@ -126,7 +129,8 @@ TEST_F(CudaOps, RopeKvWriteIsRopeRopeAndKvWriteInOneKernel) {
 #if defined(QRT_SIMT)
     const simt::StreamCounters start = simt::device_counters(0);
 #endif
-    const Status s = gpu_->rope_kv_write(q.gpu, k.gpu, v.gpu, c.heads, c.kv_heads, positions.gpu, gp, gpu_cache, slots.gpu);
+    const Status s =
+        gpu_->rope_kv_write(q.gpu, k.gpu, v.gpu, c.heads, c.kv_heads, positions.gpu, gp, gpu_cache, slots.gpu);
     ASSERT_TRUE(s.ok()) << s.to_string();
 #if defined(QRT_SIMT)
     EXPECT_EQ((simt::device_counters(0) - start).kernel_launches, 1u) << what;
@@ -220,10 +224,9 @@ TEST_F(CudaOps, AttentionWithNoVisibleKeyGivesZeros) {
   const auto out = output(2, heads * hd);
   const AttentionParams p{heads, kv_heads, hd, 0.2f, 6};
   const auto key_count = input_values(std::vector<int32_t>{static_cast<int32_t>(keys)}, 1, 1);
-  ASSERT_TRUE(
-      cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu, {}}, key_count.cpu, p, out.cpu).ok());
-  ASSERT_TRUE(
-      gpu_->attention(q.gpu, q_pos.gpu, KvLayerView{kc.gpu, vc.gpu, positions.gpu, {}}, key_count.gpu, p, out.gpu).ok());
+  const KvLayerView cpu_cache{kc.cpu, vc.cpu, positions.cpu, {}}, gpu_cache{kc.gpu, vc.gpu, positions.gpu, {}};
+  ASSERT_TRUE(cpu_.attention(q.cpu, q_pos.cpu, cpu_cache, key_count.cpu, p, out.cpu).ok());
+  ASSERT_TRUE(gpu_->attention(q.gpu, q_pos.gpu, gpu_cache, key_count.gpu, p, out.gpu).ok());
   const auto got = gpu_values(out.gpu);
   for (int i = 0; i < heads * hd; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], 0.0f) << i;
   expect_close(out, 1e-5, "attention masked");
@@ -253,10 +256,9 @@ TEST_F(CudaOps, AttentionIgnoresInvisibleSlotsEvenWhenTheyHoldNaN) {
   for (int window : {0, 9}) {
     const auto out = output(3, int64_t{heads} * hd);
     const AttentionParams p{heads, kv_heads, hd, 0.125f, window};
-    ASSERT_TRUE(
-        cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu, {}}, key_count.cpu, p, out.cpu).ok());
-    ASSERT_TRUE(
-        gpu_->attention(q.gpu, q_pos.gpu, KvLayerView{kc.gpu, vc.gpu, positions.gpu, {}}, key_count.gpu, p, out.gpu).ok());
+    const KvLayerView cpu_cache{kc.cpu, vc.cpu, positions.cpu, {}}, gpu_cache{kc.gpu, vc.gpu, positions.gpu, {}};
+    ASSERT_TRUE(cpu_.attention(q.cpu, q_pos.cpu, cpu_cache, key_count.cpu, p, out.cpu).ok());
+    ASSERT_TRUE(gpu_->attention(q.gpu, q_pos.gpu, gpu_cache, key_count.gpu, p, out.gpu).ok());
     expect_close(out, 1e-5, "attention with NaN in invisible slots, window " + std::to_string(window));
   }
 }
@@ -345,8 +347,8 @@ TEST_F(CudaOps, SplitAttentionMatchesCpu) {
     auto workspace = allocate_scoped(*gpu_, bytes);
     ASSERT_TRUE(workspace.ok());
     const auto out = output(c.tokens, q_dim);
-    ASSERT_TRUE(
-        cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu, {}}, key_count.cpu, p, out.cpu).ok());
+    const KvLayerView cpu_cache{kc.cpu, vc.cpu, positions.cpu, {}};
+    ASSERT_TRUE(cpu_.attention(q.cpu, q_pos.cpu, cpu_cache, key_count.cpu, p, out.cpu).ok());
 #if defined(QRT_SIMT)
     const simt::StreamCounters before = simt::device_counters(0);
 #endif
