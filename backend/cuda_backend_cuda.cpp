@@ -710,6 +710,8 @@ Result<std::unique_ptr<BackendGraph>> CudaBackend::capture(const std::function<S
   // call of another thread must not invalidate this capture.
   QRT_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   const Status issued = issue();
+  // The captured ops were recorded, not run: no quantized activation they "wrote" exists yet.
+  forget_q8_source();
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
   if (!issued.ok() || ended != cudaSuccess) {

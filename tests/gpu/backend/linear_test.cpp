@@ -144,6 +144,27 @@ TEST_F(CudaLinearSharedInput, NormAndSiluMulQuantizeTheirOutputForTheNextGemv) {
   }
 }
 
+// A captured op is recorded, not run: the quantized copy a captured rms_norm would write does not exist until the
+// graph is launched, so a projection issued right after the capture quantizes its input itself.
+TEST_F(CudaLinearSharedInput, ACapturedProducerIsNotTakenAsRun) {
+  const int64_t in = 256, out = 40;
+  auto w = test::quantized_tensor(quant::FormatId::kQ8_0, {out, in},
+                                  test::random_normal(static_cast<size_t>(out * in), 2700),
+                                  test::default_params(quant::FormatId::kQ8_0));
+  const auto wq = weight(w->tensor);
+  const auto norm_w = f32_weight({in}, 2701, 0.3f, 1.0f);
+  const auto h = input(2, in, 2702), other = input(2, in, 2703);
+  const auto xn = output(2, in), y = output(2, out), y_other = output(2, out);
+  ASSERT_TRUE(cpu_.rms_norm(h.cpu, norm_w.cpu, 1e-5f, xn.cpu).ok());
+  ASSERT_TRUE(cpu_.linear(xn.cpu, wq.cpu, {}, y.cpu).ok());
+  ASSERT_TRUE(gpu_->rms_norm(h.gpu, norm_w.gpu, 1e-5f, xn.gpu).ok());  // xn and its quantized copy
+  ASSERT_TRUE(gpu_->linear(other.gpu, wq.gpu, {}, y_other.gpu).ok());  // the buffer now holds `other`
+  auto graph = gpu_->capture([&] { return gpu_->rms_norm(h.gpu, norm_w.gpu, 1e-5f, xn.gpu); });
+  ASSERT_TRUE(graph.ok()) << graph.status().to_string();
+  ASSERT_TRUE(gpu_->linear(xn.gpu, wq.gpu, {}, y.gpu).ok());
+  expect_close(y, kIntegerGemvTolerance, "projection of xn after a capture that was not launched");
+}
+
 // QRT_CUDA_GEMV=float: the backend keeps x in fp32 for the integer formats too (float GEMV, within 1e-5); values
 // other than float and integer are refused by name.
 class CudaFloatGemv : public BackendPair {
