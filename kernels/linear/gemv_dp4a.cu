@@ -109,6 +109,9 @@ Status launch_afq(const quant::QuantView& w, Q8ConstActivations x, int m, float*
 int64_t policy_block_cols(quant::FormatId format) {
   switch (format) {
     case quant::FormatId::kQ4_0:
+    case quant::FormatId::kQ4_1:
+    case quant::FormatId::kQ5_0:
+    case quant::FormatId::kQ5_1:
     case quant::FormatId::kQ8_0:
     case quant::FormatId::kAFQ4:
     case quant::FormatId::kAFQ8: return 32;
@@ -149,6 +152,9 @@ Status gemv_dp4a(quant::FormatId format, const quant::QuantView& w, Q8ConstActiv
   if (x.codes == nullptr || x.scales == nullptr || y == nullptr) return invalid_argument(name + ": null pointer");
   switch (format) {
     case quant::FormatId::kQ4_0: return launch<dp4a::Q4_0>(w, x, m, y, stream);
+    case quant::FormatId::kQ4_1: return launch<dp4a::Q4_1>(w, x, m, y, stream);
+    case quant::FormatId::kQ5_0: return launch<dp4a::Q5_0>(w, x, m, y, stream);
+    case quant::FormatId::kQ5_1: return launch<dp4a::Q5_1>(w, x, m, y, stream);
     case quant::FormatId::kQ8_0: return launch<dp4a::Q8_0>(w, x, m, y, stream);
     case quant::FormatId::kQ4_K: return launch<dp4a::Q4K>(w, x, m, y, stream);
     case quant::FormatId::kQ5_K: return launch<dp4a::Q5K>(w, x, m, y, stream);

@@ -1,6 +1,6 @@
 // Decode GEMV on integer dot products: y[m, rows] = x[m, cols] · Wᵀ for 1 <= m <= 8 with x quantized to two int8
-// limbs per 32 columns (q8_activations.hpp) and W in a GGML integer block format (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) or
-// MLX affine AFQ4/AFQ8 (groups of 32, 64 or 128 with F16, BF16 or F32 scales and biases).
+// limbs per 32 columns (q8_activations.hpp) and W in a GGML integer block format (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+// Q4_K, Q5_K, Q6_K) or MLX affine AFQ4/AFQ8 (groups of 32, 64 or 128 with F16, BF16 or F32 scales and biases).
 //
 // Why: the float GEMV (gemv.hpp) spends about 4 instructions per weight turning codes into floats and multiplying,
 // which on an H100 leaves it issue-bound at a third of the memory bandwidth; dp4a multiplies four codes by four x

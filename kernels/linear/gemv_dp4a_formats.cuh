@@ -217,6 +217,59 @@ struct Q4_0 {
   }
 };
 
+// ---- Q4_1, Q5_0, Q5_1: 32-column blocks laid out as Q4_0 (element j < 16 the low nibble of qs[j], j + 16 its high
+// nibble) with {f16 d, f16 m} (Q4_1: x = d q + m; Q5_1 the same with a fifth bit), or {f16 d} and the offset 16
+// (Q5_0: x = d (q - 16)); the 5-bit ones keep element j's fifth bit in bit j of the u32 qh before qs. Items as Q4_0:
+// e = 0..1 takes qs bytes 8e .. 8e + 7; the e = 0 item adds the block's m Σ x (or subtracts 16 d Σ x).
+template <int BlockBytes, bool HasMin, bool HasQh>
+struct Legacy32 {
+  static constexpr int kBlockCols = 32;
+  static constexpr int kBlockBytes = BlockBytes;
+  static constexpr int kItemsPerBlock = 2;
+  static constexpr int kQhOffset = HasMin ? 4 : 2;
+  static constexpr int kQsOffset = kQhOffset + (HasQh ? 4 : 0);
+
+  struct W {
+    uint32_t q0, q1, dm, qh;
+  };
+  using X = typename Q4_0::X;
+
+  __device__ static W fetch(const RowRef& row, int it) {
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 1) * kBlockBytes;
+    const uint8_t* q = b + kQsOffset + 8 * (it & 1);
+    W w{ldg_u32_a2(q), ldg_u32_a2(q + 4), HasMin ? ldg_u32_a2(b) : ldg_u16(b), 0u};
+    if constexpr (HasQh) w.qh = ldg_u32_a2(b + kQhOffset);
+    return w;
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    return Q4_0::load_x(codes, scales, it);
+  }
+  // Bits 0..3 of v into bit 4 of bytes 0..3.
+  __device__ static uint32_t fifth_bits(uint32_t v) {
+    return ((v & 1u) << 4) | ((v & 2u) << 11) | ((v & 4u) << 18) | ((v & 8u) << 25);
+  }
+  __device__ static float dot(const W& w, const X& x, int it) {
+    const int e = it & 1;
+    uint32_t a0 = w.q0 & 0x0F0F0F0Fu, a1 = w.q1 & 0x0F0F0F0Fu;
+    uint32_t b0 = (w.q0 >> 4) & 0x0F0F0F0Fu, b1 = (w.q1 >> 4) & 0x0F0F0F0Fu;
+    if constexpr (HasQh) {  // columns 8e + 0..7 (a) have qh bits 8e.., columns 16 + 8e + 0..7 (b) bits 16 + 8e..
+      a0 |= fifth_bits(w.qh >> (8 * e));
+      a1 |= fifth_bits(w.qh >> (8 * e + 4));
+      b0 |= fifth_bits(w.qh >> (16 + 8 * e));
+      b1 |= fifth_bits(w.qh >> (20 + 8 * e));
+    }
+    const int dot_hi = dot2x4(a0, a1, x.hi_a, dot2x4(b0, b1, x.hi_b, 0));
+    const int dot_lo = dot2x4(a0, a1, x.lo_a, dot2x4(b0, b1, x.lo_b, 0));
+    const float d = half_at(w.dm);
+    float v = d * limb_dot(x.s, dot_hi, dot_lo);
+    if (e == 0) v += HasMin ? half_at(w.dm >> 16) * x.s.z : -16.0f * d * x.s.z;
+    return v;
+  }
+};
+using Q4_1 = Legacy32<20, true, false>;
+using Q5_0 = Legacy32<22, false, true>;
+using Q5_1 = Legacy32<24, true, true>;
+
 // ---- Q6_K: 256-column super-blocks {128 bytes ql, 64 bytes qh, 16 int8 scales, f16 d}; element 128h + 32k + l
 // (h = 0..1, k = 0..3, l = 0..31) has code ((ql[64h + 32(k & 1) + l] >> 4(k / 2)) & 15) | ((qh[32h + l] >> 2k) & 3)
 // << 4, value d · scales[8h + 2k + l / 16] · (code - 32). Item (h, quad) covers l = 4 quad + 0..3 for every k:

@@ -147,7 +147,8 @@ std::string case_name(const testing::TestParamInfo<Dp4aCase>& info) {
 
 std::vector<Dp4aCase> dp4a_cases() {
   std::vector<Dp4aCase> cases;
-  for (FormatId id : {FormatId::kQ4_0, FormatId::kQ8_0, FormatId::kQ4_K, FormatId::kQ5_K, FormatId::kQ6_K}) {
+  for (FormatId id : {FormatId::kQ4_0, FormatId::kQ4_1, FormatId::kQ5_0, FormatId::kQ5_1, FormatId::kQ8_0,
+                      FormatId::kQ4_K, FormatId::kQ5_K, FormatId::kQ6_K}) {
     const int64_t unit = format_info(id).block_elems;  // 32 or 256
     cases.push_back({id, 1, unit, true});
     cases.push_back({id, 37, 5 * unit, true});  // an odd block count: rows start at odd 2-byte offsets
@@ -274,7 +275,7 @@ TEST(GemvDp4aInputs, AppliesOnlyWhereItCanRun) {
   w.cols = 256;
   EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kQ4_K, w));
   EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kQ6_K, w));
-  EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kQ4_1, w));   // no policy
+  EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kQ2_K, w));   // no policy
   EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kAFQ4, w));   // AFQ without its scales and biases
   QuantView afq = w;
   afq.params.group_size = 64;

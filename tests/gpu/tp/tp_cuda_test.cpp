@@ -3,7 +3,7 @@
 // threads, each with its own device and an NCCL communicator bootstrapped over the thread group. Every rank's
 // logits must equal the single-rank CUDA model's within 1e-5 relative (the bound of the CPU tests: the split only
 // reorders sums), and the single-rank CUDA model the CPU backend's within 1e-4. Models whose decode GEMVs quantize
-// x to int8 limbs (Q4_0, Q8_0, the K-quants, AFQ4/8) get 1e-4 between ranks as well: a value the reordered sums
+// x to int8 limbs (Q4_0/1, Q5_0/1, Q8_0, Q4-6_K, AFQ4/8) get 1e-4 between ranks as well: a value the reordered sums
 // move by 1e-7 can round to the neighbouring limb step, about 3e-5 of its block's largest value.
 #include <gtest/gtest.h>
 

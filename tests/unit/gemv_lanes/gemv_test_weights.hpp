@@ -62,6 +62,17 @@ inline bool randomize_codes(quant::FormatId id, const quant::QuantParams& p, qua
     case FormatId::kQ4_0:
       fix_block_f16(offsetof(quant::block_q4_0, d), 0.05f);
       return true;
+    case FormatId::kQ4_1:
+      fix_block_f16(offsetof(quant::block_q4_1, d), 0.05f);
+      fix_block_f16(offsetof(quant::block_q4_1, m), 0.05f);
+      return true;
+    case FormatId::kQ5_0:
+      fix_block_f16(offsetof(quant::block_q5_0, d), 0.05f);
+      return true;
+    case FormatId::kQ5_1:
+      fix_block_f16(offsetof(quant::block_q5_1, d), 0.05f);
+      fix_block_f16(offsetof(quant::block_q5_1, m), 0.05f);
+      return true;
     case FormatId::kQ8_0:
       fix_block_f16(offsetof(quant::block_q8_0, d), 0.01f);
       return true;
