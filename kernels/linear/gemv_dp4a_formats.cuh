@@ -179,48 +179,11 @@ struct Q8_0 {
   }
 };
 
-// ---- Q4_0: 18-byte blocks {f16 d, 16 bytes of nibbles}, x = d (q - 8); element j < 16 is the low nibble of qs[j],
-// j + 16 its high nibble. Item e = 0..1 of a block is qs bytes 8e .. 8e + 7: columns 8e + 0..7 and 16 + 8e + 0..7.
-// Σ (q - 8) x = Σ q x - 8 Σ x: the e = 0 item subtracts the block's 8 Σ x.
-struct Q4_0 {
-  static constexpr int kBlockCols = 32;
-  static constexpr int kBlockBytes = 18;
-  static constexpr int kItemsPerBlock = 2;
-
-  struct W {
-    uint32_t q0, q1, d;
-  };
-  struct X {
-    uint2 hi_a, hi_b, lo_a, lo_b;  // limbs of columns 8e + 0..7 (a) and 16 + 8e + 0..7 (b)
-    float4 s;
-  };
-
-  __device__ static W fetch(const RowRef& row, int it) {
-    const uint8_t* b = row.data + static_cast<int64_t>(it >> 1) * kBlockBytes;
-    const uint8_t* q = b + 2 + 8 * (it & 1);
-    return {ldg_u32_a2(q), ldg_u32_a2(q + 4), ldg_u16(b)};
-  }
-  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    const int64_t blk = it >> 1;
-    const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + blk * 64 + 8 * (it & 1);
-    const auto u2 = [](const uint8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); };
-    return {u2(c), u2(c + 16), u2(c + 32), u2(c + 48), __ldg(reinterpret_cast<const float4*>(scales) + blk)};
-  }
-  __device__ static float dot(const W& w, const X& x, int it) {
-    const uint32_t a0 = w.q0 & 0x0F0F0F0Fu, a1 = w.q1 & 0x0F0F0F0Fu;
-    const uint32_t b0 = (w.q0 >> 4) & 0x0F0F0F0Fu, b1 = (w.q1 >> 4) & 0x0F0F0F0Fu;
-    const int dot_hi = dot2x4(a0, a1, x.hi_a, dot2x4(b0, b1, x.hi_b, 0));
-    const int dot_lo = dot2x4(a0, a1, x.lo_a, dot2x4(b0, b1, x.lo_b, 0));
-    float v = limb_dot(x.s, dot_hi, dot_lo);
-    if ((it & 1) == 0) v -= 8.0f * x.s.z;
-    return half_at(w.d) * v;
-  }
-};
-
-// ---- Q4_1, Q5_0, Q5_1: 32-column blocks laid out as Q4_0 (element j < 16 the low nibble of qs[j], j + 16 its high
-// nibble) with {f16 d, f16 m} (Q4_1: x = d q + m; Q5_1 the same with a fifth bit), or {f16 d} and the offset 16
-// (Q5_0: x = d (q - 16)); the 5-bit ones keep element j's fifth bit in bit j of the u32 qh before qs. Items as Q4_0:
-// e = 0..1 takes qs bytes 8e .. 8e + 7; the e = 0 item adds the block's m Σ x (or subtracts 16 d Σ x).
+// ---- Q4_0, Q4_1, Q5_0, Q5_1: 32-column blocks, element j < 16 the low nibble of qs[j] and j + 16 its high nibble,
+// after {f16 d} (Q4_0: x = d (q - 8); Q5_0: x = d (q - 16)) or {f16 d, f16 m} (Q4_1, Q5_1: x = d q + m); the 5-bit
+// ones keep element j's fifth bit in bit j of a u32 qh before qs. Item e = 0..1 of a block is qs bytes 8e .. 8e + 7:
+// columns 8e + 0..7 (low nibbles) and 16 + 8e + 0..7 (high nibbles). Σ (d q + m) x = d Σ q x + m Σ x and
+// Σ d (q - o) x = d (Σ q x - o Σ x): the e = 0 item adds the block's m Σ x or subtracts d o Σ x.
 template <int BlockBytes, bool HasMin, bool HasQh>
 struct Legacy32 {
   static constexpr int kBlockCols = 32;
@@ -228,11 +191,15 @@ struct Legacy32 {
   static constexpr int kItemsPerBlock = 2;
   static constexpr int kQhOffset = HasMin ? 4 : 2;
   static constexpr int kQsOffset = kQhOffset + (HasQh ? 4 : 0);
+  static constexpr float kCodeOffset = HasMin ? 0.0f : (HasQh ? 16.0f : 8.0f);
 
   struct W {
     uint32_t q0, q1, dm, qh;
   };
-  using X = typename Q4_0::X;
+  struct X {
+    uint2 hi_a, hi_b, lo_a, lo_b;  // limbs of columns 8e + 0..7 (a) and 16 + 8e + 0..7 (b)
+    float4 s;
+  };
 
   __device__ static W fetch(const RowRef& row, int it) {
     const uint8_t* b = row.data + static_cast<int64_t>(it >> 1) * kBlockBytes;
@@ -242,7 +209,10 @@ struct Legacy32 {
     return w;
   }
   __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    return Q4_0::load_x(codes, scales, it);
+    const int64_t blk = it >> 1;
+    const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + blk * 64 + 8 * (it & 1);
+    const auto u2 = [](const uint8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); };
+    return {u2(c), u2(c + 16), u2(c + 32), u2(c + 48), __ldg(reinterpret_cast<const float4*>(scales) + blk)};
   }
   // Bits 0..3 of v into bit 4 of bytes 0..3.
   __device__ static uint32_t fifth_bits(uint32_t v) {
@@ -262,10 +232,11 @@ struct Legacy32 {
     const int dot_lo = dot2x4(a0, a1, x.lo_a, dot2x4(b0, b1, x.lo_b, 0));
     const float d = half_at(w.dm);
     float v = d * limb_dot(x.s, dot_hi, dot_lo);
-    if (e == 0) v += HasMin ? half_at(w.dm >> 16) * x.s.z : -16.0f * d * x.s.z;
+    if (e == 0) v += HasMin ? half_at(w.dm >> 16) * x.s.z : -kCodeOffset * d * x.s.z;
     return v;
   }
 };
+using Q4_0 = Legacy32<18, false, false>;
 using Q4_1 = Legacy32<20, true, false>;
 using Q5_0 = Legacy32<22, false, true>;
 using Q5_1 = Legacy32<24, true, true>;
