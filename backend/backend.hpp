@@ -29,6 +29,7 @@
 #include "kernels/cpu/sampler.hpp"
 #include "kernels/rope/rope_layout.hpp"
 #include "loader/quant_tensor.hpp"
+#include "qrt/kv_type.hpp"
 #include "qrt/status.hpp"
 
 namespace qrt {
@@ -93,9 +94,29 @@ struct AttentionParams {
 };
 
 // One layer's KV cache: slot s holds the key and value rows of the token at position positions[s].
+// One of a layer's K or V arrays: [capacity, kv_heads * head_dim] elements of `type`.
+struct KvView {
+  void* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  KvType type = KvType::kF32;
+
+  KvView() = default;
+  KvView(void* d, int64_t r, int64_t c, KvType t) : data(d), rows(r), cols(c), type(t) {}
+  KvView(F32View v) : data(v.data), rows(v.rows), cols(v.cols), type(KvType::kF32) {}  // NOLINT: an f32 cache
+  int64_t numel() const { return rows * cols; }
+  uint64_t bytes() const { return static_cast<uint64_t>(numel()) * kv_type_bytes(type); }
+  // The same memory as [rows, cols * element bytes] bytes, for the range and shape checks.
+  DeviceView<uint8_t> byte_view() const { return {static_cast<uint8_t*>(data), rows, cols * kv_type_bytes(type)}; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data);
+  }
+};
+
 struct KvLayerView {
-  F32View k;          // [capacity, kv_heads * head_dim]
-  F32View v;          // [capacity, kv_heads * head_dim]
+  KvView k;           // [capacity, kv_heads * head_dim]
+  KvView v;           // [capacity, kv_heads * head_dim], the same type as k
   I32View positions;  // [capacity, 1], shared by all layers (kv_write records each slot's position)
   // Device memory attention may use over this cache (Backend::attention_workspace_bytes; shared by the layers,
   // which run one after another). Empty: attention does without.
@@ -126,6 +147,8 @@ struct MemoryStats {
 class BackendGraph {
  public:
   virtual ~BackendGraph() = default;
+  // The device operations (kernels, copies, memsets) one launch of the graph runs; 0 when the backend cannot say.
+  virtual uint64_t operations() const { return 0; }
 };
 
 class Backend {
@@ -170,7 +193,12 @@ class Backend {
   // In-place RoPE.  x: [tokens, heads * head_dim]; positions: [tokens, 1].
   virtual Status rope(F32View x, int heads, ConstI32View positions, const RopeParams& params) = 0;
 
-  // Stores row i of k and v in cache slot slots[i] and records positions[i] as that slot's position. The slots
+  // The KV cache element type a model uses on this backend unless told otherwise (ModelOptions::kv_type). Every
+  // backend reads and writes every KvType; this is the one that pays on it (f16 on a GPU, where attention reads
+  // the cache at memory speed; f32 on the CPU reference).
+  virtual KvType preferred_kv_type() const { return KvType::kF32; }
+
+  // Stores row i of k and v in cache slot slots[i] (rounded to the cache's type) and records positions[i] as that slot's position. The slots
   // are device values (so a captured step writes wherever the current length says): callers check on the host
   // that they are distinct and inside the capacity; the CPU backend reports a bad one, a GPU skips it.
   //   k, v: [tokens, kv_heads * head_dim]; slots, positions: [tokens, 1]

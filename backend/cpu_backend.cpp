@@ -4,9 +4,11 @@
 #include <new>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/ops.hpp"
 #include "kernels/cpu/quant_reference.hpp"
+#include "kernels/quant/common.hpp"
 #include "kernels/quant/formats.hpp"
 #include "backend/op_checks.hpp"
 #include "backend/comm/communicator.hpp"
@@ -21,6 +23,33 @@ void decode_row(quant::FormatId format, const quant::QuantView& v, int64_t row, 
     const int be = quant::block_elems_for(T::block_elems, v.params);
     for (int64_t b = 0; b < v.cols / be; ++b) T::decode_block(v, row, b, out + b * be);
   });
+}
+
+// Row `slot` of a cache array = the float row, rounded to the array's type (round to nearest even).
+void store_kv_row(const KvView& cache, int64_t slot, const float* row) {
+  const int64_t n = cache.cols;
+  switch (cache.type) {
+    case KvType::kF32:
+      std::memcpy(cache.as<float>() + slot * n, row, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case KvType::kF16:
+      for (int64_t i = 0; i < n; ++i) cache.as<uint16_t>()[slot * n + i] = quant::f32_to_fp16(row[i]);
+      return;
+    case KvType::kBF16:
+      for (int64_t i = 0; i < n; ++i) cache.as<uint16_t>()[slot * n + i] = quant::f32_to_bf16(row[i]);
+      return;
+  }
+}
+
+// Rows [0, rows) of a 16-bit cache array as floats.
+void load_kv_rows(const KvView& cache, int64_t rows, float* out) {
+  const uint16_t* in = cache.as<const uint16_t>();
+  const int64_t n = rows * cache.cols;
+  if (cache.type == KvType::kF16) {
+    for (int64_t i = 0; i < n; ++i) out[i] = quant::fp16_to_f32(in[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = quant::bf16_to_f32(in[i]);
+  }
 }
 
 }  // namespace
@@ -231,15 +260,15 @@ Status CpuBackend::kv_write(const KvLayerView& cache, ConstI32View slots, ConstI
   QRT_TRY(check_view(v, op, "v"));
   QRT_TRY(check_view(slots, op, "slots"));
   QRT_TRY(check_view(positions, op, "positions"));
-  QRT_TRY(check_view(cache.k, op, "cache k"));
-  QRT_TRY(check_view(cache.v, op, "cache v"));
+  QRT_TRY(check_view(cache.k.byte_view(), op, "cache k"));
+  QRT_TRY(check_view(cache.v.byte_view(), op, "cache v"));
   QRT_TRY(check_view(cache.positions, op, "cache positions"));
   QRT_TRY(op_checks::kv_write(cache, slots, positions, k, v));
   QRT_TRY(op_checks::kv_slots(cache, slots.data, slots.rows));
   for (int64_t i = 0; i < k.rows; ++i) {
     const int64_t slot = slots.data[i];
-    std::memcpy(cache.k.data + slot * k.cols, k.data + i * k.cols, static_cast<size_t>(k.cols) * sizeof(float));
-    std::memcpy(cache.v.data + slot * v.cols, v.data + i * v.cols, static_cast<size_t>(v.cols) * sizeof(float));
+    store_kv_row(cache.k, slot, k.data + i * k.cols);
+    store_kv_row(cache.v, slot, v.data + i * v.cols);
     cache.positions.data[slot] = positions.data[i];
   }
   return ok_status();
@@ -252,14 +281,23 @@ Status CpuBackend::attention(ConstF32View q, ConstI32View q_positions, const KvL
   QRT_TRY(check_view(q_positions, op, "q_positions"));
   QRT_TRY(check_view(keys, op, "keys"));
   QRT_TRY(check_view(out, op, "out"));
-  QRT_TRY(check_view(cache.k, op, "cache k"));
-  QRT_TRY(check_view(cache.v, op, "cache v"));
+  QRT_TRY(check_view(cache.k.byte_view(), op, "cache k"));
+  QRT_TRY(check_view(cache.v.byte_view(), op, "cache v"));
   QRT_TRY(check_view(cache.positions, op, "cache positions"));
   QRT_TRY(op_checks::attention(q, q_positions, cache, keys, p, out));
   QRT_TRY(op_checks::key_count(cache, keys.data[0]));
   cpu::AttentionShape shape{p.heads, p.kv_heads, p.head_dim, p.scale, p.sliding_window};
-  cpu::attention(q.data, q_positions.data, q.rows, cache.k.data, cache.v.data, cache.positions.data, keys.data[0],
-                 shape, out.data);
+  const int64_t n = keys.data[0];
+  if (cache.k.type == KvType::kF32) {
+    cpu::attention(q.data, q_positions.data, q.rows, cache.k.as<float>(), cache.v.as<float>(), cache.positions.data,
+                   n, shape, out.data);
+    return ok_status();
+  }
+  // A 16-bit cache is widened to float for the reference attention (exact: every f16 and bf16 is a float).
+  std::vector<float> k(static_cast<size_t>(n * cache.k.cols)), v(static_cast<size_t>(n * cache.v.cols));
+  load_kv_rows(cache.k, n, k.data());
+  load_kv_rows(cache.v, n, v.data());
+  cpu::attention(q.data, q_positions.data, q.rows, k.data(), v.data(), cache.positions.data, n, shape, out.data);
   return ok_status();
 }
 

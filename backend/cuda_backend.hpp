@@ -63,6 +63,8 @@ class CudaBackend final : public Backend {
   Status rms_norm(ConstF32View x, WeightHandle weight, float eps, F32View out) override;
   Status linear(ConstF32View x, WeightHandle w, WeightHandle bias, F32View y) override;
   Status rope(F32View x, int heads, ConstI32View positions, const RopeParams& params) override;
+  // Attention reads the whole cache every decode step at memory speed: 16-bit elements halve those bytes.
+  KvType preferred_kv_type() const override { return KvType::kF16; }
   Status kv_write(const KvLayerView& cache, ConstI32View slots, ConstI32View positions, ConstF32View k,
                   ConstF32View v) override;
   Status rope_kv_write(F32View q, F32View k, ConstF32View v, int heads, int kv_heads, ConstI32View positions,

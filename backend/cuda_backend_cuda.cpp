@@ -483,8 +483,8 @@ Status CudaBackend::check_kv_write(const char* op, const KvLayerView& cache, Con
   QRT_TRY(check_view(v, op, "v"));
   QRT_TRY(check_view(slots, op, "slots"));
   QRT_TRY(check_view(positions, op, "positions"));
-  QRT_TRY(check_view(cache.k, op, "cache k"));
-  QRT_TRY(check_view(cache.v, op, "cache v"));
+  QRT_TRY(check_view(cache.k.byte_view(), op, "cache k"));
+  QRT_TRY(check_view(cache.v.byte_view(), op, "cache v"));
   return check_view(cache.positions, op, "cache positions");
 }
 
@@ -495,7 +495,7 @@ Status CudaBackend::kv_write(const KvLayerView& cache, ConstI32View slots, Const
   if (k.numel() == 0) return ok_status();
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   return kernels::kv_write(k.data, v.data, slots.data, positions.data, k.rows, k.cols, cache.k.data, cache.v.data,
-                           cache.positions.data, cache.k.rows, ctx_->compute_stream());
+                           cache.k.type, cache.positions.data, cache.k.rows, ctx_->compute_stream());
 }
 
 Status CudaBackend::rope_kv_write(F32View q, F32View k, ConstF32View v, int heads, int kv_heads,
@@ -512,7 +512,7 @@ Status CudaBackend::rope_kv_write(F32View q, F32View k, ConstF32View v, int head
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   const kernels::RopeShape shape{q.rows, heads, p.head_dim, p.rot_dim, p.attn_factor,
                                  p.layout == RopeLayout::kInterleaved};
-  const kernels::KvCacheRef ref{cache.k.data, cache.v.data, cache.positions.data, cache.k.rows};
+  const kernels::KvCacheRef ref{cache.k.data, cache.v.data, cache.k.type, cache.positions.data, cache.k.rows};
   return kernels::rope_kv_write(q.data, k.data, v.data, heads, kv_heads, positions.data, p.inv_freq.data, shape,
                                 slots.data, ref, ctx_->compute_stream());
 }
@@ -526,8 +526,8 @@ Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const Kv
   QRT_TRY(check_view(q_positions, op, "q_positions"));
   QRT_TRY(check_view(keys, op, "keys"));
   QRT_TRY(check_view(out, op, "out"));
-  QRT_TRY(check_view(cache.k, op, "cache k"));
-  QRT_TRY(check_view(cache.v, op, "cache v"));
+  QRT_TRY(check_view(cache.k.byte_view(), op, "cache k"));
+  QRT_TRY(check_view(cache.v.byte_view(), op, "cache v"));
   QRT_TRY(check_view(cache.positions, op, "cache positions"));
   const uint64_t shared = kernels::attention_shared_bytes(p.head_dim);
   if (shared > ctx_->props().shared_mem_per_block)
@@ -535,8 +535,8 @@ Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const Kv
                        " bytes of shared memory per block; " + ctx_->props().name + " has " +
                        std::to_string(ctx_->props().shared_mem_per_block));
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
-  const kernels::AttentionShape shape{q.rows, cache.k.rows, p.heads, p.kv_heads, p.head_dim, p.scale,
-                                      p.sliding_window};
+  const kernels::AttentionShape shape{q.rows,    cache.k.rows,     p.heads,     p.kv_heads, p.head_dim,
+                                      p.scale,   p.sliding_window, cache.k.type};
   const kernels::AttentionSplitPlan plan = kernels::plan_attention_split(shape);
   const DeviceBuffer& ws = cache.attention_workspace;
   if (plan.splits > 0 && ws.ptr != nullptr && ws.bytes >= plan.workspace_bytes &&
@@ -686,7 +686,8 @@ namespace {
 // An instantiated CUDA graph and the backend that captured it (launch checks that it is the same one).
 class CudaGraph final : public BackendGraph {
  public:
-  CudaGraph(const CudaBackend* owner, cudaGraphExec_t exec) : owner_(owner), exec_(exec) {}
+  CudaGraph(const CudaBackend* owner, cudaGraphExec_t exec, uint64_t operations)
+      : owner_(owner), exec_(exec), operations_(operations) {}
   ~CudaGraph() override {
     if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
   }
@@ -694,10 +695,12 @@ class CudaGraph final : public BackendGraph {
   CudaGraph& operator=(const CudaGraph&) = delete;
   const CudaBackend* owner() const { return owner_; }
   cudaGraphExec_t exec() const { return exec_; }
+  uint64_t operations() const override { return operations_; }
 
  private:
   const CudaBackend* owner_;
   cudaGraphExec_t exec_;
+  uint64_t operations_;
 };
 
 }  // namespace
@@ -720,11 +723,17 @@ Result<std::unique_ptr<BackendGraph>> CudaBackend::capture(const std::function<S
     if (!issued.ok()) return issued.with_context("capturing a graph");
     return cuda_status(ended, "cudaStreamEndCapture");
   }
+  size_t nodes = 0;  // reported per token by bench-model: the launches one graph launch stands for
+  const cudaError_t counted = cudaGraphGetNodes(graph, nullptr, &nodes);
   cudaGraphExec_t exec = nullptr;
   const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
+  if (counted != cudaSuccess) {
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    return cuda_status(counted, "cudaGraphGetNodes");
+  }
   if (made != cudaSuccess) return cuda_status(made, "cudaGraphInstantiate");
-  return std::unique_ptr<BackendGraph>(new CudaGraph(this, exec));
+  return std::unique_ptr<BackendGraph>(new CudaGraph(this, exec, nodes));
 }
 
 Status CudaBackend::launch(const BackendGraph& graph) {

@@ -73,6 +73,8 @@ Status rope(F32View x, int heads, ConstI32View positions, const RopeParams& p) {
 Status kv_write(const KvLayerView& cache, ConstI32View slots, ConstI32View positions, ConstF32View k,
                 ConstF32View v) {
   const char* op = "kv_write";
+  if (cache.k.type != cache.v.type)
+    return shape_error(op, "cache k " + view_string(cache.k) + " and v " + view_string(cache.v) + " differ in type");
   if (k.rows != v.rows || k.cols != cache.k.cols || v.cols != cache.v.cols || cache.k.rows != cache.v.rows)
     return shape_error(op, "k " + view_string(k) + " / v " + view_string(v) + " do not fit cache " +
                                view_string(cache.k) + " / " + view_string(cache.v));
@@ -107,6 +109,8 @@ Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& ca
     return shape_error(op, "q " + view_string(q) + ", positions " + view_string(q_positions) + ", out " +
                                view_string(out) + " for " + std::to_string(p.heads) + " heads of " +
                                std::to_string(p.head_dim));
+  if (cache.k.type != cache.v.type)
+    return shape_error(op, "cache k " + view_string(cache.k) + " and v " + view_string(cache.v) + " differ in type");
   if (cache.k.cols != kv_dim || cache.v.cols != kv_dim || cache.v.rows != cache.k.rows ||
       cache.positions.rows < cache.k.rows || cache.positions.cols != 1)
     return shape_error(op, "cache k " + view_string(cache.k) + " / v " + view_string(cache.v) + " / positions " +

@@ -19,6 +19,10 @@ std::string view_string(const DeviceView<T>& v) {
   return shape_string(v.rows, v.cols);
 }
 
+inline std::string view_string(const KvView& v) {
+  return shape_string(v.rows, v.cols) + " " + std::string(kv_type_name(v.type));
+}
+
 // Whether the byte ranges of two views intersect.
 template <class A, class B>
 bool overlaps(const DeviceView<A>& a, const DeviceView<B>& b) {
@@ -40,6 +44,10 @@ Status check_non_negative(const DeviceView<T>& v, const char* op, const char* wh
   if (v.rows < 0 || v.cols < 0)
     return invalid_argument(std::string(op) + ": " + what + " has a negative shape " + view_string(v));
   return ok_status();
+}
+
+inline Status check_non_negative(const KvView& v, const char* op, const char* what) {
+  return check_non_negative(v.byte_view(), op, what);
 }
 
 // table: [vocab, dim]; tokens: [n, 1]; out: [n, dim].

@@ -65,6 +65,7 @@ Result<std::unique_ptr<Transformer>> Transformer::create(Backend& backend, const
                                                          const TransformerOptions& options) {
   std::unique_ptr<Transformer> t(new Transformer(backend, config));
   t->graphs_ = options.graphs;
+  t->kv_type_ = options.kv_type.value_or(backend.preferred_kv_type());
   Status s = t->load(tensors, options);
   if (!s.ok()) return s.with_context("building the " + (config.architecture.empty() ? "" : config.architecture + " ") +
                                      "transformer");
@@ -283,12 +284,13 @@ Status Transformer::load(const TensorTable& tensors, const TransformerOptions& o
   return ok_status();
 }
 
-uint64_t kv_cache_bytes_per_token(const ModelConfig& config, int tp_world) {
+uint64_t kv_cache_bytes_per_token(const ModelConfig& config, int tp_world, KvType kv_type) {
   const int world = tp_world > 0 ? tp_world : 1;
   // KV heads split among the ranks when they divide, else one replicated head per rank (as load() decides).
   const int64_t kv_heads = config.kv_heads % world == 0 ? config.kv_heads / world : 1;
   const int64_t head_dim = config.head_dim > 0 ? config.head_dim : (config.heads > 0 ? config.hidden / config.heads : 0);
-  return static_cast<uint64_t>(2 * int64_t{config.layers} * kv_heads * head_dim) * sizeof(float) + sizeof(int32_t);
+  return static_cast<uint64_t>(2 * int64_t{config.layers} * kv_heads * head_dim) * kv_type_bytes(kv_type) +
+         sizeof(int32_t);
 }
 
 Result<std::unique_ptr<Sequence>> Transformer::new_sequence(int64_t capacity) {
@@ -299,7 +301,7 @@ Result<std::unique_ptr<Sequence>> Transformer::new_sequence(int64_t capacity) {
     return invalid_argument("sequence capacity " + std::to_string(capacity) + " is not positive or too large");
   std::unique_ptr<Sequence> seq(new Sequence());
   seq->capacity_ = capacity;
-  const uint64_t kv_bytes = static_cast<uint64_t>(config_.layers) * capacity * kv_dim * sizeof(float);
+  const uint64_t kv_bytes = static_cast<uint64_t>(config_.layers) * capacity * kv_dim * kv_type_bytes(kv_type_);
   QRT_ASSIGN_OR_RETURN(seq->k_cache_, allocate_scoped(backend_, kv_bytes));
   QRT_ASSIGN_OR_RETURN(seq->v_cache_, allocate_scoped(backend_, kv_bytes));
   QRT_ASSIGN_OR_RETURN(seq->positions_, allocate_scoped(backend_, static_cast<uint64_t>(capacity) * sizeof(int32_t)));
@@ -482,10 +484,10 @@ Status Transformer::run_layer(Sequence& seq, int layer_index, int64_t n, F32View
   const ConstI32View key_count = step.row_range(3 * n, 1);
   const RopeParams rope{rope_.layout, head_dim_, rope_.rot_dim, rope_.attn_factor,
                         rope_inv_freq_.view<const float>(static_cast<int64_t>(rope_.inv_freq.size()), 1)};
-  const int64_t layer_offset = int64_t{layer_index} * seq.capacity_ * kv_dim;
+  const uint64_t layer_offset = static_cast<uint64_t>(layer_index) * seq.capacity_ * kv_dim * kv_type_bytes(kv_type_);
   const KvLayerView cache{
-      F32View{seq.k_cache_.view<float>(0).data + layer_offset, seq.capacity_, kv_dim},
-      F32View{seq.v_cache_.view<float>(0).data + layer_offset, seq.capacity_, kv_dim},
+      KvView{seq.k_cache_.view<uint8_t>(0).data + layer_offset, seq.capacity_, kv_dim, kv_type_},
+      KvView{seq.v_cache_.view<uint8_t>(0).data + layer_offset, seq.capacity_, kv_dim, kv_type_},
       seq.positions_.view<int32_t>(seq.capacity_, 1),
       seq.attention_workspace_.buffer(),
   };

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -43,6 +44,9 @@ struct TransformerOptions {
   // (Backend::capture): the first step captures, later steps upload the token, its position, slot and key count
   // and launch. Off: every op is issued one by one (the comparison the graph tests make).
   bool graphs = true;
+  // The KV cache element type of every sequence; empty: the backend's preferred_kv_type() (f16 on CUDA, f32 on the
+  // CPU).
+  std::optional<KvType> kv_type;
 };
 
 class Transformer;
@@ -90,9 +94,10 @@ class Sequence {
   std::unique_ptr<BackendGraph> decode_graph_;
 };
 
-// KV cache bytes per token of a model with `config` split among `tp_world` ranks (each rank's share): f32 K and V
-// of every layer plus the slot's position. What a sequence of `capacity` tokens owns is capacity times this.
-uint64_t kv_cache_bytes_per_token(const ModelConfig& config, int tp_world = 1);
+// KV cache bytes per token of a model with `config` split among `tp_world` ranks (each rank's share): K and V of
+// every layer in `kv_type` plus the slot's position. What a sequence of `capacity` tokens owns is capacity times
+// this.
+uint64_t kv_cache_bytes_per_token(const ModelConfig& config, int tp_world = 1, KvType kv_type = KvType::kF32);
 
 enum class LogitsFor {
   kLast,  // logits of the last token: [vocab]
@@ -112,6 +117,12 @@ class Transformer {
 
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return backend_; }
+  KvType kv_type() const { return kv_type_; }  // of every sequence's cache
+  // Device operations (kernels, copies) in the sequence's captured one-token step, which the host starts with one
+  // graph launch per token; 0 before the first captured step or without graphs.
+  uint64_t decode_graph_operations(const Sequence& seq) const {
+    return seq.decode_graph_ ? seq.decode_graph_->operations() : 0;
+  }
 
   // A sequence able to hold `capacity` tokens.
   Result<std::unique_ptr<Sequence>> new_sequence(int64_t capacity);
@@ -156,6 +167,7 @@ class Transformer {
   RopeTable rope_;
   ScopedBuffer rope_inv_freq_;  // [rot_dim / 2]
   bool graphs_ = true;          // TransformerOptions::graphs, cleared when the backend cannot capture a step
+  KvType kv_type_ = KvType::kF32;
 };
 
 }  // namespace qrt

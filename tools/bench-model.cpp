@@ -29,6 +29,7 @@
 #include <list>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <span>
 #include <sstream>
@@ -386,6 +387,7 @@ struct Options {
   std::vector<int> prompts = {512};  // one prefill + decode run per value: the contexts decode is measured at
   int decode = 128, repetitions = 3, warmup = 1;
   uint64_t seed = 1;
+  std::optional<qrt::KvType> kv_type;  // empty: the backend's preferred type
 };
 
 // The timed runs at one prompt length.
@@ -401,6 +403,9 @@ struct FormatResult {
   std::vector<ContextRuns> runs;  // one per --prompt value
   uint64_t peak_device_bytes = 0, peak_host_rss_bytes = 0;
   bool host_peak_is_per_format = false;
+  qrt::KvType kv_type = qrt::KvType::kF32;  // the cache's element type
+  // Operations (kernels, copies) the captured decode step runs per token from its one graph launch; 0 without graphs.
+  uint64_t graph_operations_per_token = 0;
 };
 
 int32_t argmax(const std::vector<float>& logits) {
@@ -474,8 +479,11 @@ Result<FormatResult> bench_format(const Options& o, const FormatPlan& plan) {
   const int64_t capacity = int64_t{*std::max_element(o.prompts.begin(), o.prompts.end())} + o.decode;
   const qrt::ModelConfig config = config_for(o.shape, capacity);
   t0 = Clock::now();
+  qrt::TransformerOptions options;
+  options.kv_type = o.kv_type;
   QRT_ASSIGN_OR_RETURN(std::unique_ptr<qrt::Transformer> model,
-                       qrt::Transformer::create(*backend, config, host.tensors));
+                       qrt::Transformer::create(*backend, config, host.tensors, options));
+  r.kv_type = model->kv_type();
   QRT_TRY(backend->synchronize());
   r.load_s = seconds_since(t0);
   host = HostModel{};  // the device holds its own copy now
@@ -504,6 +512,7 @@ Result<FormatResult> bench_format(const Options& o, const FormatPlan& plan) {
     }
     r.runs.push_back(std::move(runs));
   }
+  r.graph_operations_per_token = model->decode_graph_operations(*seq);
   r.peak_device_bytes = used_peak - used_before;
   r.peak_host_rss_bytes = peak_rss_bytes();
   return r;
@@ -517,10 +526,10 @@ struct Derived {
 };
 
 // K and V bytes an average decode step of this run reads: every layer's rows for the keys it attends to (the
-// prompt plus the tokens decoded so far, (decode + 1) / 2 of them on average), fp32 as the cache stores them.
-uint64_t kv_bytes_per_token(const Options& o, int prompt) {
+// prompt plus the tokens decoded so far, (decode + 1) / 2 of them on average), in the cache's element type.
+uint64_t kv_bytes_per_token(const Options& o, int prompt, qrt::KvType type) {
   const double keys = prompt + (o.decode + 1) / 2.0;
-  const double per_key = 2.0 * o.shape.layers * o.shape.kv_heads * o.shape.head_dim * sizeof(float);
+  const double per_key = 2.0 * o.shape.layers * o.shape.kv_heads * o.shape.head_dim * qrt::kv_type_bytes(type);
   return static_cast<uint64_t>(keys * per_key);
 }
 
@@ -533,7 +542,7 @@ Derived derive(const Options& o, const FormatResult& r, const ContextRuns& run, 
   d.ms_per_token = decode_s / o.decode * 1e3;
   // The time the token's weight bytes (and its K/V reads) take at the copy bandwidth, over the time it took.
   d.roofline_fraction = (static_cast<double>(r.decode_bytes_per_token) / bandwidth) / (d.ms_per_token * 1e-3);
-  d.kv_bytes_per_token = kv_bytes_per_token(o, run.prompt);
+  d.kv_bytes_per_token = kv_bytes_per_token(o, run.prompt, r.kv_type);
   d.roofline_fraction_with_kv =
       (static_cast<double>(r.decode_bytes_per_token + d.kv_bytes_per_token) / bandwidth) / (d.ms_per_token * 1e-3);
   d.peak_bytes = o.device == "cuda" ? r.peak_device_bytes : r.peak_host_rss_bytes;
@@ -551,17 +560,22 @@ std::string utc_now() {
 
 void print_table(const Options& o, const std::vector<FormatResult>& results, double bandwidth) {
   const char* mem = o.device == "cuda" ? "peak dev MiB" : "peak RSS MiB";
-  std::printf("%-9s %-9s %11s %8s %9s %7s %13s %12s %9s %10s %9s %12s\n", "format", "embd", "weights MiB", "load s",
-              "load GB/s", "prompt", "prefill tok/s", "decode tok/s", "ms/token", "roofline %", "+ KV %", mem);
+  std::printf("%-9s %-9s %-4s %11s %8s %9s %7s %13s %12s %9s %10s %9s %12s %10s\n", "format", "embd", "kv",
+              "weights MiB", "load s", "load GB/s", "prompt", "prefill tok/s", "decode tok/s", "ms/token", "roofline %",
+              "+ KV %", mem, "ops/token");
   for (const FormatResult& r : results)
     for (const ContextRuns& run : r.runs) {
       const Derived d = derive(o, r, run, bandwidth);
-      std::printf("%-9s %-9s %11.1f %8.4f %9.2f %7d %13.1f %12.2f %9.3f %10.1f %9.1f %12.1f\n",
+      // ops/token: "1 + n" = one graph launch running n device operations; "-" when decode runs op by op.
+      const std::string ops =
+          r.graph_operations_per_token > 0 ? "1+" + std::to_string(r.graph_operations_per_token) : "-";
+      std::printf("%-9s %-9s %-4s %11.1f %8.4f %9.2f %7d %13.1f %12.2f %9.3f %10.1f %9.1f %12.1f %10s\n",
                   std::string(qrt::quant::format_name(r.plan.format)).c_str(),
                   std::string(qrt::quant::format_name(r.plan.embedding_format)).c_str(),
-                  static_cast<double>(r.weight_bytes) / (1 << 20), r.load_s, d.load_gb_s, run.prompt, d.prefill_tok_s,
-                  d.decode_tok_s, d.ms_per_token, d.roofline_fraction * 100.0, d.roofline_fraction_with_kv * 100.0,
-                  static_cast<double>(d.peak_bytes) / (1 << 20));
+                  std::string(qrt::kv_type_name(r.kv_type)).c_str(), static_cast<double>(r.weight_bytes) / (1 << 20),
+                  r.load_s, d.load_gb_s, run.prompt, d.prefill_tok_s, d.decode_tok_s, d.ms_per_token,
+                  d.roofline_fraction * 100.0, d.roofline_fraction_with_kv * 100.0,
+                  static_cast<double>(d.peak_bytes) / (1 << 20), ops.c_str());
     }
 }
 
@@ -611,7 +625,10 @@ nlohmann::ordered_json to_json(const Options& o, const std::string& device_name,
       e["prompt_tokens"] = run.prompt;
       e["weight_bytes"] = r.weight_bytes;
       e["decode_weight_bytes_per_token"] = r.decode_bytes_per_token;
+      e["kv_type"] = qrt::kv_type_name(r.kv_type);
       e["decode_kv_bytes_per_token"] = d.kv_bytes_per_token;
+      // The decode step's device operations started by its one graph launch per token (0: no graph).
+      e["decode_graph_operations_per_token"] = r.graph_operations_per_token;
       e["generate_s"] = r.generate_s;
       e["load_s"] = r.load_s;
       e["load_gb_per_s"] = d.load_gb_s;
@@ -669,9 +686,15 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "write the results as JSON to this file");
   app.add_option("--commit", commit, "the qrt commit being measured, recorded in the JSON");
   app.add_option("--seed", o.seed, "random seed for the weights and the prompt");
+  std::string kv_type;
+  app.add_option("--kv-type", kv_type, "KV cache element type: f32, f16 or bf16 (default: f16 on cuda, f32 on cpu)");
   CLI11_PARSE(app, argc, argv);
 
   if (o.prompts.empty()) return fail("--prompt names no length");
+  if (!kv_type.empty()) {
+    o.kv_type = qrt::kv_type_from_name(kv_type);
+    if (!o.kv_type) return fail("--kv-type " + kv_type + ": expected f32, f16 or bf16");
+  }
   auto shape = shape_from_name(shape_name);
   if (!shape.ok()) return fail(shape.status().message());
   o.shape = *shape;

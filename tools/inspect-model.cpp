@@ -68,7 +68,7 @@ nlohmann::json describe(const qrt::ModelSource& src) {
   j["tensors"] = tensors;
   j["tensor_bytes"] = total;
   // What running it takes, by owner: the weights as stored, and the KV cache a session holds per token of context
-  // (f32 K and V of every layer) - when the architecture is one qrt runs.
+  // (f32 K and V of every layer, as on the CPU; f16 as on CUDA) - when the architecture is one qrt runs.
   qrt::Result<qrt::ModelConfig> arch_config = qrt::invalid_argument("no config");
   if (src.gguf_metadata) {
     arch_config = qrt::arch::config_from_gguf(qrt::arch::GgufMetadataView(*src.gguf_metadata));
@@ -77,7 +77,9 @@ nlohmann::json describe(const qrt::ModelSource& src) {
   }
   if (arch_config.ok()) {
     const uint64_t per_token = qrt::kv_cache_bytes_per_token(*arch_config);
-    nlohmann::json memory = {{"weights", total}, {"kv_cache_per_token", per_token}};
+    const uint64_t per_token_f16 = qrt::kv_cache_bytes_per_token(*arch_config, 1, qrt::KvType::kF16);
+    nlohmann::json memory = {
+        {"weights", total}, {"kv_cache_per_token", per_token}, {"kv_cache_per_token_f16", per_token_f16}};
     if (arch_config->context_length > 0) {
       memory["trained_context"] = arch_config->context_length;
       memory["kv_cache_at_trained_context"] = per_token * static_cast<uint64_t>(arch_config->context_length);
@@ -95,8 +97,9 @@ void print_text(const nlohmann::json& j) {
   std::printf("tensors:      %zu, %.3f MB\n", j["tensors"].size(), j["tensor_bytes"].get<double>() / 1e6);
   if (j.contains("memory")) {
     const nlohmann::json& m = j["memory"];
-    std::printf("memory:       weights %.3f MB; KV cache %llu bytes per token of context",
-                m["weights"].get<double>() / 1e6, m["kv_cache_per_token"].get<unsigned long long>());
+    std::printf("memory:       weights %.3f MB; KV cache %llu bytes per token of context (f16: %llu)",
+                m["weights"].get<double>() / 1e6, m["kv_cache_per_token"].get<unsigned long long>(),
+                m["kv_cache_per_token_f16"].get<unsigned long long>());
     if (m.contains("trained_context"))
       std::printf(", %.3f MB at the trained context of %lld tokens", m["kv_cache_at_trained_context"].get<double>() / 1e6,
                   m["trained_context"].get<long long>());

@@ -66,6 +66,9 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_flag("--ids", ids, "print prompt and generated token ids instead of text");
   app.add_flag("--verbose", verbose, "also report memory by owner: weights, KV cache, scratch, peak");
+  std::string kv_type;
+  app.add_option("--kv-type", kv_type, "KV cache element type: f32, f16 or bf16 (default: f16 on cuda, f32 on cpu)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   int tensor_parallel = 0;
   app.add_option("--tp", tensor_parallel,
                  "split the model among N ranks inside this process (threads; one GPU each with --device cuda)")
@@ -80,6 +83,7 @@ int main(int argc, char** argv) {
   options.device = *parsed_device;
   options.context_length = context;
   options.tensor_parallel = tensor_parallel;
+  if (!kv_type.empty()) options.kv_type = qrt::kv_type_from_name(kv_type);
   auto model = qrt::Model::open(model_path, options);
   if (!model.ok()) return fail(model.status());
   auto session = model->new_session();
@@ -143,9 +147,10 @@ int main(int argc, char** argv) {
   if (verbose) {
     const qrt::MemoryUse m = session->memory();
     std::fprintf(stderr,
-                 "memory: weights %.3f MB, KV cache %.3f MB (%lld tokens, %llu bytes each), scratch %.3f MB, "
+                 "memory: weights %.3f MB, KV cache %.3f MB (%s, %lld tokens, %llu bytes each), scratch %.3f MB, "
                  "peak %.3f MB%s\n",
-                 m.weights * 1e-6, m.kv_cache * 1e-6, static_cast<long long>(session->context_length()),
+                 m.weights * 1e-6, m.kv_cache * 1e-6, std::string(qrt::kv_type_name(info.kv_type)).c_str(),
+                 static_cast<long long>(session->context_length()),
                  static_cast<unsigned long long>(m.kv_cache_per_token), m.scratch * 1e-6, m.peak * 1e-6,
                  info.tp_world > 1 ? " (rank 0's share)" : "");
   }

@@ -1,4 +1,5 @@
 #include "kernels/attention/attention.hpp"
+#include "kernels/attention/kv_element.cuh"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kernel_utils.cuh"
 
@@ -22,10 +23,11 @@ constexpr int64_t kMaxBlocks = int64_t{1} << 30;
 //      visible keys only (a ballot in step 2): a slot the query cannot see may hold anything, NaN included (a slot
 //      not written yet), and 0 * NaN would poison the output; the CPU reference skips those slots the same way.
 // While no key has been visible (m' = -inf) the chunk contributes nothing, so exp never sees -inf - -inf.
+template <class T>
 __global__ void __launch_bounds__(kThreads) attention_kernel(const float* __restrict__ q,
                                                              const int32_t* __restrict__ q_pos,
-                                                             const float* __restrict__ k,
-                                                             const float* __restrict__ v,
+                                                             const T* __restrict__ k,
+                                                             const T* __restrict__ v,
                                                              const int32_t* __restrict__ key_pos,
                                                              const int32_t* __restrict__ key_count,
                                                              AttentionShape s, float* __restrict__ out) {
@@ -72,9 +74,9 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const float* __rest
           const int64_t dist = qp - static_cast<int64_t>(key_pos[j]);
           const bool visible = dist >= 0 && (s.sliding_window <= 0 || dist < s.sliding_window);
           if (visible) {
-            const float* kj = k + j * kv_stride + kv_off;
+            const T* kj = k + j * kv_stride + kv_off;
             float dot = 0.0f;
-            for (int d = lane; d < hd; d += 32) dot += q_s[d] * kj[d];
+            for (int d = lane; d < hd; d += 32) dot += q_s[d] * kv_to_float(kj[d]);
             score = warp_sum(dot) * s.scale;
           }
         }
@@ -110,10 +112,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const float* __rest
       const unsigned visible = run_visible;
       for (int d = threadIdx.x; d < hd; d += kThreads) {
         float a = acc[d] * scale_old;
-        const float* vd = v + j0 * kv_stride + kv_off + d;
+        const T* vd = v + j0 * kv_stride + kv_off + d;
         for (unsigned rest = visible; rest != 0; rest &= rest - 1) {
           const int c = __ffs(static_cast<int>(rest)) - 1;
-          a += p[c] * vd[c * kv_stride];
+          a += p[c] * kv_to_float(vd[c * kv_stride]);
         }
         acc[d] = a;
       }
@@ -133,7 +135,7 @@ uint64_t attention_shared_bytes(int head_dim) {
   return (2 * static_cast<uint64_t>(head_dim > 0 ? head_dim : 0) + kChunk) * sizeof(float);
 }
 
-Status attention(const float* q, const int32_t* q_pos, const float* k, const float* v, const int32_t* key_pos,
+Status attention(const float* q, const int32_t* q_pos, const void* k, const void* v, const int32_t* key_pos,
                  const int32_t* key_count, const AttentionShape& s, float* out, cudaStream_t stream) {
   if (s.tokens < 0 || s.capacity < 0 || s.heads <= 0 || s.kv_heads <= 0 || s.head_dim <= 0 ||
       s.heads % s.kv_heads != 0)
@@ -144,23 +146,28 @@ Status attention(const float* q, const int32_t* q_pos, const float* k, const flo
   if (items == 0) return ok_status();
   const unsigned blocks = static_cast<unsigned>(items < kMaxBlocks ? items : kMaxBlocks);
   const size_t shared = attention_shared_bytes(s.head_dim);
-  attention_kernel<<<blocks, kThreads, shared, stream>>>(q, q_pos, k, v, key_pos, key_count, s, out);
-  return cuda_launch_status("attention_kernel");
+  return with_kv_element(s.kv_type, [&](auto element) {
+    using T = decltype(element);
+    attention_kernel<T><<<blocks, kThreads, shared, stream>>>(q, q_pos, static_cast<const T*>(k),
+                                                              static_cast<const T*>(v), key_pos, key_count, s, out);
+    return cuda_launch_status("attention_kernel");
+  });
 }
 
 namespace {
 
 // One block per row; every thread copies a stride of the K and V rows.
+template <class T>
 __global__ void kv_write_kernel(const float* __restrict__ k, const float* __restrict__ v,
                                 const int32_t* __restrict__ slots, const int32_t* __restrict__ positions,
-                                int64_t rows, int64_t kv_dim, float* __restrict__ cache_k, float* __restrict__ cache_v,
+                                int64_t rows, int64_t kv_dim, T* __restrict__ cache_k, T* __restrict__ cache_v,
                                 int32_t* __restrict__ cache_pos, int64_t capacity) {
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t slot = slots[row];
     if (slot < 0 || slot >= capacity) continue;
     for (int64_t i = threadIdx.x; i < kv_dim; i += blockDim.x) {
-      cache_k[slot * kv_dim + i] = k[row * kv_dim + i];
-      cache_v[slot * kv_dim + i] = v[row * kv_dim + i];
+      cache_k[slot * kv_dim + i] = kv_from_float<T>(k[row * kv_dim + i]);
+      cache_v[slot * kv_dim + i] = kv_from_float<T>(v[row * kv_dim + i]);
     }
     if (threadIdx.x == 0) cache_pos[slot] = positions[row];
   }
@@ -169,17 +176,20 @@ __global__ void kv_write_kernel(const float* __restrict__ k, const float* __rest
 }  // namespace
 
 Status kv_write(const float* k, const float* v, const int32_t* slots, const int32_t* positions, int64_t rows,
-                int64_t kv_dim, float* cache_k, float* cache_v, int32_t* cache_pos, int64_t capacity,
-                cudaStream_t stream) {
+                int64_t kv_dim, void* cache_k, void* cache_v, KvType cache_type, int32_t* cache_pos,
+                int64_t capacity, cudaStream_t stream) {
   if (rows < 0 || kv_dim <= 0 || capacity < 0)
     return invalid_argument("kv_write: bad shape (rows " + std::to_string(rows) + ", kv_dim " +
                             std::to_string(kv_dim) + ", capacity " + std::to_string(capacity) + ")");
   if (rows == 0) return ok_status();
   const unsigned blocks = static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks);
   const int threads = static_cast<int>(kv_dim < 256 ? (kv_dim + 31) / 32 * 32 : 256);
-  kv_write_kernel<<<blocks, threads, 0, stream>>>(k, v, slots, positions, rows, kv_dim, cache_k, cache_v, cache_pos,
-                                                  capacity);
-  return cuda_launch_status("kv_write_kernel");
+  return with_kv_element(cache_type, [&](auto element) {
+    using T = decltype(element);
+    kv_write_kernel<T><<<blocks, threads, 0, stream>>>(k, v, slots, positions, rows, kv_dim, static_cast<T*>(cache_k),
+                                                       static_cast<T*>(cache_v), cache_pos, capacity);
+    return cuda_launch_status("kv_write_kernel");
+  });
 }
 
 }  // namespace qrt::kernels

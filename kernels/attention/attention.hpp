@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "qrt/kv_type.hpp"
 #include "qrt/status.hpp"
 
 namespace qrt::kernels {
@@ -17,6 +18,7 @@ struct AttentionShape {
   int head_dim = 0;
   float scale = 0.0f;      // on q·k
   int sliding_window = 0;  // 0 = unlimited; else key visible only when q_pos - k_pos < sliding_window
+  KvType kv_type = KvType::kF32;  // the element type of k and v
 };
 
 // Dynamic shared memory the kernel needs for this head_dim; the caller checks it against the device's
@@ -27,18 +29,19 @@ uint64_t attention_shared_bytes(int head_dim);
 // gets zeros.
 //   q: [tokens, heads * head_dim]; q_pos: [tokens]; key_count: one int on the device (read when the kernel runs,
 //   so a replayed graph sees the current count; clamped to [0, capacity])
-//   k, v: [capacity, kv_heads * head_dim] (the cache rows); key_pos: [capacity]
+//   k, v: [capacity, kv_heads * head_dim] elements of shape.kv_type (the cache rows); key_pos: [capacity]
 //   out: [tokens, heads * head_dim], not overlapping q.
 // One block per (query row, head) walks the keys in chunks of 32 with an online softmax, so a single decode row
 // needs no second pass and no workspace.
-Status attention(const float* q, const int32_t* q_pos, const float* k, const float* v, const int32_t* key_pos,
+Status attention(const float* q, const int32_t* q_pos, const void* k, const void* v, const int32_t* key_pos,
                  const int32_t* key_count, const AttentionShape& shape, float* out, cudaStream_t stream);
 
 // Appends rows to a KV cache: row i of k and v goes to slot slots[i], whose position becomes positions[i]. A slot
 // outside [0, capacity) is skipped (the caller checks them on the host; a kernel cannot report).
-//   k, v: [rows, kv_dim]; slots, positions: [rows]; cache_k, cache_v: [capacity, kv_dim]; cache_pos: [capacity]
+//   k, v: [rows, kv_dim]; slots, positions: [rows]; cache_k, cache_v: [capacity, kv_dim] elements of cache_type
+//   (rounded to nearest even); cache_pos: [capacity]
 Status kv_write(const float* k, const float* v, const int32_t* slots, const int32_t* positions, int64_t rows,
-                int64_t kv_dim, float* cache_k, float* cache_v, int32_t* cache_pos, int64_t capacity,
-                cudaStream_t stream);
+                int64_t kv_dim, void* cache_k, void* cache_v, KvType cache_type, int32_t* cache_pos,
+                int64_t capacity, cudaStream_t stream);
 
 }  // namespace qrt::kernels

@@ -1,4 +1,5 @@
 #include "kernels/attention/attention_split.hpp"
+#include "kernels/attention/kv_element.cuh"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kernel_utils.cuh"
 
@@ -34,10 +35,10 @@ __device__ __forceinline__ int64_t split_chunk(int64_t keys, int splits) {
 //      skipping invisible slots (they may hold NaN: a slot not written yet).
 // kGroup: the group size rounded up to a power of two (register arrays need a compile-time bound; the loops skip
 // g >= group).
-template <int kGroup>
+template <int kGroup, class T>
 __global__ void __launch_bounds__(kThreads) attention_split_kernel(
-    const float* __restrict__ q, const int32_t* __restrict__ q_pos, const float* __restrict__ k,
-    const float* __restrict__ v, const int32_t* __restrict__ key_pos, const int32_t* __restrict__ key_count,
+    const float* __restrict__ q, const int32_t* __restrict__ q_pos, const T* __restrict__ k,
+    const T* __restrict__ v, const int32_t* __restrict__ key_pos, const int32_t* __restrict__ key_count,
     AttentionShape s, int splits, int chunk_capacity, float* __restrict__ ws_max, float* __restrict__ ws_sum,
     float* __restrict__ ws_out) {
   extern __shared__ float smem[];
@@ -73,11 +74,11 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
       const int64_t j = j0 + (c < n ? c : n - 1);  // past the split: a repeat, discarded below
       const int64_t dist = qp - static_cast<int64_t>(key_pos[j]);
       seen[u] = c < n && dist >= 0 && (s.sliding_window <= 0 || dist < s.sliding_window);
-      const float* kj = k + j * kv_stride + static_cast<int64_t>(kv_head) * hd;
+      const T* kj = k + j * kv_stride + static_cast<int64_t>(kv_head) * hd;
 #pragma unroll
       for (int i = 0; i < kMaxDimsPerLane; ++i) {
         const int d = lane + 32 * i;
-        kd[u][i] = d < hd ? kj[d] : 0.0f;
+        kd[u][i] = d < hd ? kv_to_float(kj[d]) : 0.0f;
       }
     }
 #pragma unroll
@@ -132,14 +133,14 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
     float acc[kGroup];
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) acc[g] = 0.0f;
-    const float* vd = v + j0 * kv_stride + static_cast<int64_t>(kv_head) * hd + d;
+    const T* vd = v + j0 * kv_stride + static_cast<int64_t>(kv_head) * hd + d;
     // kKeysAtOnce V loads in flight before they are used; an invisible slot (which may hold NaN) counts as 0, and its
     // probability is 0 as well, so the sum is the one over visible keys in the same order.
     int c = 0;
     for (; c + kKeysAtOnce <= n; c += kKeysAtOnce) {
       float vv[kKeysAtOnce];
 #pragma unroll
-      for (int u = 0; u < kKeysAtOnce; ++u) vv[u] = vd[(c + u) * kv_stride];
+      for (int u = 0; u < kKeysAtOnce; ++u) vv[u] = kv_to_float(vd[(c + u) * kv_stride]);
 #pragma unroll
       for (int u = 0; u < kKeysAtOnce; ++u) {
         const float w = visible[c + u] ? vv[u] : 0.0f;
@@ -150,7 +151,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
     }
     for (; c < n; ++c) {
       if (!visible[c]) continue;
-      const float vv = vd[c * kv_stride];
+      const float vv = kv_to_float(vd[c * kv_stride]);
 #pragma unroll
       for (int g = 0; g < kGroup; ++g)
         if (g < group) acc[g] += p[g * chunk_capacity + c] * vv;
@@ -246,7 +247,7 @@ AttentionSplitPlan plan_attention_split(const AttentionShape& s) {
   return plan;
 }
 
-Status attention_split(const float* q, const int32_t* q_pos, const float* k, const float* v, const int32_t* key_pos,
+Status attention_split(const float* q, const int32_t* q_pos, const void* k, const void* v, const int32_t* key_pos,
                        const int32_t* key_count, const AttentionShape& s, const AttentionSplitPlan& plan,
                        float* workspace, float* out, cudaStream_t stream) {
   if (plan.splits <= 0 || workspace == nullptr)
@@ -258,16 +259,21 @@ Status attention_split(const float* q, const int32_t* q_pos, const float* k, con
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(s.kv_heads),
                   static_cast<unsigned>(s.tokens));
   const int group = s.heads / s.kv_heads;
-  auto launch = [&](auto kernel) {
-    kernel<<<grid, kThreads, plan.shared_bytes, stream>>>(q, q_pos, k, v, key_pos, key_count, s, plan.splits,
-                                                          plan.chunk_capacity, ws_max, ws_sum, ws_out);
-  };
-  if (group <= 1) launch(attention_split_kernel<1>);
-  else if (group <= 2) launch(attention_split_kernel<2>);
-  else if (group <= 4) launch(attention_split_kernel<4>);
-  else if (group <= 8) launch(attention_split_kernel<8>);
-  else launch(attention_split_kernel<16>);
-  QRT_TRY(cuda_launch_status("attention_split_kernel"));
+  QRT_TRY(with_kv_element(s.kv_type, [&](auto element) {
+    using T = decltype(element);
+    const T* kt = static_cast<const T*>(k);
+    const T* vt = static_cast<const T*>(v);
+    auto launch = [&](auto kernel) {
+      kernel<<<grid, kThreads, plan.shared_bytes, stream>>>(q, q_pos, kt, vt, key_pos, key_count, s, plan.splits,
+                                                            plan.chunk_capacity, ws_max, ws_sum, ws_out);
+    };
+    if (group <= 1) launch(attention_split_kernel<1, T>);
+    else if (group <= 2) launch(attention_split_kernel<2, T>);
+    else if (group <= 4) launch(attention_split_kernel<4, T>);
+    else if (group <= 8) launch(attention_split_kernel<8, T>);
+    else launch(attention_split_kernel<16, T>);
+    return cuda_launch_status("attention_split_kernel");
+  }));
   attention_merge_kernel<<<static_cast<unsigned>(s.tokens * s.heads), kThreads, plan.splits * sizeof(float), stream>>>(
       key_count, s, plan.splits, ws_max, ws_sum, ws_out, out);
   return cuda_launch_status("attention_merge_kernel");

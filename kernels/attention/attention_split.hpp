@@ -31,7 +31,7 @@ AttentionSplitPlan plan_attention_split(const AttentionShape& shape);
 
 // The same result as attention() (same arguments), through the split and merge kernels; workspace holds
 // plan.workspace_bytes of device memory.
-Status attention_split(const float* q, const int32_t* q_pos, const float* k, const float* v, const int32_t* key_pos,
+Status attention_split(const float* q, const int32_t* q_pos, const void* k, const void* v, const int32_t* key_pos,
                        const int32_t* key_count, const AttentionShape& shape, const AttentionSplitPlan& plan,
                        float* workspace, float* out, cudaStream_t stream);
 

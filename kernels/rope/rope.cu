@@ -1,3 +1,4 @@
+#include "kernels/attention/kv_element.cuh"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/rope/rope.hpp"
@@ -8,9 +9,11 @@ namespace {
 constexpr int kThreads = 256;
 
 // Turns pair i of one head vector v (token position `position`) and stores it in v, and in `mirror` (the same head
-// in the KV cache) when that is not null. The angle is computed in double as the CPU reference does.
+// in the KV cache, rounded to its type) when that is not null. The angle is computed in double as the CPU reference
+// does.
+template <class T = float>
 __device__ __forceinline__ void rope_pair(float* v, int i, int32_t position, const float* __restrict__ inv_freq,
-                                          const RopeShape& s, float* mirror) {
+                                          const RopeShape& s, T* mirror) {
   const int half = s.rot_dim / 2;
   const double angle = static_cast<double>(position) * static_cast<double>(inv_freq[i]);
   double sn, cs;
@@ -26,8 +29,8 @@ __device__ __forceinline__ void rope_pair(float* v, int i, int32_t position, con
   v[a] = ra;
   v[b] = rb;
   if (mirror != nullptr) {
-    mirror[a] = ra;
-    mirror[b] = rb;
+    mirror[a] = kv_from_float<T>(ra);
+    mirror[b] = kv_from_float<T>(rb);
   }
 }
 
@@ -40,16 +43,19 @@ __global__ void rope_kernel(float* x, const int32_t* __restrict__ positions, con
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += stride) {
     const int i = static_cast<int>(idx % half);
     const int64_t head_row = idx / half;  // t * heads + h
-    rope_pair(x + head_row * s.head_dim, i, positions[head_row / s.heads], inv_freq, s, nullptr);
+    rope_pair<float>(x + head_row * s.head_dim, i, positions[head_row / s.heads], inv_freq, s, nullptr);
   }
 }
 
 // rope of q and k plus the KV write, one thread per item of five consecutive ranges: q pairs, k pairs (each also
 // stored at the token's cache slot), k elements past rot_dim, v elements, and the slot positions. Every element is
 // written by one thread, with the arithmetic of rope_kernel and kv_write_kernel.
+template <class T>
 __global__ void rope_kv_write_kernel(float* q, float* k, const float* __restrict__ v, int q_heads, int kv_heads,
                                      const int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
                                      RopeShape s, const int32_t* __restrict__ slots, KvCacheRef cache) {
+  T* const cache_k = static_cast<T*>(cache.k);
+  T* const cache_v = static_cast<T*>(cache.v);
   const int half = s.rot_dim / 2, hd = s.head_dim, rest = s.head_dim - s.rot_dim;
   const int64_t kv_dim = static_cast<int64_t>(kv_heads) * hd;
   const int64_t n_q = s.tokens * q_heads * half, n_k = s.tokens * kv_heads * half;
@@ -64,14 +70,14 @@ __global__ void rope_kv_write_kernel(float* q, float* k, const float* __restrict
     int64_t j = idx;
     if (j < n_q) {
       const int64_t head_row = j / half;  // t * q_heads + h
-      rope_pair(q + head_row * hd, static_cast<int>(j % half), positions[head_row / q_heads], inv_freq, s, nullptr);
+      rope_pair<T>(q + head_row * hd, static_cast<int>(j % half), positions[head_row / q_heads], inv_freq, s, nullptr);
       continue;
     }
     j -= n_q;
     if (j < n_k) {
       const int64_t head_row = j / half;  // t * kv_heads + h
       const int64_t t = head_row / kv_heads, slot = slot_of(t);
-      float* mirror = slot < 0 ? nullptr : cache.k + slot * kv_dim + (head_row % kv_heads) * hd;
+      T* mirror = slot < 0 ? nullptr : cache_k + slot * kv_dim + (head_row % kv_heads) * hd;
       rope_pair(k + head_row * hd, static_cast<int>(j % half), positions[t], inv_freq, s, mirror);
       continue;
     }
@@ -80,13 +86,13 @@ __global__ void rope_kv_write_kernel(float* q, float* k, const float* __restrict
       const int64_t head_row = j / rest;
       const int64_t t = head_row / kv_heads, slot = slot_of(t);
       const int64_t e = (head_row % kv_heads) * hd + s.rot_dim + j % rest;
-      if (slot >= 0) cache.k[slot * kv_dim + e] = k[t * kv_dim + e];
+      if (slot >= 0) cache_k[slot * kv_dim + e] = kv_from_float<T>(k[t * kv_dim + e]);
       continue;
     }
     j -= n_rest;
     if (j < n_v) {
       const int64_t t = j / kv_dim, slot = slot_of(t);
-      if (slot >= 0) cache.v[slot * kv_dim + j % kv_dim] = v[j];
+      if (slot >= 0) cache_v[slot * kv_dim + j % kv_dim] = kv_from_float<T>(v[j]);
       continue;
     }
     j -= n_v;
@@ -128,9 +134,12 @@ Status rope_kv_write(float* q, float* k, const float* v, int q_heads, int kv_hea
                             static_cast<int64_t>(kv_heads) * (s.rot_dim / 2 + s.head_dim - s.rot_dim) + kv_dim + 1;
   const int64_t total = s.tokens * per_token;
   if (total == 0) return ok_status();
-  rope_kv_write_kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(q, k, v, q_heads, kv_heads, positions,
-                                                                           inv_freq, s, slots, cache);
-  return cuda_launch_status("rope_kv_write_kernel");
+  return with_kv_element(cache.type, [&](auto element) {
+    using T = decltype(element);
+    rope_kv_write_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(q, k, v, q_heads, kv_heads, positions,
+                                                                                inv_freq, s, slots, cache);
+    return cuda_launch_status("rope_kv_write_kernel");
+  });
 }
 
 }  // namespace qrt::kernels

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "qrt/kv_type.hpp"
 #include "qrt/status.hpp"
 
 namespace qrt::kernels {
@@ -23,10 +24,11 @@ struct RopeShape {
 // does: a float angle would lose whole hundredths of a radian at positions in the tens of thousands.
 Status rope(float* x, const int32_t* positions, const float* inv_freq, const RopeShape& shape, cudaStream_t stream);
 
-// One layer's KV cache on the device: k, v [capacity, kv_heads * head_dim], positions [capacity].
+// One layer's KV cache on the device: k, v [capacity, kv_heads * head_dim] elements of `type`, positions [capacity].
 struct KvCacheRef {
-  float* k = nullptr;
-  float* v = nullptr;
+  void* k = nullptr;
+  void* v = nullptr;
+  KvType type = KvType::kF32;
   int32_t* positions = nullptr;
   int64_t capacity = 0;
 };

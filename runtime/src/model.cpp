@@ -149,6 +149,7 @@ Status build(const std::string& path_or_name, const ModelOptions& options, Model
 
   if (m->peers.empty()) {
     TransformerOptions transformer_options;
+    transformer_options.kv_type = options.kv_type;
     if (m->comm) transformer_options.tp = {m->comm->rank(), m->comm->world()};
     auto transformer = Transformer::create(*m->backend, m->config, canonical->tensors, transformer_options);
     if (!transformer.ok()) return transformer.status().with_context(path_or_name);
@@ -158,6 +159,7 @@ Status build(const std::string& path_or_name, const ModelOptions& options, Model
     const int world = 1 + static_cast<int>(m->peers.size());
     Status loaded = on_every_local_rank(*m, [&](int r) -> Status {
       TransformerOptions transformer_options;
+      transformer_options.kv_type = options.kv_type;
       transformer_options.tp = {r, world};
       Backend& backend = r == 0 ? *m->backend : *m->peers[static_cast<size_t>(r - 1)].backend;
       QRT_ASSIGN_OR_RETURN(auto transformer,
@@ -183,6 +185,7 @@ Status build(const std::string& path_or_name, const ModelOptions& options, Model
   info.heads = m->config.heads;
   info.kv_heads = m->config.kv_heads;
   for (const auto& [name, tensor] : canonical->tensors) info.weight_bytes += tensor.bytes();
+  info.kv_type = m->transformer->kv_type();
   info.has_chat_template = m->chat_template.has_value();
   info.tp_rank = m->comm ? m->comm->rank() : 0;
   info.tp_world = m->comm ? m->comm->world() : 1 + static_cast<int>(m->peers.size());

@@ -25,11 +25,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "qrt/kv_type.hpp"
 #include "qrt/sampling.hpp"
 #include "qrt/status.hpp"
 
@@ -60,6 +62,9 @@ struct ModelOptions {
   // Split the model among this many ranks inside this process, one thread each (and with Device::kCuda one GPU
   // each, device_index onwards); 0 or 1: no split. Not together with an MPI launch of several ranks.
   int tensor_parallel = 0;
+  // Element type of the sessions' KV caches; empty: the device's choice (f16 on CUDA, where attention reads the
+  // cache at memory speed; f32 on the CPU).
+  std::optional<KvType> kv_type;
 };
 
 inline constexpr int64_t kDefaultContextCap = 4096;
@@ -78,6 +83,7 @@ struct ModelInfo {
   int heads = 0;
   int kv_heads = 0;
   uint64_t weight_bytes = 0;  // packed weight bytes uploaded
+  KvType kv_type = KvType::kF32;  // of the sessions' KV caches
   bool has_chat_template = false;
   int tp_rank = 0;   // this process's rank among the ranks the model is split among
   int tp_world = 1;  // how many ranks that is (1: not split)

@@ -138,16 +138,20 @@ for fmt in FORMATS:
     check(f"{fmt} roofline fraction", close(r["decode_roofline_fraction"], roofline),
           f"{r['decode_roofline_fraction']} != {roofline}")
 
+    check(f"{fmt} KV type", r.get("kv_type") == "f32", r.get("kv_type"))  # the CPU backend's default
+    check(f"{fmt} no decode graph on the CPU", r.get("decode_graph_operations_per_token") == 0,
+          r.get("decode_graph_operations_per_token"))
     kv = (PROMPT + (DECODE + 1) / 2) * 2 * LAYERS * KV_HEADS * HEAD_DIM * 4  # fp32 K and V rows read per step
     check(f"{fmt} KV bytes per token", r.get("decode_kv_bytes_per_token") == int(kv),
           f"{r.get('decode_kv_bytes_per_token')} != expected {int(kv)}")
     with_kv = ((per_token + int(kv)) / (bandwidth * 1e9)) / (decode_s / DECODE)
     check(f"{fmt} roofline fraction with KV", close(r["decode_roofline_fraction_with_kv"], with_kv))
 
-# ---- a sweep of prompt lengths: one result per format and length, each with its own prompt_tokens ----
+# ---- a sweep of prompt lengths: one result per format and length, each with its own prompt_tokens; a bf16 KV
+# cache (2 bytes per element in the K/V bytes of a step) ----
 sweep_path = os.path.join(WORK, "sweep.json")
 sweep = subprocess.run([TOOL, "--shape", "tiny", "--layers", "1", "--formats", "q8_0,f32", "--prompt", "3,17",
-                        "--decode", "2", "--repetitions", "1", "--json", sweep_path],
+                        "--decode", "2", "--repetitions", "1", "--kv-type", "bf16", "--json", sweep_path],
                        capture_output=True, text=True, timeout=100)
 check("sweep exit status", sweep.returncode == 0, sweep.stderr[-2000:])
 if sweep.returncode == 0:
@@ -156,15 +160,21 @@ if sweep.returncode == 0:
     check("sweep prompt list", swept.get("prompt_tokens") == [3, 17], swept.get("prompt_tokens"))
     got = [(r.get("format"), r.get("prompt_tokens")) for r in swept.get("results", [])]
     check("sweep results", got == [("q8_0", 3), ("q8_0", 17), ("f32", 3), ("f32", 17)], got)
+    for r in swept.get("results", []):
+        kv = int((r.get("prompt_tokens") + 1.5) * 2 * 1 * KV_HEADS * HEAD_DIM * 2)  # 1 layer, bf16 K and V
+        check("sweep KV type", r.get("kv_type") == "bf16", r.get("kv_type"))
+        check("sweep bf16 KV bytes per token", r.get("decode_kv_bytes_per_token") == kv,
+              f"{r.get('decode_kv_bytes_per_token')} != {kv}")
     rows = [line.split() for line in sweep.stdout.splitlines() if line.split() and line.split()[0] in ("q8_0", "f32")]
-    check("sweep table rows", [(row[0], row[5]) for row in rows] == [("q8_0", "3"), ("q8_0", "17"), ("f32", "3"),
-                                                                     ("f32", "17")], sweep.stdout)
+    check("sweep table rows", [(row[0], row[2], row[6]) for row in rows] ==
+          [("q8_0", "bf16", "3"), ("q8_0", "bf16", "17"), ("f32", "bf16", "3"), ("f32", "bf16", "17")], sweep.stdout)
 
 # ---- bad arguments ----
 for name, args, expect in (
         ("unknown format", ["--shape", "tiny", "--formats", "q4_k,nosuchformat"], "nosuchformat"),
         ("format without a quantizer", ["--shape", "tiny", "--formats", "iq2_xxs"], "iq2_xxs"),
-        ("unknown shape", ["--shape", "llama9"], "llama9")):
+        ("unknown shape", ["--shape", "llama9"], "llama9"),
+        ("unknown KV type", ["--shape", "tiny", "--kv-type", "q4"], "kv-type")):
     bad = subprocess.run([TOOL, "--prompt", "2", "--decode", "1"] + args, capture_output=True, text=True, timeout=60)
     lines = bad.stderr.strip().splitlines()
     check(f"{name}: exit status 1", bad.returncode == 1, bad.returncode)

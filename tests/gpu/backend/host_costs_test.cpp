@@ -21,7 +21,8 @@ using HostCosts = test::BackendPair;
 
 #if defined(QRT_SIMT)
 // Runs a 4-token prompt, then measures one decode step (forward keeping the logits on the device, then sampling).
-simt::StreamCounters decode_step_cost(Backend& gpu, int layers, int steps_before, bool graphs = true) {
+simt::StreamCounters decode_step_cost(Backend& gpu, int layers, int steps_before, bool graphs = true,
+                                      uint64_t* graph_operations = nullptr) {
   ModelConfig c = test::tiny_llama_config();
   c.layers = layers;
   auto m = test::make_tiny_model(c);
@@ -47,6 +48,7 @@ simt::StreamCounters decode_step_cost(Backend& gpu, int layers, int steps_before
   const simt::StreamCounters before = simt::device_counters(0);
   EXPECT_TRUE((*model)->forward_keep_logits(**seq, std::span(&id, 1)).ok());
   EXPECT_TRUE((*model)->sample_last(**seq, step, &id).ok());
+  if (graph_operations != nullptr) *graph_operations = (*model)->decode_graph_operations(**seq);
   return simt::device_counters(0) - before;
 }
 #endif
@@ -56,7 +58,8 @@ TEST_F(HostCosts, OneDecodeStep) {
   GTEST_SKIP() << "counting launches needs the SIMT layer's counters (label gpu-sim)";
 #else
   const simt::StreamCounters one = decode_step_cost(*gpu_, 1, 0);
-  const simt::StreamCounters two = decode_step_cost(*gpu_, 2, 0);
+  uint64_t two_operations = 0;  // what the captured graph says it holds (bench-model's launches per token)
+  const simt::StreamCounters two = decode_step_cost(*gpu_, 2, 0, true, &two_operations);
   const simt::StreamCounters two_later = decode_step_cost(*gpu_, 2, 9);
   const simt::StreamCounters three = decode_step_cost(*gpu_, 3, 0);
   const uint64_t per_layer = two.graph_kernel_nodes - one.graph_kernel_nodes;
@@ -76,6 +79,7 @@ TEST_F(HostCosts, OneDecodeStep) {
     EXPECT_EQ(c->memcpy_device_to_device, 0u);
   }
   EXPECT_EQ(three.graph_kernel_nodes - two.graph_kernel_nodes, per_layer) << "every layer runs alike";
+  EXPECT_EQ(two_operations, two.graph_kernel_nodes) << "the graph's operations are the kernels one launch ran";
   EXPECT_EQ(two_later.graph_kernel_nodes, two.graph_kernel_nodes) << "a later step runs as many kernels";
   // q, k, v, rope + KV write, attention (split, merge), o, add + norm, gate, up, silu, down, add + the next norm:
   // 13 kernels per layer (rope of q and k is fused with the KV write, the residual adds with the norms after them;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <list>
+#include <optional>
 #include <sstream>
 
 #include "backend_pair.hpp"
@@ -53,24 +54,26 @@ struct TinyCase {
   std::string name;
   ModelConfig config;
   quant::FormatId format = quant::FormatId::kF32;
+  // The KV cache type of both backends; empty: the CUDA backend's default (f16), which the CPU is then given.
+  std::optional<KvType> kv_type;
 };
 
 std::vector<TinyCase> tiny_cases() {
   std::vector<TinyCase> cases;
   ModelConfig c = test::tiny_llama_config();
-  cases.push_back({"llama_gqa", c});
+  cases.push_back({"llama_gqa", c, quant::FormatId::kF32, std::nullopt});
   ModelConfig moe = c;
   moe.experts = 4;
   moe.experts_used = 2;
   moe.expert_ffn = 32;
   moe.qk_norm = true;
   moe.attention_bias = true;
-  cases.push_back({"moe_qk_norm_bias", moe});
+  cases.push_back({"moe_qk_norm_bias", moe, quant::FormatId::kF32, KvType::kF32});
   ModelConfig window = c;
   window.sliding_window = 4;
   window.rope.layout = RopeLayout::kInterleaved;
   window.tied_embeddings = true;
-  cases.push_back({"sliding_window_interleaved_tied", window});
+  cases.push_back({"sliding_window_interleaved_tied", window, quant::FormatId::kF32, KvType::kBF16});
   ModelConfig wide = c;  // rows of 64 and 128: whole Q8_0 blocks everywhere
   wide.hidden = 64;
   wide.heads = 4;
@@ -81,7 +84,7 @@ std::vector<TinyCase> tiny_cases() {
   wide.experts_used = 2;
   wide.expert_ffn = 64;
   wide.mlp_bias = false;
-  cases.push_back({"q8_0_moe", wide, quant::FormatId::kQ8_0});
+  cases.push_back({"q8_0_moe", wide, quant::FormatId::kQ8_0, std::nullopt});
   return cases;
 }
 
@@ -94,10 +97,14 @@ TEST_F(CudaModel, TinyModelsMatchCpuLogits) {
     std::list<quant::QuantBuffers> storage;
     if (tc.format != quant::FormatId::kF32) requantize(m, tc.format, storage);
     ASSERT_FALSE(HasFatalFailure());
-    auto cpu_model = Transformer::create(cpu_, m.config, m.tensors);
+    TransformerOptions cpu_options, gpu_options;
+    cpu_options.kv_type = tc.kv_type.value_or(KvType::kF16);
+    gpu_options.kv_type = tc.kv_type;
+    auto cpu_model = Transformer::create(cpu_, m.config, m.tensors, cpu_options);
     ASSERT_TRUE(cpu_model.ok()) << cpu_model.status().to_string();
-    auto gpu_model = Transformer::create(*gpu_, m.config, m.tensors);
+    auto gpu_model = Transformer::create(*gpu_, m.config, m.tensors, gpu_options);
     ASSERT_TRUE(gpu_model.ok()) << gpu_model.status().to_string();
+    EXPECT_EQ((*gpu_model)->kv_type(), cpu_options.kv_type) << "the CUDA backend's default is f16";
     auto cpu_seq = (*cpu_model)->new_sequence(48);
     auto gpu_seq = (*gpu_model)->new_sequence(48);
     ASSERT_TRUE(cpu_seq.ok() && gpu_seq.ok());
@@ -110,7 +117,7 @@ TEST_F(CudaModel, TinyModelsMatchCpuLogits) {
     ASSERT_TRUE(s.ok()) << s.to_string();
     ASSERT_EQ(got.size(), want.size());
     // The prompt's projections round their inputs to fp16 (kGemmTolerance), and so do the K and V rows the decode
-    // steps then attend to; the steps' own arithmetic is fp32.
+    // steps then attend to; the steps' own arithmetic is fp32. Both caches round K and V to the same type.
     EXPECT_LE(test::relative_l2(got.data(), want.data(), got.size()), kGemmTolerance) << "prompt logits";
     // Decode steps: one row each (the GEMV path, split attention), attending to the cached prompt.
     for (size_t i = 40; i < tokens.size(); ++i) {

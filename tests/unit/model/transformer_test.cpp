@@ -253,6 +253,52 @@ TEST(Transformer, ForwardErrorsLeaveTheSequenceUnchanged) {
   EXPECT_FALSE((*model)->new_sequence(int64_t{1} << 50).ok());
 }
 
+// A 16-bit KV cache (TransformerOptions::kv_type): half the bytes of f32 per element, positions still int32; a
+// batch still equals token-by-token steps (both attend to the rounded rows of the cache), and the logits stay within
+// the type's rounding of the f32 cache's without being equal to them (the rounding happens).
+TEST(Transformer, SixteenBitKvCachesHalveTheMemoryAndStayCloseToF32) {
+  ModelConfig c = tiny_llama_config();
+  auto m = make_tiny_model(c);
+  CpuBackend backend;
+  const auto tokens = some_tokens(9, c.vocab_size);
+  auto run = [&](KvType type, std::vector<float>* batch, std::vector<float>* stepwise, uint64_t* kv_bytes) {
+    TransformerOptions options;
+    options.kv_type = type;
+    auto model = Transformer::create(backend, m.config, m.tensors, options);
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+    EXPECT_EQ((*model)->kv_type(), type);
+    auto seq = (*model)->new_sequence(16);
+    ASSERT_TRUE(seq.ok());
+    *kv_bytes = (*seq)->kv_cache_bytes();
+    ASSERT_TRUE((*model)->forward(**seq, tokens, LogitsFor::kAll, batch).ok());
+    (*seq)->reset();
+    std::vector<float> logits;
+    ASSERT_TRUE((*model)->forward(**seq, std::span(tokens).first(4), LogitsFor::kAll, stepwise).ok());
+    for (size_t i = 4; i < tokens.size(); ++i) {
+      ASSERT_TRUE((*model)->forward(**seq, std::span(tokens).subspan(i, 1), LogitsFor::kLast, &logits).ok());
+      stepwise->insert(stepwise->end(), logits.begin(), logits.end());
+    }
+  };
+  std::vector<float> f32_batch, f32_steps;
+  uint64_t f32_bytes = 0;
+  run(KvType::kF32, &f32_batch, &f32_steps, &f32_bytes);
+  EXPECT_EQ(f32_bytes, 16 * kv_cache_bytes_per_token(c));
+  for (KvType type : {KvType::kF16, KvType::kBF16}) {
+    SCOPED_TRACE(std::string(kv_type_name(type)));
+    std::vector<float> batch, steps;
+    uint64_t bytes = 0;
+    run(type, &batch, &steps, &bytes);
+    ASSERT_FALSE(testing::Test::HasFatalFailure());
+    EXPECT_EQ(bytes, 16 * kv_cache_bytes_per_token(c, 1, type));
+    EXPECT_EQ(bytes - 16 * sizeof(int32_t), (f32_bytes - 16 * sizeof(int32_t)) / 2);
+    EXPECT_LT(max_rel_diff(steps, batch), 1e-5);
+    // f16 keeps 11 significant bits, bf16 8: about 2^-11 and 2^-8 relative per cached element.
+    const double diff = max_rel_diff(batch, f32_batch);
+    EXPECT_GT(diff, 0.0);
+    EXPECT_LT(diff, type == KvType::kF16 ? 2e-3 : 2e-2);
+  }
+}
+
 TEST(Transformer, FreesEveryDeviceBuffer) {
   CpuBackend backend;
   {

@@ -1,0 +1,250 @@
+// KV caches of every element type (f32, f16, bf16) on the CUDA backend against the CPU backend: the stored bits
+// after kv_write and rope_kv_write, known IEEE encodings of rounding ties and out-of-range values, and attention
+// (the split decode kernel and the per-head kernel) over the same 16-bit bits on both backends.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backend_pair.hpp"
+#include "kernels/quant/common.hpp"
+
+#if defined(QRT_SIMT)
+#include "simt/simt.hpp"
+#endif
+
+namespace qrt {
+namespace {
+
+using test::Dual;
+
+class CudaKvTypes : public test::BackendPair {
+ protected:
+  // One K or V array of `type` on both backends: [capacity, kv_dim] elements.
+  struct DualKv {
+    KvView cpu, gpu;
+  };
+  DualKv kv_array(KvType type, int64_t capacity, int64_t kv_dim) {
+    const int64_t row_bytes = kv_dim * kv_type_bytes(type);
+    const Dual<uint8_t> bytes = alloc<uint8_t>(capacity, row_bytes);
+    // Unwritten GPU slots hold 0xFF bytes (NaN in every type), the CPU's zeros.
+    std::fill(bytes.cpu.data, bytes.cpu.data + bytes.cpu.numel(), uint8_t{0});
+    const std::vector<uint8_t> ff(static_cast<size_t>(bytes.gpu.numel()), 0xFF);
+    EXPECT_TRUE(gpu_->upload(ff.data(), bytes.gpu.data, ff.size()).ok());
+    return {KvView{bytes.cpu.data, capacity, kv_dim, type}, KvView{bytes.gpu.data, capacity, kv_dim, type}};
+  }
+  // The same bits on both backends: `values` rounded to `type` on the host.
+  DualKv kv_values(KvType type, const std::vector<float>& values, int64_t capacity, int64_t kv_dim) {
+    std::vector<uint8_t> bits(static_cast<size_t>(capacity * kv_dim * kv_type_bytes(type)));
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (type == KvType::kF32) {
+        std::memcpy(bits.data() + 4 * i, &values[i], 4);
+        continue;
+      }
+      const uint16_t h = type == KvType::kF16 ? quant::f32_to_fp16(values[i]) : quant::f32_to_bf16(values[i]);
+      std::memcpy(bits.data() + 2 * i, &h, 2);
+    }
+    const Dual<uint8_t> d = input_values(bits, capacity, kv_dim * kv_type_bytes(type));
+    return {KvView{d.cpu.data, capacity, kv_dim, type}, KvView{d.gpu.data, capacity, kv_dim, type}};
+  }
+  std::vector<uint8_t> cpu_bytes(const KvView& v) {
+    const auto* p = static_cast<const uint8_t*>(v.data);
+    return std::vector<uint8_t>(p, p + v.bytes());
+  }
+  std::vector<uint8_t> gpu_bytes(const KvView& v) {
+    std::vector<uint8_t> out(v.bytes());
+    EXPECT_TRUE(gpu_->download(v.data, out.data(), out.size()).ok());
+    return out;
+  }
+  static uint16_t element16(const std::vector<uint8_t>& bytes, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, bytes.data() + 2 * i, 2);
+    return h;
+  }
+};
+
+constexpr KvType kAllTypes[] = {KvType::kF32, KvType::kF16, KvType::kBF16};
+
+// kv_write rounds each element to nearest even on the GPU exactly as the CPU backend does; a few values with known
+// encodings pin the rounding independently of both (ties, subnormals, the f16 range).
+TEST_F(CudaKvTypes, KvWriteStoresTheCpuBitsAndKnownEncodings) {
+  const int64_t capacity = 5, kv_dim = 96;
+  // Row 0: special values, the rest random (normal, times 3).
+  std::vector<float> k = test::random_normal(static_cast<size_t>(3 * kv_dim), 11, 3.0f);
+  const float specials[] = {
+      1.0f + 0x1p-11f,      // f16 tie between 1 and 1 + 2^-10: to even, 1.0 (0x3C00)
+      1.0f + 3 * 0x1p-11f,  // f16 tie: to even, 1 + 2^-9 (0x3C02)
+      70000.0f,             // past f16's 65504: +inf (0x7C00); bf16 0x4789 (69888)
+      -1e-6f,               // an f16 subnormal: -17 * 2^-24 (0x8011)
+      1.0f + 0x1p-8f,       // bf16 tie between 1 and 1 + 2^-7: to even, 1.0 (0x3F80)
+      1.0f + 3 * 0x1p-8f,   // bf16 tie: to even, 1 + 2^-6 (0x3F82)
+  };
+  std::copy(std::begin(specials), std::end(specials), k.begin());
+  const std::vector<float> v = test::random_normal(static_cast<size_t>(3 * kv_dim), 12);
+  const auto kin = input_values(k, 3, kv_dim), vin = input_values(v, 3, kv_dim);
+  const auto slots = input_values(std::vector<int32_t>{4, 0, 2}, 3, 1);
+  const auto positions = input_values(std::vector<int32_t>{40, 10, 30}, 3, 1);
+  for (KvType type : kAllTypes) {
+    const std::string what(kv_type_name(type));
+    const DualKv kc = kv_array(type, capacity, kv_dim), vc = kv_array(type, capacity, kv_dim);
+    const auto cache_pos = input_values(std::vector<int32_t>(capacity, -1), capacity, 1);
+    const KvLayerView cpu_cache{kc.cpu, vc.cpu, cache_pos.cpu, {}}, gpu_cache{kc.gpu, vc.gpu, cache_pos.gpu, {}};
+    ASSERT_TRUE(cpu_.kv_write(cpu_cache, slots.cpu, positions.cpu, kin.cpu, vin.cpu).ok()) << what;
+    const Status s = gpu_->kv_write(gpu_cache, slots.gpu, positions.gpu, kin.gpu, vin.gpu);
+    ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
+    const auto gk = gpu_bytes(kc.gpu), gv = gpu_bytes(vc.gpu), ck = cpu_bytes(kc.cpu), cv = cpu_bytes(vc.cpu);
+    const size_t row = static_cast<size_t>(kv_dim * kv_type_bytes(type));
+    for (int64_t slot : {0, 2, 4}) {
+      const size_t at = static_cast<size_t>(slot) * row;
+      EXPECT_TRUE(std::equal(gk.begin() + at, gk.begin() + at + row, ck.begin() + at)) << what << " k slot " << slot;
+      EXPECT_TRUE(std::equal(gv.begin() + at, gv.begin() + at + row, cv.begin() + at)) << what << " v slot " << slot;
+    }
+    EXPECT_EQ(gpu_values(cache_pos.gpu), (std::vector<int32_t>{10, -1, 30, -1, 40})) << what;
+    const int64_t first = 4 * kv_dim;  // row 0 of k went to slot 4
+    if (type == KvType::kF16) {
+      const uint16_t want[] = {0x3C00, 0x3C02, 0x7C00, 0x8011};
+      for (int i = 0; i < 4; ++i) EXPECT_EQ(element16(gk, first + i), want[i]) << "f16 special " << i;
+    } else if (type == KvType::kBF16) {
+      EXPECT_EQ(element16(gk, first + 2), 0x4789) << "bf16 of 70000";
+      EXPECT_EQ(element16(gk, first + 4), 0x3F80) << "bf16 tie to even (down)";
+      EXPECT_EQ(element16(gk, first + 5), 0x3F82) << "bf16 tie to even (up)";
+    }
+  }
+}
+
+// rope_kv_write into a 16-bit cache: one kernel, bit for bit the CUDA backend's rope + rope + kv_write, and the
+// CPU backend's fused op up to the rare element whose fp32 rope differs by an ulp across a rounding boundary.
+TEST_F(CudaKvTypes, RopeKvWriteRoundsTheRotatedKeys) {
+  const int heads = 8, kv_heads = 2, hd = 64;
+  const int64_t tokens = 3, capacity = 3, q_dim = heads * hd, kv_dim = kv_heads * hd;  // every slot written
+  std::vector<float> inv(hd / 2);
+  for (size_t i = 0; i < inv.size(); ++i) inv[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / hd));
+  const auto inv_freq = input_values(inv, hd / 2, 1);
+  const RopeParams cp{RopeLayout::kHalfSplit, hd, hd, 1.0f, inv_freq.cpu};
+  const RopeParams gp{RopeLayout::kHalfSplit, hd, hd, 1.0f, inv_freq.gpu};
+  const auto positions = input_values(std::vector<int32_t>{7, 300, 12345}, tokens, 1);
+  const auto slots = input_values(std::vector<int32_t>{1, 2, 0}, tokens, 1);
+  for (KvType type : {KvType::kF16, KvType::kBF16}) {
+    const std::string what(kv_type_name(type));
+    const auto q = input(tokens, q_dim, 60), k = input(tokens, kv_dim, 61), v = input(tokens, kv_dim, 62);
+    const auto q2 = input_values(gpu_values(q.gpu), tokens, q_dim), k2 = input_values(gpu_values(k.gpu), tokens, kv_dim);
+    const DualKv kc = kv_array(type, capacity, kv_dim), vc = kv_array(type, capacity, kv_dim);
+    const DualKv kc2 = kv_array(type, capacity, kv_dim), vc2 = kv_array(type, capacity, kv_dim);
+    const auto cache_pos = input_values(std::vector<int32_t>(capacity, 0), capacity, 1);
+    const auto cache_pos2 = input_values(std::vector<int32_t>(capacity, 0), capacity, 1);
+    const KvLayerView cpu_cache{kc.cpu, vc.cpu, cache_pos.cpu, {}}, gpu_cache{kc.gpu, vc.gpu, cache_pos.gpu, {}};
+    ASSERT_TRUE(cpu_.rope_kv_write(q.cpu, k.cpu, v.cpu, heads, kv_heads, positions.cpu, cp, cpu_cache, slots.cpu).ok());
+#if defined(QRT_SIMT)
+    const simt::StreamCounters start = simt::device_counters(0);
+#endif
+    const Status s = gpu_->rope_kv_write(q.gpu, k.gpu, v.gpu, heads, kv_heads, positions.gpu, gp, gpu_cache, slots.gpu);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+#if defined(QRT_SIMT)
+    EXPECT_EQ((simt::device_counters(0) - start).kernel_launches, 1u) << what;
+#endif
+    expect_close(q, 1e-5, what + ": q");
+    expect_close(k, 1e-5, what + ": k (fp32 in the activations)");
+    // The cache against the CPU's, decoded: equal but for a flipped last bit here and there.
+    auto decode = [&](const std::vector<uint8_t>& bytes) {
+      std::vector<float> out(bytes.size() / 2);
+      for (size_t i = 0; i < out.size(); ++i) {
+        const uint16_t h = element16(bytes, static_cast<int64_t>(i));
+        out[i] = type == KvType::kF16 ? quant::fp16_to_f32(h) : quant::bf16_to_f32(h);
+      }
+      return out;
+    };
+    const auto gk = decode(gpu_bytes(kc.gpu)), ck = decode(cpu_bytes(kc.cpu));
+    EXPECT_LE(test::relative_l2(gk.data(), ck.data(), gk.size()), 1e-4) << what << ": cache k";
+    EXPECT_EQ(gpu_bytes(vc.gpu), cpu_bytes(vc.cpu)) << what << ": cache v (rounded from the same floats)";
+    // The unfused CUDA ops write the same bits.
+    const KvLayerView gpu_cache2{kc2.gpu, vc2.gpu, cache_pos2.gpu, {}};
+    ASSERT_TRUE(gpu_->rope(q2.gpu, heads, positions.gpu, gp).ok());
+    ASSERT_TRUE(gpu_->rope(k2.gpu, kv_heads, positions.gpu, gp).ok());
+    ASSERT_TRUE(gpu_->kv_write(gpu_cache2, slots.gpu, positions.gpu, k2.gpu, v.gpu).ok());
+    EXPECT_EQ(gpu_bytes(kc.gpu), gpu_bytes(kc2.gpu)) << what << ": fused cache k differs from rope + kv_write";
+    EXPECT_EQ(gpu_bytes(vc.gpu), gpu_bytes(vc2.gpu)) << what;
+    EXPECT_EQ(gpu_values(cache_pos.gpu), gpu_values(cache_pos2.gpu)) << what;
+  }
+}
+
+// Attention over the same 16-bit bits on both backends (the CPU widens them to float): the split decode kernel
+// (with a workspace) and the per-head kernel (without), at lengths 1, 31, 32, 33 and 4097, GQA groups of 1, 4 and
+// 8, a sliding window, prompt rows, and invisible slots that hold NaN.
+TEST_F(CudaKvTypes, AttentionOverEveryCacheTypeMatchesCpu) {
+  struct Case {
+    int heads, kv_heads, head_dim, window;
+    int64_t tokens, keys, capacity;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const Case& c : {Case{8, 8, 64, 0, 1, 1, 8}, Case{32, 8, 128, 0, 1, 31, 64}, Case{32, 8, 128, 0, 1, 32, 32},
+                        Case{32, 8, 128, 0, 1, 33, 300}, Case{32, 4, 128, 0, 1, 4097, 4097},
+                        Case{16, 2, 64, 7, 1, 300, 512}, Case{8, 1, 64, 0, 5, 40, 48}}) {
+    for (KvType type : kAllTypes) {
+      const std::string what = std::string(kv_type_name(type)) + " heads " + std::to_string(c.heads) + "/" +
+                               std::to_string(c.kv_heads) + " hd " + std::to_string(c.head_dim) + " window " +
+                               std::to_string(c.window) + " tokens " + std::to_string(c.tokens) + " keys " +
+                               std::to_string(c.keys);
+      const int64_t kv_dim = int64_t{c.kv_heads} * c.head_dim, q_dim = int64_t{c.heads} * c.head_dim;
+      std::vector<float> k = test::random_normal(static_cast<size_t>(c.capacity * kv_dim), 170 + c.keys);
+      std::vector<float> v = test::random_normal(static_cast<size_t>(c.capacity * kv_dim), 180 + c.keys);
+      std::vector<int32_t> pos(static_cast<size_t>(c.capacity));
+      for (int64_t j = 0; j < c.capacity; ++j) {
+        const bool future = j % 7 == 5;  // a later token's slot, not written yet: invisible, NaN
+        pos[static_cast<size_t>(j)] = static_cast<int32_t>(future ? 100000 + j : j);
+        if (future || j >= c.keys)
+          for (int64_t d = 0; d < kv_dim; ++d)
+            k[static_cast<size_t>(j * kv_dim + d)] = v[static_cast<size_t>(j * kv_dim + d)] = nan;
+      }
+      const DualKv kc = kv_values(type, k, c.capacity, kv_dim), vc = kv_values(type, v, c.capacity, kv_dim);
+      const auto positions = input_values(pos, c.capacity, 1);
+      std::vector<int32_t> qp;
+      for (int64_t t = 0; t < c.tokens; ++t) qp.push_back(static_cast<int32_t>(c.keys - 1 - t * 3));
+      const auto q_pos = input_values(qp, c.tokens, 1);
+      const auto q = input(c.tokens, q_dim, 190 + c.keys);
+      const auto key_count = input_values(std::vector<int32_t>{static_cast<int32_t>(c.keys)}, 1, 1);
+      const AttentionParams p{c.heads, c.kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                              c.window};
+      const auto want = output(c.tokens, q_dim);
+      ASSERT_TRUE(cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu, {}}, key_count.cpu, p,
+                                 want.cpu)
+                      .ok());
+      const uint64_t bytes = gpu_->attention_workspace_bytes(c.tokens, p, c.capacity);
+      ASSERT_GT(bytes, 0u) << what;
+      auto workspace = allocate_scoped(*gpu_, bytes);
+      ASSERT_TRUE(workspace.ok());
+      for (bool split : {true, false}) {
+        const auto out = output(c.tokens, q_dim);
+        std::copy(want.cpu.data, want.cpu.data + want.cpu.numel(), out.cpu.data);
+        const KvLayerView cache{kc.gpu, vc.gpu, positions.gpu, split ? workspace->buffer() : DeviceBuffer{}};
+#if defined(QRT_SIMT)
+        const simt::StreamCounters before = simt::device_counters(0);
+#endif
+        const Status s = gpu_->attention(q.gpu, q_pos.gpu, cache, key_count.gpu, p, out.gpu);
+        ASSERT_TRUE(s.ok()) << s.to_string();
+#if defined(QRT_SIMT)
+        EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, split ? 2u : 1u) << what;
+#endif
+        expect_close(out, 1e-5, (split ? "split attention " : "attention ") + what);
+      }
+    }
+  }
+}
+
+// The cache's K and V must have one type; a mismatch is refused by both backends before any kernel runs.
+TEST_F(CudaKvTypes, MixedKeyAndValueTypesAreRefused) {
+  const int64_t capacity = 4, kv_dim = 32;
+  const DualKv k16 = kv_array(KvType::kF16, capacity, kv_dim), v32 = kv_array(KvType::kF32, capacity, kv_dim);
+  const auto positions = input_values(std::vector<int32_t>(capacity, 0), capacity, 1);
+  const auto rows = input(1, kv_dim, 5);
+  const auto slot = input_values(std::vector<int32_t>{0}, 1, 1);
+  for (Backend* b : {static_cast<Backend*>(&cpu_), static_cast<Backend*>(gpu_.get())}) {
+    const bool cpu = b == &cpu_;
+    const KvLayerView cache{cpu ? k16.cpu : k16.gpu, cpu ? v32.cpu : v32.gpu, cpu ? positions.cpu : positions.gpu, {}};
+    const Status s = b->kv_write(cache, cpu ? slot.cpu : slot.gpu, cpu ? slot.cpu : slot.gpu, cpu ? rows.cpu : rows.gpu,
+                                 cpu ? rows.cpu : rows.gpu);
+    EXPECT_FALSE(s.ok()) << b->name();
+    EXPECT_NE(s.message().find("differ in type"), std::string::npos) << s.to_string();
+  }
+}
+
+}  // namespace
+}  // namespace qrt
