@@ -611,6 +611,13 @@ Status CudaBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   const kernels::ExpertGemvShape shape{ids.rows, static_cast<int>(ids.cols), static_cast<int>(w->shape[0]),
                                        x.rows == ids.rows};
+  // Several tokens: slots grouped by expert, so an expert's rows are read once per batch rather than once per slot
+  // (the same bits). One token (a decode step, inside the captured graph) has no repeats to group.
+  if (ids.rows > 1 && shape.experts <= kernels::kGroupedMaxExperts) {
+    QRT_ASSIGN_OR_RETURN(float* workspace, dequant_scratch(kernels::expert_gemv_grouped_workspace_bytes(shape)));
+    return kernels::expert_gemv_grouped(w->format, w->first_matrix_view(), w->matrix_parts, ids.data, shape, x.data,
+                                        y.data, workspace, ctx_->compute_stream());
+  }
   return kernels::expert_gemv(w->format, w->first_matrix_view(), w->matrix_parts, ids.data, shape, x.data, y.data,
                               ctx_->compute_stream());
 }

@@ -24,8 +24,20 @@ struct ExpertGemvShape {
 //   ids: [tokens, top_k] int32; x: [tokens or tokens * top_k, in]; y: [tokens * top_k, out].
 // An id outside [0, experts) cannot be reported from the device: that slot's output row is NaN.
 // One warp per (slot, output row), fp32 accumulation; every slot re-reads its expert's rows, so this is the
-// decode path (a few tokens); prefill with many tokens pays the weight bytes once per slot.
+// one-token path (a decode step's slots name distinct experts); batches go through expert_gemv_grouped.
 Status expert_gemv(quant::FormatId format, const quant::QuantView& expert0, const quant::PartSizes& per_expert,
                    const int32_t* ids, const ExpertGemvShape& shape, const float* x, float* y, cudaStream_t stream);
+
+// The same result, bit for bit, for a batch of tokens, grouped by expert: a first kernel sorts the slots by their
+// expert (counts, offsets, then slot lists in `workspace`), a second runs a block per (expert, 4 output rows) over
+// that expert's slots, 8 at a time, so each expert's rows come from DRAM once per batch (the later chunks re-read
+// them from L2) instead of once per slot. Each slot's sum is taken in the per-slot kernel's order.
+//   workspace: expert_gemv_grouped_workspace_bytes(shape) of device memory.
+// Not applicable (returns unsupported) above kGroupedMaxExperts experts.
+constexpr int kGroupedMaxExperts = 8192;
+uint64_t expert_gemv_grouped_workspace_bytes(const ExpertGemvShape& shape);
+Status expert_gemv_grouped(quant::FormatId format, const quant::QuantView& expert0, const quant::PartSizes& per_expert,
+                           const int32_t* ids, const ExpertGemvShape& shape, const float* x, float* y, void* workspace,
+                           cudaStream_t stream);
 
 }  // namespace qrt::kernels

@@ -197,6 +197,7 @@ TEST_F(CudaFloatGemv, TheEnvironmentChoosesTheFloatGemv) {
 }
 
 class CudaLinearExperts : public BackendPair, public testing::WithParamInterface<quant::FormatId> {};
+using CudaBackendGroupedExperts = BackendPair;
 
 // Stacked experts, each quantized on its own (HQQ groups across a whole matrix, so a stack is not one big matrix):
 // only the selected experts are read, at e * part_sizes(out, in) in each part.
@@ -219,7 +220,68 @@ TEST_P(CudaLinearExperts, SharedAndPerSlotInputsMatchCpu) {
     ASSERT_TRUE(s.ok()) << s.to_string();
     expect_close(y, 1e-5, std::string(quant::format_name(format)) +
                               (x == &x_shared ? " shared input" : " per-slot input"));
+    // The batch went through the grouped kernels (slots sorted by expert); token by token through the per-slot
+    // kernel: the same bits, row for row.
+    const std::vector<float> batch = gpu_values(y.gpu);
+    const int64_t x_rows = x == &x_shared ? 1 : top_k;
+    for (int64_t t = 0; t < tokens; ++t) {
+      const auto y_t = output(top_k, out);
+#if defined(QRT_SIMT)
+      const simt::StreamCounters before = simt::device_counters(0);
+#endif
+      ASSERT_TRUE(gpu_->linear_experts(x->gpu.row_range(t * x_rows, x_rows), weight_pair.gpu, ids.gpu.row_range(t, 1),
+                                       y_t.gpu)
+                      .ok());
+#if defined(QRT_SIMT)
+      EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, 1u) << "one token: the per-slot kernel";
+#endif
+      const std::vector<float> row = gpu_values(y_t.gpu);
+      EXPECT_TRUE(std::equal(row.begin(), row.end(), batch.begin() + t * top_k * out))
+          << quant::format_name(format) << " token " << t << ": grouped batch differs from the per-slot kernel";
+    }
   }
+}
+
+// The grouped path with many experts, most of them unused, an expert taking more slots than one pass holds (8), and
+// an id outside the stack: that slot's row is NaN (the device cannot report it), every other row is the CPU's.
+TEST_F(CudaBackendGroupedExperts, ManyExpertsLongListsAndABadId) {
+  const int64_t experts = 300, out = 20, in = 64, tokens = 12, top_k = 2;
+  const auto values = test::random_normal(static_cast<size_t>(experts * out * in), 2310);
+  auto w = test::quantized_tensor(quant::FormatId::kQ8_0, {experts, out, in}, values,
+                                  test::default_params(quant::FormatId::kQ8_0));
+  const auto weight_pair = weight(w->tensor);
+  std::vector<int32_t> picks;
+  for (int64_t t = 0; t < tokens; ++t) {
+    picks.push_back(299);                               // every token: 12 slots of one expert
+    picks.push_back(static_cast<int32_t>(t * 23 % 300));  // spread over the stack
+  }
+  const auto ids = input_values(picks, tokens, top_k);
+  const auto x = input(tokens, in, 2311);
+  const auto y = output(tokens * top_k, out);
+  ASSERT_TRUE(cpu_.linear_experts(x.cpu, weight_pair.cpu, ids.cpu, y.cpu).ok());
+#if defined(QRT_SIMT)
+  const simt::StreamCounters before = simt::device_counters(0);
+#endif
+  ASSERT_TRUE(gpu_->linear_experts(x.gpu, weight_pair.gpu, ids.gpu, y.gpu).ok());
+#if defined(QRT_SIMT)
+  EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, 2u) << "group, then multiply";
+#endif
+  expect_close(y, 1e-5, "grouped Q8_0 experts, 300 in the stack");
+
+  picks[5] = 300;  // token 2, slot 1: outside the stack (the CPU backend refuses it; compare the other rows)
+  const auto bad_ids = input_values(picks, tokens, top_k);
+  const auto y_bad = output(tokens * top_k, out);
+  ASSERT_TRUE(gpu_->linear_experts(x.gpu, weight_pair.gpu, bad_ids.gpu, y_bad.gpu).ok());
+  const std::vector<float> got = gpu_values(y_bad.gpu), want = cpu_values(y.cpu);
+  for (int64_t slot = 0; slot < tokens * top_k; ++slot)
+    for (int64_t r = 0; r < out; ++r) {
+      const float g = got[static_cast<size_t>(slot * out + r)];
+      if (slot == 5) {
+        EXPECT_TRUE(std::isnan(g)) << "row " << r << " of the slot with a bad id";
+      } else {
+        EXPECT_NEAR(g, want[static_cast<size_t>(slot * out + r)], 1e-3) << "slot " << slot << " row " << r;
+      }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, CudaLinearExperts, testing::ValuesIn(quant::kAllFormats), test::format_test_name);
