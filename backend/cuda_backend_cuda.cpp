@@ -9,6 +9,7 @@
 
 #include "kernels/activation/silu_mul.hpp"
 #include "kernels/attention/attention.hpp"
+#include "kernels/attention/attention_prefill_tc.hpp"
 #include "kernels/attention/attention_split.hpp"
 #include "kernels/cpu/quant_reference.hpp"
 #include "kernels/elementwise/add.hpp"
@@ -537,6 +538,10 @@ Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const Kv
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   const kernels::AttentionShape shape{q.rows,    cache.k.rows,     p.heads,     p.kv_heads, p.head_dim,
                                       p.scale,   p.sliding_window, cache.k.type};
+  // A prompt over a 16-bit cache: tensor cores, FlashAttention-2 style.
+  if (kernels::attention_prefill_tc_applies(shape, ctx_->props().shared_mem_per_block_optin))
+    return kernels::attention_prefill_tc(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data,
+                                         keys.data, shape, out.data, ctx_->compute_stream());
   const kernels::AttentionSplitPlan plan = kernels::plan_attention_split(shape);
   const DeviceBuffer& ws = cache.attention_workspace;
   if (plan.splits > 0 && ws.ptr != nullptr && ws.bytes >= plan.workspace_bytes &&

@@ -126,7 +126,8 @@ TEST_F(CudaKvTypes, RopeKvWriteRoundsTheRotatedKeys) {
   for (KvType type : {KvType::kF16, KvType::kBF16}) {
     const std::string what(kv_type_name(type));
     const auto q = input(tokens, q_dim, 60), k = input(tokens, kv_dim, 61), v = input(tokens, kv_dim, 62);
-    const auto q2 = input_values(gpu_values(q.gpu), tokens, q_dim), k2 = input_values(gpu_values(k.gpu), tokens, kv_dim);
+    const auto q2 = input_values(gpu_values(q.gpu), tokens, q_dim);
+    const auto k2 = input_values(gpu_values(k.gpu), tokens, kv_dim);
     const DualKv kc = kv_array(type, capacity, kv_dim), vc = kv_array(type, capacity, kv_dim);
     const DualKv kc2 = kv_array(type, capacity, kv_dim), vc2 = kv_array(type, capacity, kv_dim);
     const auto cache_pos = input_values(std::vector<int32_t>(capacity, 0), capacity, 1);
@@ -225,6 +226,68 @@ TEST_F(CudaKvTypes, AttentionOverEveryCacheTypeMatchesCpu) {
 #endif
         expect_close(out, 1e-5, (split ? "split attention " : "attention ") + what);
       }
+    }
+  }
+}
+
+// A prompt over a 16-bit cache runs on the tensor cores (attention_prefill_tc.hpp): one kernel, against the CPU
+// over the same bits. Q and the probabilities are rounded to the cache's type there (2^-11 relative for f16, 2^-8
+// for bf16), hence the bounds (measured under SIMT: 1.6-2.7e-4 for f16, 1.4-2.1e-3 for bf16). Prompts of 16..200
+// rows (query tiles of 64: whole, partial, several), GQA groups of 1, 4 and 8, head dims 64, 128 and 256, a sliding
+// window, keys cached before the prompt, and slots no query sees holding NaN; a head dim that is not a multiple of
+// 16 takes the per-head kernel instead.
+TEST_F(CudaKvTypes, PromptAttentionOnTensorCoresMatchesCpu) {
+  struct Case {
+    int heads, kv_heads, head_dim, window;
+    int64_t cached, tokens;
+    bool tensor_cores;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const Case& c : {Case{8, 8, 64, 0, 0, 16, true}, Case{32, 8, 128, 0, 40, 33, true},
+                        Case{16, 2, 64, 0, 0, 64, true}, Case{8, 1, 128, 0, 100, 65, true},
+                        Case{4, 4, 256, 0, 3, 20, true}, Case{8, 2, 64, 24, 30, 200, true},
+                        Case{4, 2, 72, 0, 10, 20, false}}) {
+    for (KvType type : {KvType::kF16, KvType::kBF16}) {
+      const std::string what = std::string(kv_type_name(type)) + " heads " + std::to_string(c.heads) + "/" +
+                               std::to_string(c.kv_heads) + " hd " + std::to_string(c.head_dim) + " window " +
+                               std::to_string(c.window) + " cached " + std::to_string(c.cached) + " tokens " +
+                               std::to_string(c.tokens);
+      const int64_t kv_dim = int64_t{c.kv_heads} * c.head_dim, q_dim = int64_t{c.heads} * c.head_dim;
+      const int64_t keys = c.cached + c.tokens, capacity = keys + 70;  // a whole unused tile past the keys
+      std::vector<float> k = test::random_normal(static_cast<size_t>(capacity * kv_dim), 270 + keys);
+      std::vector<float> v = test::random_normal(static_cast<size_t>(capacity * kv_dim), 280 + keys);
+      std::vector<int32_t> pos(static_cast<size_t>(capacity));
+      for (int64_t j = 0; j < capacity; ++j) {
+        // Slot j holds position j, except every 11th cached slot, which belongs to a later token: invisible, NaN.
+        const bool future = j < c.cached && j % 11 == 4;
+        pos[static_cast<size_t>(j)] = static_cast<int32_t>(future ? 100000 + j : j);
+        if (future || j >= keys)
+          for (int64_t e = 0; e < kv_dim; ++e)
+            k[static_cast<size_t>(j * kv_dim + e)] = v[static_cast<size_t>(j * kv_dim + e)] = nan;
+      }
+      const DualKv kc = kv_values(type, k, capacity, kv_dim), vc = kv_values(type, v, capacity, kv_dim);
+      const auto positions = input_values(pos, capacity, 1);
+      const auto q = input(c.tokens, q_dim, 290 + keys);
+      const auto key_count = input_values(std::vector<int32_t>{static_cast<int32_t>(keys)}, 1, 1);
+      const AttentionParams p{c.heads, c.kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                              c.window};
+      const auto out = output(c.tokens, q_dim);
+      const ConstI32View cpu_q_pos = positions.cpu.row_range(c.cached, c.tokens);
+      const ConstI32View gpu_q_pos = positions.gpu.row_range(c.cached, c.tokens);
+      ASSERT_TRUE(
+          cpu_.attention(q.cpu, cpu_q_pos, KvLayerView{kc.cpu, vc.cpu, positions.cpu, {}}, key_count.cpu, p, out.cpu)
+              .ok());
+#if defined(QRT_SIMT)
+      const simt::StreamCounters before = simt::device_counters(0);
+#endif
+      const Status s =
+          gpu_->attention(q.gpu, gpu_q_pos, KvLayerView{kc.gpu, vc.gpu, positions.gpu, {}}, key_count.gpu, p, out.gpu);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+#if defined(QRT_SIMT)
+      EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, 1u) << what;
+#endif
+      const double bound = !c.tensor_cores ? 1e-5 : type == KvType::kF16 ? 1e-3 : 8e-3;
+      expect_close(out, bound, "prompt attention " + what);
     }
   }
 }
