@@ -105,6 +105,10 @@ class CudaBackend final : public Backend {
   // integer dot products (kernels/linear/gemv_dp4a.hpp; within about 2e-5 of the float GEMV). Off: the float GEMV
   // for every format, for comparisons.
   void set_integer_gemv(bool on) { integer_gemv_ = on; }
+  // Above the GEMV batch: on, a fused dequantize + wmma kernel that reads W packed (kernels/linear/gemm_dequant_tc.hpp)
+  // wherever its column steps fit the format; off (the default until a GPU has compared them), fp16 tiles of W and
+  // cuBLAS. QRT_CUDA_GEMM=fused|cublas sets it at creation.
+  void set_fused_gemm(bool on) { fused_gemm_ = on; }
 
  private:
   struct Weight;
@@ -120,6 +124,8 @@ class CudaBackend final : public Backend {
   // Grows the fp32 dequantization scratch to at least `bytes`.
   Result<float*> dequant_scratch(uint64_t bytes);
   Status linear_gemm(const Weight& w, ConstF32View x, F32View y);
+  // Whether linear() above the GEMV batch takes the fused dequantize + wmma kernel for w.
+  bool fused_gemm_applies(const Weight& w) const;
   Status copy_weight_part(const ByteSpan& span, uint8_t* device);
   // Grows the quantized-activation buffer to hold kGemvMaxBatch rows of `cols` columns (at weight upload, so that
   // no linear() inside a graph capture allocates).
@@ -141,6 +147,7 @@ class CudaBackend final : public Backend {
   uint64_t q8_bytes_ = 0;
   std::vector<void*> q8_retired_;
   bool integer_gemv_ = true;
+  bool fused_gemm_ = false;
   // The x whose quantization q8_buffer_ holds, so that the projections sharing an input (q, k, v; gate, up) quantize
   // it once. rms_norm and silu_mul (the producers of most GEMV inputs) write it as they write their output when it
   // fits the buffer; every other op forgets it (any of them may write x), as does a linear() whose output overlaps

@@ -15,6 +15,7 @@
 #include "kernels/elementwise/add.hpp"
 #include "kernels/embedding/embed.hpp"
 #include "kernels/linear/dequant.hpp"
+#include "kernels/linear/gemm_dequant_tc.hpp"
 #include "kernels/linear/gemv.hpp"
 #include "kernels/linear/gemv_batch.hpp"
 #include "kernels/linear/gemv_dp4a.hpp"
@@ -100,6 +101,13 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, Communicato
     if (choice != "float" && choice != "integer")
       return invalid_argument("QRT_CUDA_GEMV=" + choice + ": expected float or integer");
     backend->integer_gemv_ = choice == "integer";
+  }
+  // QRT_CUDA_GEMM=fused runs prefill GEMMs through the fused dequantize + wmma kernel instead of fp16 tiles + cuBLAS.
+  if (const char* gemm = std::getenv("QRT_CUDA_GEMM"); gemm != nullptr && *gemm != '\0') {
+    const std::string choice(gemm);
+    if (choice != "fused" && choice != "cublas")
+      return invalid_argument("QRT_CUDA_GEMM=" + choice + ": expected fused or cublas");
+    backend->fused_gemm_ = choice == "fused";
   }
   return backend;
 }
@@ -385,6 +393,8 @@ Status CudaBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bia
     bool done = false;
     QRT_TRY(linear_dp4a(*w, x, y, &done));
     if (!done) QRT_TRY(kernels::gemv(w->format, w->view(), x.data, static_cast<int>(x.rows), y.data, stream));
+  } else if (fused_gemm_applies(*w)) {
+    QRT_TRY(kernels::gemm_dequant_tc(w->format, w->view(), x.data, x.rows, y.data, stream));
   } else {
     QRT_TRY(linear_gemm(*w, x, y));
   }
@@ -396,6 +406,12 @@ Status CudaBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bia
       forget_q8_source();
   }
   return ok_status();
+}
+
+bool CudaBackend::fused_gemm_applies(const Weight& w) const {
+  if (!fused_gemm_) return false;
+  const int chunk = kernels::gemm_dequant_tc_chunk(w.format, w.view());
+  return chunk > 0 && kernels::gemm_dequant_tc_shared_bytes(chunk) <= ctx_->props().shared_mem_per_block_optin;
 }
 
 kernels::Q8Activations CudaBackend::fused_q8_output(F32View out) const {

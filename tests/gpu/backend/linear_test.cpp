@@ -53,6 +53,70 @@ TEST_P(CudaLinear, EveryBatchPathMatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, CudaLinear, testing::ValuesIn(quant::kAllFormats), test::format_test_name);
 
+// The fused dequantize + wmma prefill GEMM (set_fused_gemm; QRT_CUDA_GEMM=fused) in every format: W rows in two
+// tiles of 64 (the second partial), one, two and three token tiles (the last partial), with a bias; one kernel
+// launch plus the bias. It rounds W and x to fp16 as the cuBLAS path does (kGemmTolerance).
+class CudaFusedGemm : public BackendPair, public testing::WithParamInterface<quant::FormatId> {};
+
+TEST_P(CudaFusedGemm, MatchesCpuInEveryTile) {
+  const quant::FormatId format = GetParam();
+  const int64_t out = 75, in = 512;
+  auto w = test::quantized_tensor(format, {out, in}, test::random_normal(static_cast<size_t>(out * in), 2600),
+                                  test::default_params(format));
+  const auto pair = weight(w->tensor);
+  ASSERT_TRUE(pair.gpu.valid());
+  const auto bias = f32_weight({out}, 2601, 0.5f);
+  gpu_->set_fused_gemm(true);
+  for (int64_t n : {int64_t{9}, int64_t{64}, int64_t{130}}) {
+    const auto x = input(n, in, 2610 + n);
+    const auto y = output(n, out);
+    ASSERT_TRUE(cpu_.linear(x.cpu, pair.cpu, bias.cpu, y.cpu).ok());
+#if defined(QRT_SIMT)
+    const simt::StreamCounters before = simt::device_counters(0);
+#endif
+    const Status s = gpu_->linear(x.gpu, pair.gpu, bias.gpu, y.gpu);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+#if defined(QRT_SIMT)
+    EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, 2u) << "the fused GEMM and the bias";
+#endif
+    expect_close(y, kGemmTolerance, std::string(quant::format_name(format)) + " fused GEMM, " + std::to_string(n) +
+                                        " tokens");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, CudaFusedGemm, testing::ValuesIn(quant::kAllFormats), test::format_test_name);
+
+// Where the fused kernel's column steps do not fit (rows of 544: 32-column blocks, but not whole steps of 64), the
+// backend keeps the cuBLAS path; QRT_CUDA_GEMM names the choice and other values are refused.
+using CudaFusedGemmChoice = BackendPair;
+
+TEST_F(CudaFusedGemmChoice, FallsBackWhereItsStepsDoNotFitAndTheEnvironmentChooses) {
+  const int64_t out = 40, in = 544, n = 20;
+  auto w = test::quantized_tensor(quant::FormatId::kQ8_0, {out, in},
+                                  test::random_normal(static_cast<size_t>(out * in), 2620),
+                                  test::default_params(quant::FormatId::kQ8_0));
+  const auto pair = weight(w->tensor);
+  gpu_->set_fused_gemm(true);
+  const auto x = input(n, in, 2621);
+  const auto y = output(n, out);
+  ASSERT_TRUE(cpu_.linear(x.cpu, pair.cpu, WeightHandle{}, y.cpu).ok());
+  ASSERT_TRUE(gpu_->linear(x.gpu, pair.gpu, WeightHandle{}, y.gpu).ok());
+  expect_close(y, kGemmTolerance, "Q8_0 [40, 544] through cuBLAS");
+
+  for (const char* value : {"fused", "cublas"}) {
+    setenv("QRT_CUDA_GEMM", value, 1);
+    auto backend = CudaBackend::create(0);
+    unsetenv("QRT_CUDA_GEMM");
+    EXPECT_TRUE(backend.ok()) << value << ": " << backend.status().to_string();
+  }
+  setenv("QRT_CUDA_GEMM", "marlin", 1);
+  auto refused = CudaBackend::create(0);
+  unsetenv("QRT_CUDA_GEMM");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().to_string().find("QRT_CUDA_GEMM=marlin"), std::string::npos)
+      << refused.status().to_string();
+}
+
 // Projections sharing an input (q, k and v; gate and up) quantize it for the integer-dot GEMV once; an op that may
 // have written the input in between (here an add into it) makes the next projection quantize it again.
 using CudaLinearSharedInput = BackendPair;
