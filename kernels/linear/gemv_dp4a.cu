@@ -115,6 +115,8 @@ int64_t policy_block_cols(quant::FormatId format) {
     case quant::FormatId::kQ8_0:
     case quant::FormatId::kAFQ4:
     case quant::FormatId::kAFQ8: return 32;
+    case quant::FormatId::kQ2_K:
+    case quant::FormatId::kQ3_K:
     case quant::FormatId::kQ4_K:
     case quant::FormatId::kQ5_K:
     case quant::FormatId::kQ6_K: return 256;
@@ -156,6 +158,8 @@ Status gemv_dp4a(quant::FormatId format, const quant::QuantView& w, Q8ConstActiv
     case quant::FormatId::kQ5_0: return launch<dp4a::Q5_0>(w, x, m, y, stream);
     case quant::FormatId::kQ5_1: return launch<dp4a::Q5_1>(w, x, m, y, stream);
     case quant::FormatId::kQ8_0: return launch<dp4a::Q8_0>(w, x, m, y, stream);
+    case quant::FormatId::kQ2_K: return launch<dp4a::Q2K>(w, x, m, y, stream);
+    case quant::FormatId::kQ3_K: return launch<dp4a::Q3K>(w, x, m, y, stream);
     case quant::FormatId::kQ4_K: return launch<dp4a::Q4K>(w, x, m, y, stream);
     case quant::FormatId::kQ5_K: return launch<dp4a::Q5K>(w, x, m, y, stream);
     case quant::FormatId::kQ6_K: return launch<dp4a::Q6K>(w, x, m, y, stream);

@@ -241,10 +241,37 @@ using Q4_1 = Legacy32<20, true, false>;
 using Q5_0 = Legacy32<22, false, true>;
 using Q5_1 = Legacy32<24, true, true>;
 
-// ---- Q6_K: 256-column super-blocks {128 bytes ql, 64 bytes qh, 16 int8 scales, f16 d}; element 128h + 32k + l
-// (h = 0..1, k = 0..3, l = 0..31) has code ((ql[64h + 32(k & 1) + l] >> 4(k / 2)) & 15) | ((qh[32h + l] >> 2k) & 3)
-// << 4, value d · scales[8h + 2k + l / 16] · (code - 32). Item (h, quad) covers l = 4 quad + 0..3 for every k:
-// 16 columns from four sub-blocks, whose codes minus 32 become signed bytes with one per-byte subtraction.
+// ---- The K-quants with 16-column sub-blocks (Q2_K, Q3_K, Q6_K) place element 128h + 32k + l (h = 0..1, k = 0..3,
+// l = 0..31) of a 256-column super-block in sub-block 8h + 2k + l / 16, with bits of its code in byte 32h + l (or
+// 64h + 32(k & 1) + l) of an array, shifted by k. Their item (h, quad) covers l = 4 quad + 0..3 for every k: 16
+// columns from four sub-blocks, one word of codes per k. The matching activations: 4 columns of each of the
+// four 32-column activation blocks 8 · block + 4h + k.
+struct XQuads {
+  uint32_t hi[4], lo[4];
+  float2 s[4];  // {d_hi, d_lo} of each activation block
+};
+__device__ __forceinline__ XQuads load_x_quads(const int8_t* codes, const float* scales, int it) {
+  const int h = (it >> 3) & 1, l0 = 4 * (it & 7);
+  const int64_t first = static_cast<int64_t>(it >> 4) * 8 + 4 * h;
+  XQuads x;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + (first + k) * 64 + l0;
+    x.hi[k] = ldg_u32(c);
+    x.lo[k] = ldg_u32(c + 32);
+    x.s[k] = __ldg(reinterpret_cast<const float2*>(scales + (first + k) * 4));
+  }
+  return x;
+}
+// Σ q x over one k's 4 columns, both limbs: q as 4 signed bytes.
+__device__ __forceinline__ float quad_dot(int q, const XQuads& x, int k) {
+  return x.s[k].x * static_cast<float>(__dp4a(q, static_cast<int>(x.hi[k]), 0)) +
+         x.s[k].y * static_cast<float>(__dp4a(q, static_cast<int>(x.lo[k]), 0));
+}
+
+// Q6_K: {128 bytes ql, 64 bytes qh, 16 int8 scales, f16 d}; element 128h + 32k + l has code
+// ((ql[64h + 32(k & 1) + l] >> 4(k / 2)) & 15) | ((qh[32h + l] >> 2k) & 3) << 4, value
+// d · scales[8h + 2k + l / 16] · (code - 32); the codes minus 32 become signed bytes with one per-byte subtraction.
 struct Q6K {
   static constexpr int kBlockCols = 256;
   static constexpr int kBlockBytes = 210;
@@ -253,10 +280,7 @@ struct Q6K {
   struct W {
     uint32_t ql_a, ql_b, qh, sc_lo, sc_hi, d;
   };
-  struct X {
-    uint32_t hi[4], lo[4];
-    float2 s[4];
-  };
+  using X = XQuads;
 
   __device__ static W fetch(const RowRef& row, int it) {
     const uint8_t* b = row.data + static_cast<int64_t>(it >> 4) * kBlockBytes;
@@ -265,17 +289,7 @@ struct Q6K {
             ldg_u32_a2(b + 192 + 8 * h), ldg_u32_a2(b + 196 + 8 * h), ldg_u16(b + 208)};
   }
   __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    const int h = (it >> 3) & 1, l0 = 4 * (it & 7);
-    const int64_t first = static_cast<int64_t>(it >> 4) * 8 + 4 * h;
-    X x;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + (first + k) * 64 + l0;
-      x.hi[k] = ldg_u32(c);
-      x.lo[k] = ldg_u32(c + 32);
-      x.s[k] = __ldg(reinterpret_cast<const float2*>(scales + (first + k) * 4));
-    }
-    return x;
+    return load_x_quads(codes, scales, it);
   }
   __device__ static float dot(const W& w, const X& x, int it) {
     const int half16 = (it & 7) >= 4 ? 8 : 0;  // l >= 16 takes the odd scale of each pair
@@ -287,8 +301,86 @@ struct Q6K {
       const int q = static_cast<int>(__vsub4(code, 0x20202020u));
       const uint32_t sc_word = k < 2 ? w.sc_lo : w.sc_hi;
       const float sc = static_cast<float>(static_cast<int8_t>(sc_word >> (16 * (k & 1) + half16)));
-      v += sc * (x.s[k].x * static_cast<float>(__dp4a(q, static_cast<int>(x.hi[k]), 0)) +
-                 x.s[k].y * static_cast<float>(__dp4a(q, static_cast<int>(x.lo[k]), 0)));
+      v += sc * quad_dot(q, x, k);
+    }
+    return half_at(w.d) * v;
+  }
+};
+
+// Q2_K: {16 scale bytes (low nibble: scale, high nibble: min of sub-block s), 64 bytes qs, f16 d, f16 dmin};
+// element 128h + 32k + l has code (qs[32h + l] >> 2k) & 3 and value d · sc · code - dmin · m. The minimum needs
+// Σ x over the sub-block's 4 columns of the item, a dp4a against ones.
+struct Q2K {
+  static constexpr int kBlockCols = 256;
+  static constexpr int kBlockBytes = 84;
+  static constexpr int kItemsPerBlock = 16;
+
+  struct W {
+    uint32_t qs, sc_lo, sc_hi, dm;
+  };
+  using X = XQuads;
+
+  __device__ static W fetch(const RowRef& row, int it) {
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 4) * kBlockBytes;
+    const int h = (it >> 3) & 1, l0 = 4 * (it & 7);
+    return {ldg_u32_a2(b + 16 + 32 * h + l0), ldg_u32_a2(b + 8 * h), ldg_u32_a2(b + 8 * h + 4), ldg_u32_a2(b + 80)};
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    return load_x_quads(codes, scales, it);
+  }
+  __device__ static float dot(const W& w, const X& x, int it) {
+    const int half16 = (it & 7) >= 4 ? 8 : 0;
+    float v = 0.0f, mins = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int q = static_cast<int>((w.qs >> (2 * k)) & 0x03030303u);
+      const uint32_t sc_byte = ((k < 2 ? w.sc_lo : w.sc_hi) >> (16 * (k & 1) + half16)) & 0xFFu;
+      v += static_cast<float>(sc_byte & 15u) * quad_dot(q, x, k);
+      mins += static_cast<float>(sc_byte >> 4) * quad_dot(0x01010101, x, k);
+    }
+    return half_at(w.dm) * v - half_at(w.dm >> 16) * mins;
+  }
+};
+
+// Q3_K: {32 bytes hmask, 64 bytes qs, 12 bytes of 6-bit signed scales, f16 d}; element 128h + 32k + l has low bits
+// (qs[32h + l] >> 2k) & 3, high bit (hmask[l] >> (4h + k)) & 1, and value d · scale · (low + 4 high - 4): the
+// three bits minus 4 become signed bytes with one per-byte subtraction. Scale s (0..15): low nibble of byte s (s < 8)
+// or high nibble of byte s - 8, with bits 4..5 from byte 8 + s % 4 at 2 (s / 4), minus 32 (q3k_scale).
+struct Q3K {
+  static constexpr int kBlockCols = 256;
+  static constexpr int kBlockBytes = 110;
+  static constexpr int kItemsPerBlock = 16;
+
+  struct W {
+    uint32_t qs, hm, sc[3], d;
+  };
+  using X = XQuads;
+
+  __device__ static W fetch(const RowRef& row, int it) {
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 4) * kBlockBytes;
+    const int h = (it >> 3) & 1, l0 = 4 * (it & 7);
+    return {ldg_u32_a2(b + 32 + 32 * h + l0),
+            ldg_u32_a2(b + l0),
+            {ldg_u32_a2(b + 96), ldg_u32_a2(b + 100), ldg_u32_a2(b + 104)},
+            ldg_u16(b + 108)};
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    return load_x_quads(codes, scales, it);
+  }
+  __device__ static int scale(const W& w, int s) {
+    const uint32_t byte_lo = (w.sc[(s & 7) >> 2] >> (8 * (s & 3))) & 0xFFu;  // byte s % 8
+    const uint32_t low = s < 8 ? byte_lo & 15u : byte_lo >> 4;
+    const uint32_t high = (w.sc[2] >> (8 * (s & 3) + 2 * (s >> 2))) & 3u;
+    return static_cast<int>(low | (high << 4)) - 32;
+  }
+  __device__ static float dot(const W& w, const X& x, int it) {
+    const int h = (it >> 3) & 1, half = (it & 7) >= 4 ? 1 : 0;
+    float v = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t code = ((w.qs >> (2 * k)) & 0x03030303u) | (((w.hm >> (4 * h + k)) & 0x01010101u) << 2);
+      const int q = static_cast<int>(__vsub4(code, 0x04040404u));
+      v += static_cast<float>(scale(w, 8 * h + 2 * k + half)) * quad_dot(q, x, k);
     }
     return half_at(w.d) * v;
   }

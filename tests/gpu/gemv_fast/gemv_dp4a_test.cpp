@@ -5,7 +5,7 @@
 //     the activations as the two limbs hold them (within 1e-5, i.e. the integer products are exact and only the
 //     float sums differ) and against the float x (each output within Σ |W| · |limbs - x|, what the limbs' error
 //     can move it), for quantizer output and random code bytes, batch 1..8, rows that select one and two rows per
-//     block, rows ending at odd 2-byte offsets (Q4_0, Q8_0, Q6_K), long rows; outputs
+//     block, rows ending at odd 2-byte offsets (Q4_0, Q8_0, Q3_K, Q6_K), long rows; outputs
 //     poisoned with NaN before each run and a second run equal bit for bit;
 //   * a NaN in x reaches exactly the outputs of its batch row; gemv_dp4a_applies refuses what it cannot run.
 #include <cuda_runtime.h>
@@ -148,7 +148,7 @@ std::string case_name(const testing::TestParamInfo<Dp4aCase>& info) {
 std::vector<Dp4aCase> dp4a_cases() {
   std::vector<Dp4aCase> cases;
   for (FormatId id : {FormatId::kQ4_0, FormatId::kQ4_1, FormatId::kQ5_0, FormatId::kQ5_1, FormatId::kQ8_0,
-                      FormatId::kQ4_K, FormatId::kQ5_K, FormatId::kQ6_K}) {
+                      FormatId::kQ2_K, FormatId::kQ3_K, FormatId::kQ4_K, FormatId::kQ5_K, FormatId::kQ6_K}) {
     const int64_t unit = format_info(id).block_elems;  // 32 or 256
     cases.push_back({id, 1, unit, true});
     cases.push_back({id, 37, 5 * unit, true});  // an odd block count: rows start at odd 2-byte offsets
@@ -275,7 +275,9 @@ TEST(GemvDp4aInputs, AppliesOnlyWhereItCanRun) {
   w.cols = 256;
   EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kQ4_K, w));
   EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kQ6_K, w));
-  EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kQ2_K, w));   // no policy
+  EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kQ2_K, w));
+  EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kQ3_K, w));
+  EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kIQ2_XXS, w));  // no policy
   EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kAFQ4, w));   // AFQ without its scales and biases
   QuantView afq = w;
   afq.params.group_size = 64;

@@ -76,6 +76,13 @@ inline bool randomize_codes(quant::FormatId id, const quant::QuantParams& p, qua
     case FormatId::kQ8_0:
       fix_block_f16(offsetof(quant::block_q8_0, d), 0.01f);
       return true;
+    case FormatId::kQ2_K:
+      fix_block_f16(offsetof(quant::block_q2_K, d), 0.01f);
+      fix_block_f16(offsetof(quant::block_q2_K, dmin), 0.01f);
+      return true;
+    case FormatId::kQ3_K:
+      fix_block_f16(offsetof(quant::block_q3_K, d), 0.001f);
+      return true;
     case FormatId::kQ4_K:
       fix_block_f16(offsetof(quant::block_q4_K, d), 0.01f);
       fix_block_f16(offsetof(quant::block_q4_K, dmin), 0.01f);
