@@ -113,13 +113,16 @@ int64_t policy_block_cols(quant::FormatId format) {
     case quant::FormatId::kQ5_0:
     case quant::FormatId::kQ5_1:
     case quant::FormatId::kQ8_0:
+    case quant::FormatId::kIQ4_NL:
     case quant::FormatId::kAFQ4:
     case quant::FormatId::kAFQ8: return 32;
     case quant::FormatId::kQ2_K:
     case quant::FormatId::kQ3_K:
     case quant::FormatId::kQ4_K:
     case quant::FormatId::kQ5_K:
-    case quant::FormatId::kQ6_K: return 256;
+    case quant::FormatId::kQ6_K:
+    case quant::FormatId::kIQ4_XS:
+    case quant::FormatId::kTQ2_0: return 256;
     default: return 0;
   }
 }
@@ -163,6 +166,9 @@ Status gemv_dp4a(quant::FormatId format, const quant::QuantView& w, Q8ConstActiv
     case quant::FormatId::kQ4_K: return launch<dp4a::Q4K>(w, x, m, y, stream);
     case quant::FormatId::kQ5_K: return launch<dp4a::Q5K>(w, x, m, y, stream);
     case quant::FormatId::kQ6_K: return launch<dp4a::Q6K>(w, x, m, y, stream);
+    case quant::FormatId::kIQ4_NL: return launch<dp4a::Iq4Nl>(w, x, m, y, stream);
+    case quant::FormatId::kIQ4_XS: return launch<dp4a::Iq4Xs>(w, x, m, y, stream);
+    case quant::FormatId::kTQ2_0: return launch<dp4a::Tq2>(w, x, m, y, stream);
     case quant::FormatId::kAFQ4: return launch_afq<4>(w, x, m, y, stream);
     case quant::FormatId::kAFQ8: return launch_afq<8>(w, x, m, y, stream);
     default: return invalid_argument(name + ": no policy");  // unreachable: gemv_dp4a_applies checked

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "kernels/linear/gemv_lanes.hpp"
+#include "kernels/quant/iquant_tables.hpp"
 
 namespace qrt::kernels::dp4a {
 
@@ -179,6 +180,26 @@ struct Q8_0 {
   }
 };
 
+// Formats with Q4_0's nibble placement in 32-column (sub-)blocks take two items per activation block: item it covers
+// columns 8e + 0..7 (a) and 16 + 8e + 0..7 (b) of activation block it / 2, e = it % 2.
+struct XHalves {
+  uint2 hi_a, hi_b, lo_a, lo_b;  // the two limbs of columns a and b
+  float4 s;
+};
+__device__ __forceinline__ XHalves load_x_halves(const int8_t* codes, const float* scales, int it) {
+  const int64_t blk = it >> 1;
+  const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + blk * 64 + 8 * (it & 1);
+  const auto u2 = [](const uint8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); };
+  return {u2(c), u2(c + 16), u2(c + 32), u2(c + 48), __ldg(reinterpret_cast<const float4*>(scales) + blk)};
+}
+// Σ over the item's 16 columns of code · x, both limbs, with the low-nibble codes a0, a1 (columns a) and b0, b1
+// (columns b) as signed bytes.
+__device__ __forceinline__ float halves_dot(uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1, const XHalves& x) {
+  const int dot_hi = dot2x4(a0, a1, x.hi_a, dot2x4(b0, b1, x.hi_b, 0));
+  const int dot_lo = dot2x4(a0, a1, x.lo_a, dot2x4(b0, b1, x.lo_b, 0));
+  return limb_dot(x.s, dot_hi, dot_lo);
+}
+
 // ---- Q4_0, Q4_1, Q5_0, Q5_1: 32-column blocks, element j < 16 the low nibble of qs[j] and j + 16 its high nibble,
 // after {f16 d} (Q4_0: x = d (q - 8); Q5_0: x = d (q - 16)) or {f16 d, f16 m} (Q4_1, Q5_1: x = d q + m); the 5-bit
 // ones keep element j's fifth bit in bit j of a u32 qh before qs. Item e = 0..1 of a block is qs bytes 8e .. 8e + 7:
@@ -196,10 +217,7 @@ struct Legacy32 {
   struct W {
     uint32_t q0, q1, dm, qh;
   };
-  struct X {
-    uint2 hi_a, hi_b, lo_a, lo_b;  // limbs of columns 8e + 0..7 (a) and 16 + 8e + 0..7 (b)
-    float4 s;
-  };
+  using X = XHalves;
 
   __device__ static W fetch(const RowRef& row, int it) {
     const uint8_t* b = row.data + static_cast<int64_t>(it >> 1) * kBlockBytes;
@@ -209,10 +227,7 @@ struct Legacy32 {
     return w;
   }
   __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    const int64_t blk = it >> 1;
-    const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + blk * 64 + 8 * (it & 1);
-    const auto u2 = [](const uint8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); };
-    return {u2(c), u2(c + 16), u2(c + 32), u2(c + 48), __ldg(reinterpret_cast<const float4*>(scales) + blk)};
+    return load_x_halves(codes, scales, it);
   }
   // Bits 0..3 of v into bit 4 of bytes 0..3.
   __device__ static uint32_t fifth_bits(uint32_t v) {
@@ -228,10 +243,8 @@ struct Legacy32 {
       b0 |= fifth_bits(w.qh >> (16 + 8 * e));
       b1 |= fifth_bits(w.qh >> (20 + 8 * e));
     }
-    const int dot_hi = dot2x4(a0, a1, x.hi_a, dot2x4(b0, b1, x.hi_b, 0));
-    const int dot_lo = dot2x4(a0, a1, x.lo_a, dot2x4(b0, b1, x.lo_b, 0));
     const float d = half_at(w.dm);
-    float v = d * limb_dot(x.s, dot_hi, dot_lo);
+    float v = d * halves_dot(a0, a1, b0, b1, x);
     if (e == 0) v += HasMin ? half_at(w.dm >> 16) * x.s.z : -kCodeOffset * d * x.s.z;
     return v;
   }
@@ -240,6 +253,85 @@ using Q4_0 = Legacy32<18, false, false>;
 using Q4_1 = Legacy32<20, true, false>;
 using Q5_0 = Legacy32<22, false, true>;
 using Q5_1 = Legacy32<24, true, true>;
+
+// ---- IQ4_NL and IQ4_XS: Q4_0's nibble placement, each nibble an index into 16 non-linear int8 levels
+// (kvalues_iq4nl), looked up four at a time with two byte permutes (indices 0..7 and 8..15) and a select.
+// Levels 4i .. 4i + 3 as one little-endian word.
+constexpr uint32_t iq4_level_word(int i) {
+  uint32_t w = 0;
+  for (int k = 3; k >= 0; --k)
+    w = (w << 8) | static_cast<uint8_t>(quant::iq_tables::detail::kvalues_iq4nl_host[4 * i + k]);
+  return w;
+}
+struct Iq4Levels {
+  static constexpr uint32_t kT0 = iq4_level_word(0), kT1 = iq4_level_word(1), kT2 = iq4_level_word(2),
+                            kT3 = iq4_level_word(3);
+};
+// The levels of four indices (one per byte, each 0..15) as four signed bytes.
+__device__ __forceinline__ uint32_t iq4_levels(uint32_t idx) {
+  const uint32_t sel = (idx & 7u) | ((idx >> 4) & 0x70u) | ((idx >> 8) & 0x700u) | ((idx >> 12) & 0x7000u);
+  const uint32_t lo = __byte_perm(Iq4Levels::kT0, Iq4Levels::kT1, sel);
+  const uint32_t hi = __byte_perm(Iq4Levels::kT2, Iq4Levels::kT3, sel);
+  const uint32_t pick = ((idx >> 3) & 0x01010101u) * 0xFFu;
+  return (hi & pick) | (lo & ~pick);
+}
+// An item's 16 levels as signed bytes (columns a: a0, a1; columns b: b0, b1) and its scale, looked up once in fetch
+// and used for every batch row.
+struct Iq4W {
+  uint32_t a0, a1, b0, b1;
+  float d;
+};
+__device__ __forceinline__ Iq4W iq4_item(uint32_t q0, uint32_t q1, float d) {
+  return {iq4_levels(q0 & 0x0F0F0F0Fu), iq4_levels(q1 & 0x0F0F0F0Fu), iq4_levels((q0 >> 4) & 0x0F0F0F0Fu),
+          iq4_levels((q1 >> 4) & 0x0F0F0F0Fu), d};
+}
+
+// IQ4_NL: 18-byte blocks {f16 d, 16 bytes of nibbles}, two items per block.
+struct Iq4Nl {
+  static constexpr int kBlockCols = 32;
+  static constexpr int kBlockBytes = 18;
+  static constexpr int kItemsPerBlock = 2;
+
+  using W = Iq4W;
+  using X = XHalves;
+
+  __device__ static W fetch(const RowRef& row, int it) {
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 1) * kBlockBytes;
+    const uint8_t* q = b + 2 + 8 * (it & 1);
+    return iq4_item(ldg_u32_a2(q), ldg_u32_a2(q + 4), half_at(ldg_u16(b)));
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    return load_x_halves(codes, scales, it);
+  }
+  __device__ static float dot(const W& w, const X& x, int) { return w.d * halves_dot(w.a0, w.a1, w.b0, w.b1, x); }
+};
+
+// IQ4_XS: 136-byte super-blocks of 256 {f16 d, u16 scales_h, 4 bytes scales_l, 8 x 16 bytes of nibbles}: sub-block
+// sb (32 columns, 16 bytes at 8 + 16 sb) has the 6-bit scale (nibble sb % 2 of scales_l[sb / 2]) | (bits 2 sb of
+// scales_h) << 4, minus 32. Sixteen items per super-block, two per sub-block.
+struct Iq4Xs {
+  static constexpr int kBlockCols = 256;
+  static constexpr int kBlockBytes = 136;
+  static constexpr int kItemsPerBlock = 16;
+
+  using W = Iq4W;
+  using X = XHalves;
+
+  __device__ static W fetch(const RowRef& row, int it) {
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 4) * kBlockBytes;
+    const uint8_t* q = b + 8 + 8 * (it & 15);  // sub-block (it >> 1) & 7, half it & 1
+    const uint32_t dh = ldg_u32_a2(b), sl = ldg_u32_a2(b + 4);  // dh: d (low half) and scales_h (high half)
+    const int sb = (it >> 1) & 7;
+    const uint32_t low = (sl >> (4 * sb)) & 15u;  // nibble sb % 2 of byte sb / 2
+    const uint32_t high = (dh >> (16 + 2 * sb)) & 3u;
+    const float scale = static_cast<float>(static_cast<int>(low | (high << 4)) - 32);
+    return iq4_item(ldg_u32_a2(q), ldg_u32_a2(q + 4), half_at(dh) * scale);
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    return load_x_halves(codes, scales, it);
+  }
+  __device__ static float dot(const W& w, const X& x, int) { return w.d * halves_dot(w.a0, w.a1, w.b0, w.b1, x); }
+};
 
 // ---- The K-quants with 16-column sub-blocks (Q2_K, Q3_K, Q6_K) place element 128h + 32k + l (h = 0..1, k = 0..3,
 // l = 0..31) of a 256-column super-block in sub-block 8h + 2k + l / 16, with bits of its code in byte 32h + l (or
@@ -381,6 +473,37 @@ struct Q3K {
       const uint32_t code = ((w.qs >> (2 * k)) & 0x03030303u) | (((w.hm >> (4 * h + k)) & 0x01010101u) << 2);
       const int q = static_cast<int>(__vsub4(code, 0x04040404u));
       v += static_cast<float>(scale(w, 8 * h + 2 * k + half)) * quad_dot(q, x, k);
+    }
+    return half_at(w.d) * v;
+  }
+};
+
+// TQ2_0: 66-byte super-blocks {64 bytes qs, f16 d}; element 128h + 32k + l has code (qs[32h + l] >> 2k) & 3 and
+// value d · (code - 1).
+struct Tq2 {
+  static constexpr int kBlockCols = 256;
+  static constexpr int kBlockBytes = 66;
+  static constexpr int kItemsPerBlock = 16;
+
+  struct W {
+    uint32_t qs, d;
+  };
+  using X = XQuads;
+
+  __device__ static W fetch(const RowRef& row, int it) {
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 4) * kBlockBytes;
+    const int h = (it >> 3) & 1, l0 = 4 * (it & 7);
+    return {ldg_u32_a2(b + 32 * h + l0), ldg_u16(b + 64)};
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    return load_x_quads(codes, scales, it);
+  }
+  __device__ static float dot(const W& w, const X& x, int) {
+    float v = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t code = (w.qs >> (2 * k)) & 0x03030303u;
+      v += quad_dot(static_cast<int>(__vsub4(code, 0x01010101u)), x, k);
     }
     return half_at(w.d) * v;
   }

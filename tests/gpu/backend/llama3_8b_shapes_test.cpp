@@ -92,7 +92,10 @@ TEST_F(Llama3Shapes, GenericGemvAtTheFfnWidth) {
   gpu_->set_integer_gemv(true);
   auto iq = test::quantized_tensor(quant::FormatId::kIQ4_XS, {64, kFfn}, values, {});
   const auto iq_pair = weight(iq->tensor);
-  check_linear(iq_pair, 1e-5, kFfn, 64, 1, "IQ4_XS [64, 14336]");
+  check_linear(iq_pair, gemv_tolerance(quant::FormatId::kIQ4_XS, kFfn), kFfn, 64, 1, "IQ4_XS [64, 14336]");
+  gpu_->set_integer_gemv(false);
+  check_linear(iq_pair, 1e-5, kFfn, 64, 1, "IQ4_XS [64, 14336], generic float");
+  gpu_->set_integer_gemv(true);
 }
 
 // The output projection over the whole vocabulary, then argmax and sampling of its logits.

@@ -148,7 +148,8 @@ std::string case_name(const testing::TestParamInfo<Dp4aCase>& info) {
 std::vector<Dp4aCase> dp4a_cases() {
   std::vector<Dp4aCase> cases;
   for (FormatId id : {FormatId::kQ4_0, FormatId::kQ4_1, FormatId::kQ5_0, FormatId::kQ5_1, FormatId::kQ8_0,
-                      FormatId::kQ2_K, FormatId::kQ3_K, FormatId::kQ4_K, FormatId::kQ5_K, FormatId::kQ6_K}) {
+                      FormatId::kQ2_K, FormatId::kQ3_K, FormatId::kQ4_K, FormatId::kQ5_K, FormatId::kQ6_K,
+                      FormatId::kIQ4_NL, FormatId::kIQ4_XS, FormatId::kTQ2_0}) {
     const int64_t unit = format_info(id).block_elems;  // 32 or 256
     cases.push_back({id, 1, unit, true});
     cases.push_back({id, 37, 5 * unit, true});  // an odd block count: rows start at odd 2-byte offsets
@@ -174,6 +175,7 @@ TEST_P(GemvDp4a, MatchesTheCpuReference) {
   const QuantParams p = test::gemv_test_params(c.id, c.group_size, c.scale_type);
   for (test::WeightKind kind : {test::WeightKind::kQuantized, test::WeightKind::kRandomBytes}) {
     SCOPED_TRACE(test::weight_kind_name(kind));
+    if (kind == test::WeightKind::kQuantized && !format_info(c.id).has_quantizer) continue;  // TQ2_0: random only
     const uint64_t seed = static_cast<uint64_t>(c.rows * 131 + c.cols) * 2 + (kind == test::WeightKind::kQuantized);
     auto q = test::make_test_weights(c.id, c.rows, c.cols, p, kind, seed);
     ASSERT_TRUE(q.ok()) << q.status().to_string();

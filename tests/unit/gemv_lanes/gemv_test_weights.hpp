@@ -94,6 +94,15 @@ inline bool randomize_codes(quant::FormatId id, const quant::QuantParams& p, qua
     case FormatId::kQ6_K:
       fix_block_f16(offsetof(quant::block_q6_K, d), 0.001f);
       return true;
+    case FormatId::kIQ4_NL:
+      fix_block_f16(offsetof(quant::block_iq4_nl, d), 0.001f);
+      return true;
+    case FormatId::kIQ4_XS:
+      fix_block_f16(offsetof(quant::block_iq4_xs, d), 0.0001f);
+      return true;
+    case FormatId::kTQ2_0:
+      fix_block_f16(offsetof(quant::block_tq2_0, d), 0.05f);
+      return true;
     case FormatId::kAFQ4:
     case FormatId::kAFQ8: {
       std::normal_distribution<float> dist(0.0f, 0.02f);
@@ -117,6 +126,19 @@ inline bool randomize_codes(quant::FormatId id, const quant::QuantParams& p, qua
 // Weights of `id` for a [rows, cols] matrix, or an error (the quantizer refused the shape).
 inline Result<quant::QuantBuffers> make_test_weights(quant::FormatId id, int64_t rows, int64_t cols,
                                                      const quant::QuantParams& p, WeightKind kind, uint64_t seed) {
+  if (!quant::format_info(id).has_quantizer) {
+    // Decode-only formats (TQ1_0, TQ2_0, most IQ types): random code bytes only, sized by the format.
+    if (kind != WeightKind::kRandomBytes) return unsupported(std::string(quant::format_name(id)) + " has no quantizer");
+    auto sizes = cpu::part_sizes(id, rows, cols, p);
+    if (!sizes.ok()) return sizes.status();
+    quant::QuantBuffers q;
+    q.data.resize(sizes->data);
+    q.scales.resize(sizes->scales);
+    q.biases.resize(sizes->biases);
+    if (!randomize_codes(id, p, q, seed * 7 + 3))
+      return unsupported("no random-bytes recipe for " + std::string(quant::format_name(id)));
+    return q;
+  }
   const std::vector<float> w = random_normal(static_cast<size_t>(rows * cols), seed, 0.05f);
   auto q = cpu::quantize(id, w.data(), rows, cols, p);
   if (!q.ok()) return q.status();
