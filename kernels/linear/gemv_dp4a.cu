@@ -122,7 +122,14 @@ int64_t policy_block_cols(quant::FormatId format) {
     case quant::FormatId::kQ5_K:
     case quant::FormatId::kQ6_K:
     case quant::FormatId::kIQ4_XS:
-    case quant::FormatId::kTQ2_0: return 256;
+    case quant::FormatId::kTQ2_0:
+    case quant::FormatId::kIQ2_XXS:
+    case quant::FormatId::kIQ2_XS:
+    case quant::FormatId::kIQ2_S:
+    case quant::FormatId::kIQ3_XXS:
+    case quant::FormatId::kIQ3_S:
+    case quant::FormatId::kIQ1_S:
+    case quant::FormatId::kIQ1_M: return 256;
     default: return 0;
   }
 }
@@ -169,6 +176,13 @@ Status gemv_dp4a(quant::FormatId format, const quant::QuantView& w, Q8ConstActiv
     case quant::FormatId::kIQ4_NL: return launch<dp4a::Iq4Nl>(w, x, m, y, stream);
     case quant::FormatId::kIQ4_XS: return launch<dp4a::Iq4Xs>(w, x, m, y, stream);
     case quant::FormatId::kTQ2_0: return launch<dp4a::Tq2>(w, x, m, y, stream);
+    case quant::FormatId::kIQ2_XXS: return launch<dp4a::Iq2Xxs>(w, x, m, y, stream);
+    case quant::FormatId::kIQ2_XS: return launch<dp4a::Iq2Xs>(w, x, m, y, stream);
+    case quant::FormatId::kIQ2_S: return launch<dp4a::Iq2S>(w, x, m, y, stream);
+    case quant::FormatId::kIQ3_XXS: return launch<dp4a::Iq3Xxs>(w, x, m, y, stream);
+    case quant::FormatId::kIQ3_S: return launch<dp4a::Iq3S>(w, x, m, y, stream);
+    case quant::FormatId::kIQ1_S: return launch<dp4a::Iq1S>(w, x, m, y, stream);
+    case quant::FormatId::kIQ1_M: return launch<dp4a::Iq1M>(w, x, m, y, stream);
     case quant::FormatId::kAFQ4: return launch_afq<4>(w, x, m, y, stream);
     case quant::FormatId::kAFQ8: return launch_afq<8>(w, x, m, y, stream);
     default: return invalid_argument(name + ": no policy");  // unreachable: gemv_dp4a_applies checked

@@ -478,6 +478,178 @@ struct Q3K {
   }
 };
 
+// ---- The grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M): 256-column super-blocks of 32 groups
+// of 8. A group is 8 small integers (grid magnitudes with sign bits, or IQ1's grid values in -1..1) times a float
+// scale, plus, for IQ1, a delta times the same scale: Σ w x = scale · Σ g x + delta · Σ x. The item is one group:
+// the Decoder turns its bytes into the 8 integers as two words of signed bytes, its scale and its delta coefficient,
+// once per item for every batch row; the group's 8 columns are 8 (g % 4) + 0..7 of activation block g / 4.
+struct IqGroup {
+  uint32_t w0, w1;  // signed bytes: columns 0..3 and 4..7 of the group
+  float scale, delta;
+};
+// Four magnitudes, negated where bits 0..3 of signs are set.
+__device__ __forceinline__ uint32_t with_signs(uint32_t magnitudes, unsigned signs) {
+  const uint32_t m = ((signs & 1u) ? 0x000000FFu : 0u) | ((signs & 2u) ? 0x0000FF00u : 0u) |
+                     ((signs & 4u) ? 0x00FF0000u : 0u) | ((signs & 8u) ? 0xFF000000u : 0u);
+  return __vsub4(magnitudes ^ m, m);  // per byte: (~v + 1) where negated
+}
+__device__ __forceinline__ uint8_t ldg_u8(const uint8_t* p) { return __ldg(p); }
+// The scale (d · (0.5 + s)) · k of IQ2 and IQ3_XXS sub-blocks.
+__device__ __forceinline__ float half_step(float d, unsigned s, float k) { return d * (0.5f + static_cast<float>(s)) * k; }
+
+struct XGroup {
+  uint2 hi, lo;
+  float4 s;
+};
+
+template <class Decoder>
+struct IqGroups {
+  static constexpr int kBlockCols = 256;
+  static constexpr int kBlockBytes = Decoder::kBlockBytes;
+  static constexpr int kItemsPerBlock = 32;
+
+  using W = IqGroup;
+  using X = XGroup;
+
+  __device__ static W fetch(const RowRef& row, int it) {
+    return Decoder::group(row.data + static_cast<int64_t>(it >> 5) * kBlockBytes, it & 31);
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    const int64_t blk = it >> 2;
+    const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + blk * 64 + 8 * (it & 3);
+    return {__ldg(reinterpret_cast<const uint2*>(c)), __ldg(reinterpret_cast<const uint2*>(c + 32)),
+            __ldg(reinterpret_cast<const float4*>(scales) + blk)};
+  }
+  __device__ static float dot(const W& w, const X& x, int) {
+    float v = w.scale * limb_dot(x.s, dot2x4(w.w0, w.w1, x.hi, 0), dot2x4(w.w0, w.w1, x.lo, 0));
+    if (w.delta != 0.0f) v += w.delta * limb_dot(x.s, dot2x4(0x01010101u, 0x01010101u, x.hi, 0),
+                                                dot2x4(0x01010101u, 0x01010101u, x.lo, 0));
+    return v;
+  }
+};
+
+// IQ2_XXS (66 bytes): {f16 d, per sub-block ib 4 grid index bytes and a u32 of four 7-bit sign indices and a 4-bit
+// scale}; group g of sub-block ib: 8 magnitudes iq2xxs_grid[q[g]], signs ksigns[(aux >> 7g) & 127].
+struct Iq2XxsDecoder {
+  static constexpr int kBlockBytes = 66;
+  __device__ static IqGroup group(const uint8_t* b, int group) {
+    const int ib = group >> 2, g = group & 3;
+    const uint8_t* q = b + 2 + 8 * ib;
+    const uint32_t aux = ldg_u32_a2(q + 4);
+    const uint64_t grid = quant::iq_tables::iq2xxs_grid(ldg_u8(q + g));
+    const unsigned signs = quant::iq_tables::ksigns_iq2xs((aux >> (7 * g)) & 127u);
+    return {with_signs(static_cast<uint32_t>(grid), signs), with_signs(static_cast<uint32_t>(grid >> 32), signs >> 4),
+            half_step(half_at(ldg_u16(b)), aux >> 28, 0.25f), 0.0f};
+  }
+};
+
+// IQ2_XS (74 bytes): {f16 d, u16 per group: 9-bit grid index | 7-bit sign index << 9, 8 scale bytes: nibble per
+// pair of groups}.
+struct Iq2XsDecoder {
+  static constexpr int kBlockBytes = 74;
+  __device__ static IqGroup group(const uint8_t* b, int group) {
+    const unsigned q = ldg_u16(b + 2 + 2 * group);
+    const unsigned s = (ldg_u8(b + 66 + group / 4) >> (4 * ((group % 4) / 2))) & 0x0Fu;
+    const uint64_t grid = quant::iq_tables::iq2xs_grid(q & 511u);
+    const unsigned signs = quant::iq_tables::ksigns_iq2xs(q >> 9);
+    return {with_signs(static_cast<uint32_t>(grid), signs), with_signs(static_cast<uint32_t>(grid >> 32), signs >> 4),
+            half_step(half_at(ldg_u16(b)), s, 0.25f), 0.0f};
+  }
+};
+
+// IQ2_S (82 bytes): {f16 d, 32 low index bytes, 32 sign bytes, 8 qh bytes (2 index bits per group), 8 scale bytes}.
+struct Iq2SDecoder {
+  static constexpr int kBlockBytes = 82;
+  __device__ static IqGroup group(const uint8_t* b, int group) {
+    const unsigned index = ldg_u8(b + 2 + group) | (((ldg_u8(b + 66 + group / 4) >> (2 * (group % 4))) & 3u) << 8);
+    const unsigned signs = ldg_u8(b + 34 + group);
+    const unsigned s = (ldg_u8(b + 74 + group / 4) >> (4 * ((group % 4) / 2))) & 0x0Fu;
+    const uint64_t grid = quant::iq_tables::iq2s_grid(index);
+    return {with_signs(static_cast<uint32_t>(grid), signs), with_signs(static_cast<uint32_t>(grid >> 32), signs >> 4),
+            half_step(half_at(ldg_u16(b)), s, 0.25f), 0.0f};
+  }
+};
+
+// IQ3_XXS (98 bytes): {f16 d, 64 grid index bytes (two 4-magnitude entries per group), 8 u32 of four 7-bit sign
+// indices and a 4-bit scale}.
+struct Iq3XxsDecoder {
+  static constexpr int kBlockBytes = 98;
+  __device__ static IqGroup group(const uint8_t* b, int group) {
+    const uint32_t aux = ldg_u32_a2(b + 66 + 4 * (group >> 2));
+    const unsigned signs = quant::iq_tables::ksigns_iq2xs((aux >> (7 * (group & 3))) & 127u);
+    return {with_signs(quant::iq_tables::iq3xxs_grid(ldg_u8(b + 2 + 2 * group)), signs),
+            with_signs(quant::iq_tables::iq3xxs_grid(ldg_u8(b + 3 + 2 * group)), signs >> 4),
+            half_step(half_at(ldg_u16(b)), aux >> 28, 0.5f), 0.0f};
+  }
+};
+
+// IQ3_S (110 bytes): {f16 d, 64 low index bytes, 8 qh bytes (index bit 8 of each entry of a sub-block), 32 sign
+// bytes, 4 scale bytes (nibble per sub-block)}; group g of sub-block ib holds entries k = 2 (g % 4) and k + 1.
+struct Iq3SDecoder {
+  static constexpr int kBlockBytes = 110;
+  __device__ static IqGroup group(const uint8_t* b, int group) {
+    const int ib = group >> 2, k = 2 * (group & 3);
+    const unsigned qh = ldg_u8(b + 66 + ib);
+    const unsigned i0 = ldg_u8(b + 2 + 8 * ib + k) | (((qh >> k) & 1u) << 8);
+    const unsigned i1 = ldg_u8(b + 3 + 8 * ib + k) | (((qh >> (k + 1)) & 1u) << 8);
+    const unsigned signs = ldg_u8(b + 74 + group);
+    const unsigned s = (ldg_u8(b + 106 + ib / 2) >> (4 * (ib % 2))) & 0x0Fu;
+    return {with_signs(quant::iq_tables::iq3s_grid(i0), signs), with_signs(quant::iq_tables::iq3s_grid(i1), signs >> 4),
+            half_at(ldg_u16(b)) * static_cast<float>(1 + 2 * s), 0.0f};
+  }
+};
+
+// IQ1 grid entries: 8 nibbles, value nibble - 1, as signed bytes in column order.
+__device__ __forceinline__ void iq1_values(uint32_t grid, uint32_t* w0, uint32_t* w1) {
+  const uint32_t even = grid & 0x0F0F0F0Fu, odd = (grid >> 4) & 0x0F0F0F0Fu;  // nibbles 0, 2, 4, 6 and 1, 3, 5, 7
+  *w0 = __vsub4(__byte_perm(even, odd, 0x5140), 0x01010101u);
+  *w1 = __vsub4(__byte_perm(even, odd, 0x7362), 0x01010101u);
+}
+constexpr float kIq1Delta = 0.125f;
+
+// IQ1_S (50 bytes): {f16 d, 32 low index bytes, u16 per sub-block: 4 x 3 index bits, a 3-bit scale, the delta sign}.
+struct Iq1SDecoder {
+  static constexpr int kBlockBytes = 50;
+  __device__ static IqGroup group(const uint8_t* b, int group) {
+    const int ib = group >> 2, g = group & 3;
+    const unsigned qh = ldg_u16(b + 34 + 2 * ib);
+    const float dl = half_at(ldg_u16(b)) * static_cast<float>(2 * ((qh >> 12) & 7u) + 1);
+    IqGroup w;
+    iq1_values(quant::iq_tables::iq1s_grid(ldg_u8(b + 2 + group) | (((qh >> (3 * g)) & 7u) << 8)), &w.w0, &w.w1);
+    w.scale = dl;
+    w.delta = dl * ((qh & 0x8000u) ? -kIq1Delta : kIq1Delta);
+    return w;
+  }
+};
+
+// IQ1_M (56 bytes): {32 low index bytes, 16 qh bytes (a nibble per group: 3 index bits and the delta sign), 4 u16
+// scale words (3-bit scales per half sub-block; their top nibbles form the f16 super-scale)}.
+struct Iq1MDecoder {
+  static constexpr int kBlockBytes = 56;
+  __device__ static IqGroup group(const uint8_t* b, int group) {
+    const int ib = group >> 2, half = (group & 3) >> 1;
+    const uint32_t s01 = ldg_u32_a2(b + 48), s23 = ldg_u32_a2(b + 52);  // the four scale words
+    const unsigned w0 = s01 & 0xFFFFu, w1 = s01 >> 16, w2 = s23 & 0xFFFFu, w3 = s23 >> 16;
+    const float d = half_at((w0 >> 12) | ((w1 >> 8) & 0x00F0u) | ((w2 >> 4) & 0x0F00u) | (w3 & 0xF000u));
+    const unsigned word = (ib / 2 == 0 ? w0 : ib / 2 == 1 ? w1 : ib / 2 == 2 ? w2 : w3);
+    const float dl = d * static_cast<float>(2 * ((word >> (6 * (ib % 2) + 3 * half)) & 7u) + 1);
+    const unsigned nib = (ldg_u8(b + 32 + group / 2) >> (4 * (group % 2))) & 0x0Fu;
+    IqGroup w;
+    iq1_values(quant::iq_tables::iq1s_grid(ldg_u8(b + group) | ((nib & 7u) << 8)), &w.w0, &w.w1);
+    w.scale = dl;
+    w.delta = dl * ((nib & 8u) ? -kIq1Delta : kIq1Delta);
+    return w;
+  }
+};
+
+using Iq2Xxs = IqGroups<Iq2XxsDecoder>;
+using Iq2Xs = IqGroups<Iq2XsDecoder>;
+using Iq2S = IqGroups<Iq2SDecoder>;
+using Iq3Xxs = IqGroups<Iq3XxsDecoder>;
+using Iq3S = IqGroups<Iq3SDecoder>;
+using Iq1S = IqGroups<Iq1SDecoder>;
+using Iq1M = IqGroups<Iq1MDecoder>;
+
 // TQ2_0: 66-byte super-blocks {64 bytes qs, f16 d}; element 128h + 32k + l has code (qs[32h + l] >> 2k) & 3 and
 // value d · (code - 1).
 struct Tq2 {

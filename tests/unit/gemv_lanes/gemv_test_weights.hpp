@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "decode_only_blocks.hpp"
 #include "kernels/cpu/quant_reference.hpp"
 #include "test_support.hpp"
 
@@ -94,15 +95,6 @@ inline bool randomize_codes(quant::FormatId id, const quant::QuantParams& p, qua
     case FormatId::kQ6_K:
       fix_block_f16(offsetof(quant::block_q6_K, d), 0.001f);
       return true;
-    case FormatId::kIQ4_NL:
-      fix_block_f16(offsetof(quant::block_iq4_nl, d), 0.001f);
-      return true;
-    case FormatId::kIQ4_XS:
-      fix_block_f16(offsetof(quant::block_iq4_xs, d), 0.0001f);
-      return true;
-    case FormatId::kTQ2_0:
-      fix_block_f16(offsetof(quant::block_tq2_0, d), 0.05f);
-      return true;
     case FormatId::kAFQ4:
     case FormatId::kAFQ8: {
       std::normal_distribution<float> dist(0.0f, 0.02f);
@@ -127,16 +119,12 @@ inline bool randomize_codes(quant::FormatId id, const quant::QuantParams& p, qua
 inline Result<quant::QuantBuffers> make_test_weights(quant::FormatId id, int64_t rows, int64_t cols,
                                                      const quant::QuantParams& p, WeightKind kind, uint64_t seed) {
   if (!quant::format_info(id).has_quantizer) {
-    // Decode-only formats (TQ1_0, TQ2_0, most IQ types): random code bytes only, sized by the format.
-    if (kind != WeightKind::kRandomBytes) return unsupported(std::string(quant::format_name(id)) + " has no quantizer");
-    auto sizes = cpu::part_sizes(id, rows, cols, p);
-    if (!sizes.ok()) return sizes.status();
+    // Decode-only formats (the i-quants, TQ1_0, TQ2_0): random blocks with finite scales only.
+    const auto field = decode_only_scale_field(id);
+    if (kind != WeightKind::kRandomBytes || !field)
+      return unsupported(std::string(quant::format_name(id)) + " has no quantizer");
     quant::QuantBuffers q;
-    q.data.resize(sizes->data);
-    q.scales.resize(sizes->scales);
-    q.biases.resize(sizes->biases);
-    if (!randomize_codes(id, p, q, seed * 7 + 3))
-      return unsupported("no random-bytes recipe for " + std::string(quant::format_name(id)));
+    q.data = random_blocks(*field, rows, cols, seed * 7 + 3);
     return q;
   }
   const std::vector<float> w = random_normal(static_cast<size_t>(rows * cols), seed, 0.05f);
