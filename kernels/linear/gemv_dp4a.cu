@@ -114,6 +114,7 @@ int64_t policy_block_cols(quant::FormatId format) {
     case quant::FormatId::kQ5_1:
     case quant::FormatId::kQ8_0:
     case quant::FormatId::kIQ4_NL:
+    case quant::FormatId::kMXFP4_GGML:
     case quant::FormatId::kAFQ4:
     case quant::FormatId::kAFQ8: return 32;
     case quant::FormatId::kQ2_K:
@@ -129,7 +130,8 @@ int64_t policy_block_cols(quant::FormatId format) {
     case quant::FormatId::kIQ3_XXS:
     case quant::FormatId::kIQ3_S:
     case quant::FormatId::kIQ1_S:
-    case quant::FormatId::kIQ1_M: return 256;
+    case quant::FormatId::kIQ1_M:
+    case quant::FormatId::kTQ1_0: return 256;
     default: return 0;
   }
 }
@@ -183,6 +185,8 @@ Status gemv_dp4a(quant::FormatId format, const quant::QuantView& w, Q8ConstActiv
     case quant::FormatId::kIQ3_S: return launch<dp4a::Iq3S>(w, x, m, y, stream);
     case quant::FormatId::kIQ1_S: return launch<dp4a::Iq1S>(w, x, m, y, stream);
     case quant::FormatId::kIQ1_M: return launch<dp4a::Iq1M>(w, x, m, y, stream);
+    case quant::FormatId::kTQ1_0: return launch<dp4a::Tq1>(w, x, m, y, stream);
+    case quant::FormatId::kMXFP4_GGML: return launch<dp4a::Mxfp4Ggml>(w, x, m, y, stream);
     case quant::FormatId::kAFQ4: return launch_afq<4>(w, x, m, y, stream);
     case quant::FormatId::kAFQ8: return launch_afq<8>(w, x, m, y, stream);
     default: return invalid_argument(name + ": no policy");  // unreachable: gemv_dp4a_applies checked

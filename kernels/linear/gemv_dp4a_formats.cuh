@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "kernels/linear/gemv_lanes.hpp"
+#include "kernels/quant/ggml_nl.hpp"
 #include "kernels/quant/iquant_tables.hpp"
 
 namespace qrt::kernels::dp4a {
@@ -256,22 +257,25 @@ using Q5_1 = Legacy32<24, true, true>;
 
 // ---- IQ4_NL and IQ4_XS: Q4_0's nibble placement, each nibble an index into 16 non-linear int8 levels
 // (kvalues_iq4nl), looked up four at a time with two byte permutes (indices 0..7 and 8..15) and a select.
-// Levels 4i .. 4i + 3 as one little-endian word.
-constexpr uint32_t iq4_level_word(int i) {
+// Levels 4i .. 4i + 3 of a 16-entry int8 table as one little-endian word.
+constexpr uint32_t level_word(const int8_t* table, int i) {
   uint32_t w = 0;
-  for (int k = 3; k >= 0; --k)
-    w = (w << 8) | static_cast<uint8_t>(quant::iq_tables::detail::kvalues_iq4nl_host[4 * i + k]);
+  for (int k = 3; k >= 0; --k) w = (w << 8) | static_cast<uint8_t>(table[4 * i + k]);
   return w;
 }
-struct Iq4Levels {
-  static constexpr uint32_t kT0 = iq4_level_word(0), kT1 = iq4_level_word(1), kT2 = iq4_level_word(2),
-                            kT3 = iq4_level_word(3);
+template <const int8_t* Table>
+struct Levels16 {
+  static constexpr uint32_t kT0 = level_word(Table, 0), kT1 = level_word(Table, 1), kT2 = level_word(Table, 2),
+                            kT3 = level_word(Table, 3);
 };
+using Iq4Levels = Levels16<quant::iq_tables::detail::kvalues_iq4nl_host>;
+using Mxfp4Levels = Levels16<quant::iq_tables::detail::kvalues_mxfp4_host>;  // E2M1 values, doubled
 // The levels of four indices (one per byte, each 0..15) as four signed bytes.
-__device__ __forceinline__ uint32_t iq4_levels(uint32_t idx) {
+template <class L>
+__device__ __forceinline__ uint32_t table_levels(uint32_t idx) {
   const uint32_t sel = (idx & 7u) | ((idx >> 4) & 0x70u) | ((idx >> 8) & 0x700u) | ((idx >> 12) & 0x7000u);
-  const uint32_t lo = __byte_perm(Iq4Levels::kT0, Iq4Levels::kT1, sel);
-  const uint32_t hi = __byte_perm(Iq4Levels::kT2, Iq4Levels::kT3, sel);
+  const uint32_t lo = __byte_perm(L::kT0, L::kT1, sel);
+  const uint32_t hi = __byte_perm(L::kT2, L::kT3, sel);
   const uint32_t pick = ((idx >> 3) & 0x01010101u) * 0xFFu;
   return (hi & pick) | (lo & ~pick);
 }
@@ -281,9 +285,10 @@ struct Iq4W {
   uint32_t a0, a1, b0, b1;
   float d;
 };
+template <class L = Iq4Levels>
 __device__ __forceinline__ Iq4W iq4_item(uint32_t q0, uint32_t q1, float d) {
-  return {iq4_levels(q0 & 0x0F0F0F0Fu), iq4_levels(q1 & 0x0F0F0F0Fu), iq4_levels((q0 >> 4) & 0x0F0F0F0Fu),
-          iq4_levels((q1 >> 4) & 0x0F0F0F0Fu), d};
+  return {table_levels<L>(q0 & 0x0F0F0F0Fu), table_levels<L>(q1 & 0x0F0F0F0Fu),
+          table_levels<L>((q0 >> 4) & 0x0F0F0F0Fu), table_levels<L>((q1 >> 4) & 0x0F0F0F0Fu), d};
 }
 
 // IQ4_NL: 18-byte blocks {f16 d, 16 bytes of nibbles}, two items per block.
@@ -299,6 +304,33 @@ struct Iq4Nl {
     const uint8_t* b = row.data + static_cast<int64_t>(it >> 1) * kBlockBytes;
     const uint8_t* q = b + 2 + 8 * (it & 1);
     return iq4_item(ldg_u32_a2(q), ldg_u32_a2(q + 4), half_at(ldg_u16(b)));
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    return load_x_halves(codes, scales, it);
+  }
+  __device__ static float dot(const W& w, const X& x, int) { return w.d * halves_dot(w.a0, w.a1, w.b0, w.b1, x); }
+};
+
+// MXFP4 in GGML blocks (GGUF's gpt-oss experts): 17 bytes {E8M0 e, 16 bytes of nibbles} in Q4_0's placement, each
+// nibble an E2M1 code whose value doubled is an integer (kvalues_mxfp4), so the scale is 2^(e - 128).
+struct Mxfp4Ggml {
+  static constexpr int kBlockCols = 32;
+  static constexpr int kBlockBytes = 17;
+  static constexpr int kItemsPerBlock = 2;
+
+  using W = Iq4W;
+  using X = XHalves;
+
+  __device__ static W fetch(const RowRef& row, int it) {
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 1) * kBlockBytes;
+    const uint8_t* q = b + 1 + 8 * (it & 1);
+    uint32_t q0 = 0, q1 = 0;  // byte aligned: assembled from single bytes
+#pragma unroll
+    for (int j = 3; j >= 0; --j) {
+      q0 = (q0 << 8) | __ldg(q + j);
+      q1 = (q1 << 8) | __ldg(q + 4 + j);
+    }
+    return iq4_item<Mxfp4Levels>(q0, q1, quant::FormatTraits<quant::FormatId::kMXFP4_GGML>::e8m0_to_f32_half(__ldg(b)));
   }
   __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
     return load_x_halves(codes, scales, it);
@@ -678,6 +710,79 @@ struct Tq2 {
       v += quad_dot(static_cast<int>(__vsub4(code, 0x01010101u)), x, k);
     }
     return half_at(w.d) * v;
+  }
+};
+
+// TQ1_0: 54-byte super-blocks {48 bytes qs, 4 bytes qh, f16 d}, each byte five (qh: four) base-3 trits as the
+// fixed-point fraction ceil(256 · 0.t0t1t2t3t4): trit n is ((byte · 3^n mod 256) · 3) >> 8, value d · (t - 1).
+// Trit n of qs byte m < 32 is column 32n + m, of qs byte 32 + m (m < 16) column 160 + 16n + m, of qh byte j column
+// 240 + 4n + j. Thirteen items per super-block, each one word of bytes and all its trits: items 0..7 the qs words
+// 0..7 (columns 32n + 4k + 0..3), items 8..11 the words 8..11 (columns 160 + 16n + 4(k - 8) + 0..3) and item 12
+// the qh word (columns 240 + 4n + 0..3, n < 4).
+struct Tq1 {
+  static constexpr int kBlockCols = 256;
+  static constexpr int kBlockBytes = 54;
+  static constexpr int kItemsPerBlock = 13;
+
+  struct W {
+    uint32_t t[5];  // trit n of the four bytes, minus 1, as signed bytes
+    float d;
+  };
+  struct X {
+    uint32_t hi[5], lo[5];
+    float2 s[5];
+  };
+
+  __device__ static W fetch(const RowRef& row, int it) {
+    const int blk = it / kItemsPerBlock, k = it % kItemsPerBlock;
+    const uint8_t* b = row.data + static_cast<int64_t>(blk) * kBlockBytes;
+    const uint32_t bytes = ldg_u32_a2(b + 4 * k);  // qs words 0..11, then qh at 48
+    W w;
+    uint32_t pow3 = 1;
+#pragma unroll
+    for (int n = 0; n < 5; ++n, pow3 *= 3) {
+      uint32_t word = 0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t shifted = (((bytes >> (8 * j)) & 0xFFu) * pow3) & 0xFFu;
+        word |= ((shifted * 3u) >> 8) << (8 * j);
+      }
+      w.t[n] = __vsub4(word, 0x01010101u);
+    }
+    w.d = half_at(ldg_u16(b + 52));
+    return w;
+  }
+  // Activation block and byte offset of trit n of item k's four columns.
+  __device__ static void place(int k, int n, int* block, int* offset) {
+    const int column = k < 8 ? 32 * n + 4 * k : k < 12 ? 160 + 16 * n + 4 * (k - 8) : 240 + 4 * n;
+    *block = column >> 5;
+    *offset = column & 31;
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    const int64_t first = static_cast<int64_t>(it / kItemsPerBlock) * 8;
+    const int k = it % kItemsPerBlock;
+    X x;
+#pragma unroll
+    for (int n = 0; n < 5; ++n) {
+      int block, offset;
+      place(k, n < 4 || k < 12 ? n : 3, &block, &offset);  // the qh item has 4 trits: n = 4 repeats n = 3, unused
+      const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + (first + block) * 64 + offset;
+      x.hi[n] = ldg_u32(c);
+      x.lo[n] = ldg_u32(c + 32);
+      x.s[n] = __ldg(reinterpret_cast<const float2*>(scales + (first + block) * 4));
+    }
+    return x;
+  }
+  __device__ static float dot(const W& w, const X& x, int it) {
+    const int trits = it % kItemsPerBlock == 12 ? 4 : 5;
+    float v = 0.0f;
+#pragma unroll
+    for (int n = 0; n < 5; ++n) {
+      if (n >= trits) break;
+      v += x.s[n].x * static_cast<float>(__dp4a(static_cast<int>(w.t[n]), static_cast<int>(x.hi[n]), 0)) +
+           x.s[n].y * static_cast<float>(__dp4a(static_cast<int>(w.t[n]), static_cast<int>(x.lo[n]), 0));
+    }
+    return w.d * v;
   }
 };
 

@@ -150,7 +150,8 @@ std::vector<Dp4aCase> dp4a_cases() {
   for (FormatId id : {FormatId::kQ4_0, FormatId::kQ4_1, FormatId::kQ5_0, FormatId::kQ5_1, FormatId::kQ8_0,
                       FormatId::kQ2_K, FormatId::kQ3_K, FormatId::kQ4_K, FormatId::kQ5_K, FormatId::kQ6_K,
                       FormatId::kIQ4_NL, FormatId::kIQ4_XS, FormatId::kTQ2_0, FormatId::kIQ2_XXS, FormatId::kIQ2_XS,
-                      FormatId::kIQ2_S, FormatId::kIQ3_XXS, FormatId::kIQ3_S, FormatId::kIQ1_S, FormatId::kIQ1_M}) {
+                      FormatId::kIQ2_S, FormatId::kIQ3_XXS, FormatId::kIQ3_S, FormatId::kIQ1_S, FormatId::kIQ1_M,
+                      FormatId::kTQ1_0, FormatId::kMXFP4_GGML}) {
     const int64_t unit = format_info(id).block_elems;  // 32 or 256
     cases.push_back({id, 1, unit, true});
     cases.push_back({id, 37, 5 * unit, true});  // an odd block count: rows start at odd 2-byte offsets
@@ -281,7 +282,8 @@ TEST(GemvDp4aInputs, AppliesOnlyWhereItCanRun) {
   EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kQ2_K, w));
   EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kQ3_K, w));
   EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kIQ2_XXS, w));
-  EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kTQ1_0, w));  // no policy
+  EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kTQ1_0, w));
+  EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kMXFP4_GGML, w));
   EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kAFQ4, w));   // AFQ without its scales and biases
   QuantView afq = w;
   afq.params.group_size = 64;
