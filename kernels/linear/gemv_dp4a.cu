@@ -7,6 +7,7 @@
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/linear/gemv_batch.hpp"
 #include "kernels/linear/gemv_dp4a_formats.cuh"
+#include "kernels/linear/gemv_dp4a_iquants.cuh"
 #include "kernels/linear/gemv_rows_reduce.cuh"
 #include "kernels/quant/formats.hpp"
 

@@ -1,0 +1,399 @@
+// The integer-dot decode GEMV's policies (gemv_dp4a_formats.cuh says what a policy defines) for the GGML formats
+// whose codes are table entries or trits rather than plain integers: IQ4_NL, IQ4_XS and GGML's MXFP4 blocks (16-entry
+// int8 tables looked up by byte permutes), the grid i-quants (IQ1, IQ2, IQ3: grid magnitudes with sign bits), and
+// the ternary TQ1_0 and TQ2_0.
+#pragma once
+
+#include "kernels/linear/gemv_dp4a_formats.cuh"
+#include "kernels/quant/ggml_nl.hpp"
+#include "kernels/quant/iquant_tables.hpp"
+
+namespace qrt::kernels::dp4a {
+
+// ---- IQ4_NL and IQ4_XS: Q4_0's nibble placement, each nibble an index into 16 non-linear int8 levels
+// (kvalues_iq4nl), looked up four at a time with two byte permutes (indices 0..7 and 8..15) and a select.
+// Levels 4i .. 4i + 3 of a 16-entry int8 table as one little-endian word.
+constexpr uint32_t level_word(const int8_t* table, int i) {
+  uint32_t w = 0;
+  for (int k = 3; k >= 0; --k) w = (w << 8) | static_cast<uint8_t>(table[4 * i + k]);
+  return w;
+}
+template <const int8_t* Table>
+struct Levels16 {
+  static constexpr uint32_t kT0 = level_word(Table, 0), kT1 = level_word(Table, 1), kT2 = level_word(Table, 2),
+                            kT3 = level_word(Table, 3);
+};
+using Iq4Levels = Levels16<quant::iq_tables::detail::kvalues_iq4nl_host>;
+using Mxfp4Levels = Levels16<quant::iq_tables::detail::kvalues_mxfp4_host>;  // E2M1 values, doubled
+// The levels of four indices (one per byte, each 0..15) as four signed bytes.
+template <class L>
+__device__ __forceinline__ uint32_t table_levels(uint32_t idx) {
+  const uint32_t sel = (idx & 7u) | ((idx >> 4) & 0x70u) | ((idx >> 8) & 0x700u) | ((idx >> 12) & 0x7000u);
+  const uint32_t lo = __byte_perm(L::kT0, L::kT1, sel);
+  const uint32_t hi = __byte_perm(L::kT2, L::kT3, sel);
+  const uint32_t pick = ((idx >> 3) & 0x01010101u) * 0xFFu;
+  return (hi & pick) | (lo & ~pick);
+}
+// An item's 16 levels as signed bytes (columns a: a0, a1; columns b: b0, b1) and its scale, looked up once in fetch
+// and used for every batch row.
+struct Iq4W {
+  uint32_t a0, a1, b0, b1;
+  float d;
+};
+template <class L = Iq4Levels>
+__device__ __forceinline__ Iq4W iq4_item(uint32_t q0, uint32_t q1, float d) {
+  return {table_levels<L>(q0 & 0x0F0F0F0Fu), table_levels<L>(q1 & 0x0F0F0F0Fu),
+          table_levels<L>((q0 >> 4) & 0x0F0F0F0Fu), table_levels<L>((q1 >> 4) & 0x0F0F0F0Fu), d};
+}
+
+// IQ4_NL: 18-byte blocks {f16 d, 16 bytes of nibbles}, two items per block.
+struct Iq4Nl {
+  static constexpr int kBlockCols = 32;
+  static constexpr int kBlockBytes = 18;
+  static constexpr int kItemsPerBlock = 2;
+
+  using W = Iq4W;
+  using X = XHalves;
+
+  __device__ static W fetch(const RowRef& row, int it) {
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 1) * kBlockBytes;
+    const uint8_t* q = b + 2 + 8 * (it & 1);
+    return iq4_item(ldg_u32_a2(q), ldg_u32_a2(q + 4), half_at(ldg_u16(b)));
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    return load_x_halves(codes, scales, it);
+  }
+  __device__ static float dot(const W& w, const X& x, int) { return w.d * halves_dot(w.a0, w.a1, w.b0, w.b1, x); }
+};
+
+// MXFP4 in GGML blocks (GGUF's gpt-oss experts): 17 bytes {E8M0 e, 16 bytes of nibbles} in Q4_0's placement, each
+// nibble an E2M1 code whose value doubled is an integer (kvalues_mxfp4), so the scale is 2^(e - 128).
+struct Mxfp4Ggml {
+  static constexpr int kBlockCols = 32;
+  static constexpr int kBlockBytes = 17;
+  static constexpr int kItemsPerBlock = 2;
+
+  using W = Iq4W;
+  using X = XHalves;
+
+  __device__ static W fetch(const RowRef& row, int it) {
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 1) * kBlockBytes;
+    const uint8_t* q = b + 1 + 8 * (it & 1);
+    uint32_t q0 = 0, q1 = 0;  // byte aligned: assembled from single bytes
+#pragma unroll
+    for (int j = 3; j >= 0; --j) {
+      q0 = (q0 << 8) | __ldg(q + j);
+      q1 = (q1 << 8) | __ldg(q + 4 + j);
+    }
+    return iq4_item<Mxfp4Levels>(q0, q1, quant::FormatTraits<quant::FormatId::kMXFP4_GGML>::e8m0_to_f32_half(__ldg(b)));
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    return load_x_halves(codes, scales, it);
+  }
+  __device__ static float dot(const W& w, const X& x, int) { return w.d * halves_dot(w.a0, w.a1, w.b0, w.b1, x); }
+};
+
+// IQ4_XS: 136-byte super-blocks of 256 {f16 d, u16 scales_h, 4 bytes scales_l, 8 x 16 bytes of nibbles}: sub-block
+// sb (32 columns, 16 bytes at 8 + 16 sb) has the 6-bit scale (nibble sb % 2 of scales_l[sb / 2]) | (bits 2 sb of
+// scales_h) << 4, minus 32. Sixteen items per super-block, two per sub-block.
+struct Iq4Xs {
+  static constexpr int kBlockCols = 256;
+  static constexpr int kBlockBytes = 136;
+  static constexpr int kItemsPerBlock = 16;
+
+  using W = Iq4W;
+  using X = XHalves;
+
+  __device__ static W fetch(const RowRef& row, int it) {
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 4) * kBlockBytes;
+    const uint8_t* q = b + 8 + 8 * (it & 15);  // sub-block (it >> 1) & 7, half it & 1
+    const uint32_t dh = ldg_u32_a2(b), sl = ldg_u32_a2(b + 4);  // dh: d (low half) and scales_h (high half)
+    const int sb = (it >> 1) & 7;
+    const uint32_t low = (sl >> (4 * sb)) & 15u;  // nibble sb % 2 of byte sb / 2
+    const uint32_t high = (dh >> (16 + 2 * sb)) & 3u;
+    const float scale = static_cast<float>(static_cast<int>(low | (high << 4)) - 32);
+    return iq4_item(ldg_u32_a2(q), ldg_u32_a2(q + 4), half_at(dh) * scale);
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    return load_x_halves(codes, scales, it);
+  }
+  __device__ static float dot(const W& w, const X& x, int) { return w.d * halves_dot(w.a0, w.a1, w.b0, w.b1, x); }
+};
+
+// ---- The grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M): 256-column super-blocks of 32 groups
+// of 8. A group is 8 small integers (grid magnitudes with sign bits, or IQ1's grid values in -1..1) times a float
+// scale, plus, for IQ1, a delta times the same scale: Σ w x = scale · Σ g x + delta · Σ x. The item is one group:
+// the Decoder turns its bytes into the 8 integers as two words of signed bytes, its scale and its delta coefficient,
+// once per item for every batch row; the group's 8 columns are 8 (g % 4) + 0..7 of activation block g / 4.
+struct IqGroup {
+  uint32_t w0, w1;  // signed bytes: columns 0..3 and 4..7 of the group
+  float scale, delta;
+};
+// Four magnitudes, negated where bits 0..3 of signs are set.
+__device__ __forceinline__ uint32_t with_signs(uint32_t magnitudes, unsigned signs) {
+  const uint32_t m = ((signs & 1u) ? 0x000000FFu : 0u) | ((signs & 2u) ? 0x0000FF00u : 0u) |
+                     ((signs & 4u) ? 0x00FF0000u : 0u) | ((signs & 8u) ? 0xFF000000u : 0u);
+  return __vsub4(magnitudes ^ m, m);  // per byte: (~v + 1) where negated
+}
+__device__ __forceinline__ uint8_t ldg_u8(const uint8_t* p) { return __ldg(p); }
+// The scale (d · (0.5 + s)) · k of IQ2 and IQ3_XXS sub-blocks.
+__device__ __forceinline__ float half_step(float d, unsigned s, float k) { return d * (0.5f + static_cast<float>(s)) * k; }
+
+struct XGroup {
+  uint2 hi, lo;
+  float4 s;
+};
+
+template <class Decoder>
+struct IqGroups {
+  static constexpr int kBlockCols = 256;
+  static constexpr int kBlockBytes = Decoder::kBlockBytes;
+  static constexpr int kItemsPerBlock = 32;
+
+  using W = IqGroup;
+  using X = XGroup;
+
+  __device__ static W fetch(const RowRef& row, int it) {
+    return Decoder::group(row.data + static_cast<int64_t>(it >> 5) * kBlockBytes, it & 31);
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    const int64_t blk = it >> 2;
+    const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + blk * 64 + 8 * (it & 3);
+    return {__ldg(reinterpret_cast<const uint2*>(c)), __ldg(reinterpret_cast<const uint2*>(c + 32)),
+            __ldg(reinterpret_cast<const float4*>(scales) + blk)};
+  }
+  __device__ static float dot(const W& w, const X& x, int) {
+    float v = w.scale * limb_dot(x.s, dot2x4(w.w0, w.w1, x.hi, 0), dot2x4(w.w0, w.w1, x.lo, 0));
+    if (w.delta != 0.0f) v += w.delta * limb_dot(x.s, dot2x4(0x01010101u, 0x01010101u, x.hi, 0),
+                                                dot2x4(0x01010101u, 0x01010101u, x.lo, 0));
+    return v;
+  }
+};
+
+// IQ2_XXS (66 bytes): {f16 d, per sub-block ib 4 grid index bytes and a u32 of four 7-bit sign indices and a 4-bit
+// scale}; group g of sub-block ib: 8 magnitudes iq2xxs_grid[q[g]], signs ksigns[(aux >> 7g) & 127].
+struct Iq2XxsDecoder {
+  static constexpr int kBlockBytes = 66;
+  __device__ static IqGroup group(const uint8_t* b, int group) {
+    const int ib = group >> 2, g = group & 3;
+    const uint8_t* q = b + 2 + 8 * ib;
+    const uint32_t aux = ldg_u32_a2(q + 4);
+    const uint64_t grid = quant::iq_tables::iq2xxs_grid(ldg_u8(q + g));
+    const unsigned signs = quant::iq_tables::ksigns_iq2xs((aux >> (7 * g)) & 127u);
+    return {with_signs(static_cast<uint32_t>(grid), signs), with_signs(static_cast<uint32_t>(grid >> 32), signs >> 4),
+            half_step(half_at(ldg_u16(b)), aux >> 28, 0.25f), 0.0f};
+  }
+};
+
+// IQ2_XS (74 bytes): {f16 d, u16 per group: 9-bit grid index | 7-bit sign index << 9, 8 scale bytes: nibble per
+// pair of groups}.
+struct Iq2XsDecoder {
+  static constexpr int kBlockBytes = 74;
+  __device__ static IqGroup group(const uint8_t* b, int group) {
+    const unsigned q = ldg_u16(b + 2 + 2 * group);
+    const unsigned s = (ldg_u8(b + 66 + group / 4) >> (4 * ((group % 4) / 2))) & 0x0Fu;
+    const uint64_t grid = quant::iq_tables::iq2xs_grid(q & 511u);
+    const unsigned signs = quant::iq_tables::ksigns_iq2xs(q >> 9);
+    return {with_signs(static_cast<uint32_t>(grid), signs), with_signs(static_cast<uint32_t>(grid >> 32), signs >> 4),
+            half_step(half_at(ldg_u16(b)), s, 0.25f), 0.0f};
+  }
+};
+
+// IQ2_S (82 bytes): {f16 d, 32 low index bytes, 32 sign bytes, 8 qh bytes (2 index bits per group), 8 scale bytes}.
+struct Iq2SDecoder {
+  static constexpr int kBlockBytes = 82;
+  __device__ static IqGroup group(const uint8_t* b, int group) {
+    const unsigned index = ldg_u8(b + 2 + group) | (((ldg_u8(b + 66 + group / 4) >> (2 * (group % 4))) & 3u) << 8);
+    const unsigned signs = ldg_u8(b + 34 + group);
+    const unsigned s = (ldg_u8(b + 74 + group / 4) >> (4 * ((group % 4) / 2))) & 0x0Fu;
+    const uint64_t grid = quant::iq_tables::iq2s_grid(index);
+    return {with_signs(static_cast<uint32_t>(grid), signs), with_signs(static_cast<uint32_t>(grid >> 32), signs >> 4),
+            half_step(half_at(ldg_u16(b)), s, 0.25f), 0.0f};
+  }
+};
+
+// IQ3_XXS (98 bytes): {f16 d, 64 grid index bytes (two 4-magnitude entries per group), 8 u32 of four 7-bit sign
+// indices and a 4-bit scale}.
+struct Iq3XxsDecoder {
+  static constexpr int kBlockBytes = 98;
+  __device__ static IqGroup group(const uint8_t* b, int group) {
+    const uint32_t aux = ldg_u32_a2(b + 66 + 4 * (group >> 2));
+    const unsigned signs = quant::iq_tables::ksigns_iq2xs((aux >> (7 * (group & 3))) & 127u);
+    return {with_signs(quant::iq_tables::iq3xxs_grid(ldg_u8(b + 2 + 2 * group)), signs),
+            with_signs(quant::iq_tables::iq3xxs_grid(ldg_u8(b + 3 + 2 * group)), signs >> 4),
+            half_step(half_at(ldg_u16(b)), aux >> 28, 0.5f), 0.0f};
+  }
+};
+
+// IQ3_S (110 bytes): {f16 d, 64 low index bytes, 8 qh bytes (index bit 8 of each entry of a sub-block), 32 sign
+// bytes, 4 scale bytes (nibble per sub-block)}; group g of sub-block ib holds entries k = 2 (g % 4) and k + 1.
+struct Iq3SDecoder {
+  static constexpr int kBlockBytes = 110;
+  __device__ static IqGroup group(const uint8_t* b, int group) {
+    const int ib = group >> 2, k = 2 * (group & 3);
+    const unsigned qh = ldg_u8(b + 66 + ib);
+    const unsigned i0 = ldg_u8(b + 2 + 8 * ib + k) | (((qh >> k) & 1u) << 8);
+    const unsigned i1 = ldg_u8(b + 3 + 8 * ib + k) | (((qh >> (k + 1)) & 1u) << 8);
+    const unsigned signs = ldg_u8(b + 74 + group);
+    const unsigned s = (ldg_u8(b + 106 + ib / 2) >> (4 * (ib % 2))) & 0x0Fu;
+    return {with_signs(quant::iq_tables::iq3s_grid(i0), signs), with_signs(quant::iq_tables::iq3s_grid(i1), signs >> 4),
+            half_at(ldg_u16(b)) * static_cast<float>(1 + 2 * s), 0.0f};
+  }
+};
+
+// IQ1 grid entries: 8 nibbles, value nibble - 1, as signed bytes in column order.
+__device__ __forceinline__ void iq1_values(uint32_t grid, uint32_t* w0, uint32_t* w1) {
+  const uint32_t even = grid & 0x0F0F0F0Fu, odd = (grid >> 4) & 0x0F0F0F0Fu;  // nibbles 0, 2, 4, 6 and 1, 3, 5, 7
+  *w0 = __vsub4(__byte_perm(even, odd, 0x5140), 0x01010101u);
+  *w1 = __vsub4(__byte_perm(even, odd, 0x7362), 0x01010101u);
+}
+constexpr float kIq1Delta = 0.125f;
+
+// IQ1_S (50 bytes): {f16 d, 32 low index bytes, u16 per sub-block: 4 x 3 index bits, a 3-bit scale, the delta sign}.
+struct Iq1SDecoder {
+  static constexpr int kBlockBytes = 50;
+  __device__ static IqGroup group(const uint8_t* b, int group) {
+    const int ib = group >> 2, g = group & 3;
+    const unsigned qh = ldg_u16(b + 34 + 2 * ib);
+    const float dl = half_at(ldg_u16(b)) * static_cast<float>(2 * ((qh >> 12) & 7u) + 1);
+    IqGroup w;
+    iq1_values(quant::iq_tables::iq1s_grid(ldg_u8(b + 2 + group) | (((qh >> (3 * g)) & 7u) << 8)), &w.w0, &w.w1);
+    w.scale = dl;
+    w.delta = dl * ((qh & 0x8000u) ? -kIq1Delta : kIq1Delta);
+    return w;
+  }
+};
+
+// IQ1_M (56 bytes): {32 low index bytes, 16 qh bytes (a nibble per group: 3 index bits and the delta sign), 4 u16
+// scale words (3-bit scales per half sub-block; their top nibbles form the f16 super-scale)}.
+struct Iq1MDecoder {
+  static constexpr int kBlockBytes = 56;
+  __device__ static IqGroup group(const uint8_t* b, int group) {
+    const int ib = group >> 2, half = (group & 3) >> 1;
+    const uint32_t s01 = ldg_u32_a2(b + 48), s23 = ldg_u32_a2(b + 52);  // the four scale words
+    const unsigned w0 = s01 & 0xFFFFu, w1 = s01 >> 16, w2 = s23 & 0xFFFFu, w3 = s23 >> 16;
+    const float d = half_at((w0 >> 12) | ((w1 >> 8) & 0x00F0u) | ((w2 >> 4) & 0x0F00u) | (w3 & 0xF000u));
+    const unsigned word = (ib / 2 == 0 ? w0 : ib / 2 == 1 ? w1 : ib / 2 == 2 ? w2 : w3);
+    const float dl = d * static_cast<float>(2 * ((word >> (6 * (ib % 2) + 3 * half)) & 7u) + 1);
+    const unsigned nib = (ldg_u8(b + 32 + group / 2) >> (4 * (group % 2))) & 0x0Fu;
+    IqGroup w;
+    iq1_values(quant::iq_tables::iq1s_grid(ldg_u8(b + group) | ((nib & 7u) << 8)), &w.w0, &w.w1);
+    w.scale = dl;
+    w.delta = dl * ((nib & 8u) ? -kIq1Delta : kIq1Delta);
+    return w;
+  }
+};
+
+using Iq2Xxs = IqGroups<Iq2XxsDecoder>;
+using Iq2Xs = IqGroups<Iq2XsDecoder>;
+using Iq2S = IqGroups<Iq2SDecoder>;
+using Iq3Xxs = IqGroups<Iq3XxsDecoder>;
+using Iq3S = IqGroups<Iq3SDecoder>;
+using Iq1S = IqGroups<Iq1SDecoder>;
+using Iq1M = IqGroups<Iq1MDecoder>;
+
+// TQ2_0: 66-byte super-blocks {64 bytes qs, f16 d}; element 128h + 32k + l has code (qs[32h + l] >> 2k) & 3 and
+// value d · (code - 1).
+struct Tq2 {
+  static constexpr int kBlockCols = 256;
+  static constexpr int kBlockBytes = 66;
+  static constexpr int kItemsPerBlock = 16;
+
+  struct W {
+    uint32_t qs, d;
+  };
+  using X = XQuads;
+
+  __device__ static W fetch(const RowRef& row, int it) {
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 4) * kBlockBytes;
+    const int h = (it >> 3) & 1, l0 = 4 * (it & 7);
+    return {ldg_u32_a2(b + 32 * h + l0), ldg_u16(b + 64)};
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    return load_x_quads(codes, scales, it);
+  }
+  __device__ static float dot(const W& w, const X& x, int) {
+    float v = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t code = (w.qs >> (2 * k)) & 0x03030303u;
+      v += quad_dot(static_cast<int>(__vsub4(code, 0x01010101u)), x, k);
+    }
+    return half_at(w.d) * v;
+  }
+};
+
+// TQ1_0: 54-byte super-blocks {48 bytes qs, 4 bytes qh, f16 d}, each byte five (qh: four) base-3 trits as the
+// fixed-point fraction ceil(256 · 0.t0t1t2t3t4): trit n is ((byte · 3^n mod 256) · 3) >> 8, value d · (t - 1).
+// Trit n of qs byte m < 32 is column 32n + m, of qs byte 32 + m (m < 16) column 160 + 16n + m, of qh byte j column
+// 240 + 4n + j. Thirteen items per super-block, each one word of bytes and all its trits: items 0..7 the qs words
+// 0..7 (columns 32n + 4k + 0..3), items 8..11 the words 8..11 (columns 160 + 16n + 4(k - 8) + 0..3) and item 12
+// the qh word (columns 240 + 4n + 0..3, n < 4).
+struct Tq1 {
+  static constexpr int kBlockCols = 256;
+  static constexpr int kBlockBytes = 54;
+  static constexpr int kItemsPerBlock = 13;
+
+  struct W {
+    uint32_t t[5];  // trit n of the four bytes, minus 1, as signed bytes
+    float d;
+  };
+  struct X {
+    uint32_t hi[5], lo[5];
+    float2 s[5];
+  };
+
+  __device__ static W fetch(const RowRef& row, int it) {
+    const int blk = it / kItemsPerBlock, k = it % kItemsPerBlock;
+    const uint8_t* b = row.data + static_cast<int64_t>(blk) * kBlockBytes;
+    const uint32_t bytes = ldg_u32_a2(b + 4 * k);  // qs words 0..11, then qh at 48
+    W w;
+    uint32_t pow3 = 1;
+#pragma unroll
+    for (int n = 0; n < 5; ++n, pow3 *= 3) {
+      uint32_t word = 0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t shifted = (((bytes >> (8 * j)) & 0xFFu) * pow3) & 0xFFu;
+        word |= ((shifted * 3u) >> 8) << (8 * j);
+      }
+      w.t[n] = __vsub4(word, 0x01010101u);
+    }
+    w.d = half_at(ldg_u16(b + 52));
+    return w;
+  }
+  // Activation block and byte offset of trit n of item k's four columns.
+  __device__ static void place(int k, int n, int* block, int* offset) {
+    const int column = k < 8 ? 32 * n + 4 * k : k < 12 ? 160 + 16 * n + 4 * (k - 8) : 240 + 4 * n;
+    *block = column >> 5;
+    *offset = column & 31;
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    const int64_t first = static_cast<int64_t>(it / kItemsPerBlock) * 8;
+    const int k = it % kItemsPerBlock;
+    X x;
+#pragma unroll
+    for (int n = 0; n < 5; ++n) {
+      int block, offset;
+      place(k, n < 4 || k < 12 ? n : 3, &block, &offset);  // the qh item has 4 trits: n = 4 repeats n = 3, unused
+      const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + (first + block) * 64 + offset;
+      x.hi[n] = ldg_u32(c);
+      x.lo[n] = ldg_u32(c + 32);
+      x.s[n] = __ldg(reinterpret_cast<const float2*>(scales + (first + block) * 4));
+    }
+    return x;
+  }
+  __device__ static float dot(const W& w, const X& x, int it) {
+    const int trits = it % kItemsPerBlock == 12 ? 4 : 5;
+    float v = 0.0f;
+#pragma unroll
+    for (int n = 0; n < 5; ++n) {
+      if (n >= trits) break;
+      v += x.s[n].x * static_cast<float>(__dp4a(static_cast<int>(w.t[n]), static_cast<int>(x.hi[n]), 0)) +
+           x.s[n].y * static_cast<float>(__dp4a(static_cast<int>(w.t[n]), static_cast<int>(x.lo[n]), 0));
+    }
+    return w.d * v;
+  }
+};
+
+}  // namespace qrt::kernels::dp4a
