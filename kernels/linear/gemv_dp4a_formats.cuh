@@ -150,6 +150,18 @@ using Q4K = KQuant4<144, false>;
 using Q5K = KQuant4<176, true>;
 
 // ---- Q8_0: 34-byte blocks {f16 d, 32 int8 codes}. Item e = 0..3 of a block is codes 8e .. 8e + 7.
+// Items of 8 columns take columns 8 (it % 4) + 0..7 of activation block it / 4 (Q8_0, the grid i-quants).
+struct XEighths {
+  uint2 hi, lo;
+  float4 s;
+};
+__device__ __forceinline__ XEighths load_x_eighths(const int8_t* codes, const float* scales, int it) {
+  const int64_t blk = it >> 2;
+  const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + blk * 64 + 8 * (it & 3);
+  return {__ldg(reinterpret_cast<const uint2*>(c)), __ldg(reinterpret_cast<const uint2*>(c + 32)),
+          __ldg(reinterpret_cast<const float4*>(scales) + blk)};
+}
+
 struct Q8_0 {
   static constexpr int kBlockCols = 32;
   static constexpr int kBlockBytes = 34;
@@ -158,10 +170,7 @@ struct Q8_0 {
   struct W {
     uint32_t q0, q1, d;
   };
-  struct X {
-    uint2 hi, lo;
-    float4 s;
-  };
+  using X = XEighths;
 
   __device__ static W fetch(const RowRef& row, int it) {
     const uint8_t* b = row.data + static_cast<int64_t>(it >> 2) * kBlockBytes;
@@ -169,10 +178,7 @@ struct Q8_0 {
     return {ldg_u32_a2(q), ldg_u32_a2(q + 4), ldg_u16(b)};
   }
   __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    const int64_t blk = it >> 2;
-    const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + blk * 64 + 8 * (it & 3);
-    return {__ldg(reinterpret_cast<const uint2*>(c)), __ldg(reinterpret_cast<const uint2*>(c + 32)),
-            __ldg(reinterpret_cast<const float4*>(scales) + blk)};
+    return load_x_eighths(codes, scales, it);
   }
   __device__ static float dot(const W& w, const X& x, int) {
     return half_at(w.d) * limb_dot(x.s, dot2x4(w.q0, w.q1, x.hi, 0), dot2x4(w.q0, w.q1, x.lo, 0));

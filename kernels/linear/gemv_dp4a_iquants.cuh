@@ -46,35 +46,35 @@ __device__ __forceinline__ Iq4W iq4_item(uint32_t q0, uint32_t q1, float d) {
           table_levels<L>((q0 >> 4) & 0x0F0F0F0Fu), table_levels<L>((q1 >> 4) & 0x0F0F0F0Fu), d};
 }
 
-// IQ4_NL: 18-byte blocks {f16 d, 16 bytes of nibbles}, two items per block.
-struct Iq4Nl {
-  static constexpr int kBlockCols = 32;
-  static constexpr int kBlockBytes = 18;
-  static constexpr int kItemsPerBlock = 2;
-
+// What the 16-level table formats share past fetch: Q4_0's activation halves and one dot of looked-up levels.
+struct TableLevelsItems {
   using W = Iq4W;
   using X = XHalves;
-
-  __device__ static W fetch(const RowRef& row, int it) {
-    const uint8_t* b = row.data + static_cast<int64_t>(it >> 1) * kBlockBytes;
-    const uint8_t* q = b + 2 + 8 * (it & 1);
-    return iq4_item(ldg_u32_a2(q), ldg_u32_a2(q + 4), half_at(ldg_u16(b)));
-  }
   __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
     return load_x_halves(codes, scales, it);
   }
   __device__ static float dot(const W& w, const X& x, int) { return w.d * halves_dot(w.a0, w.a1, w.b0, w.b1, x); }
 };
 
+// IQ4_NL: 18-byte blocks {f16 d, 16 bytes of nibbles}, two items per block.
+struct Iq4Nl : TableLevelsItems {
+  static constexpr int kBlockCols = 32;
+  static constexpr int kBlockBytes = 18;
+  static constexpr int kItemsPerBlock = 2;
+
+  __device__ static W fetch(const RowRef& row, int it) {
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 1) * kBlockBytes;
+    const uint8_t* q = b + 2 + 8 * (it & 1);
+    return iq4_item(ldg_u32_a2(q), ldg_u32_a2(q + 4), half_at(ldg_u16(b)));
+  }
+};
+
 // MXFP4 in GGML blocks (GGUF's gpt-oss experts): 17 bytes {E8M0 e, 16 bytes of nibbles} in Q4_0's placement, each
 // nibble an E2M1 code whose value doubled is an integer (kvalues_mxfp4), so the scale is 2^(e - 128).
-struct Mxfp4Ggml {
+struct Mxfp4Ggml : TableLevelsItems {
   static constexpr int kBlockCols = 32;
   static constexpr int kBlockBytes = 17;
   static constexpr int kItemsPerBlock = 2;
-
-  using W = Iq4W;
-  using X = XHalves;
 
   __device__ static W fetch(const RowRef& row, int it) {
     const uint8_t* b = row.data + static_cast<int64_t>(it >> 1) * kBlockBytes;
@@ -85,24 +85,18 @@ struct Mxfp4Ggml {
       q0 = (q0 << 8) | __ldg(q + j);
       q1 = (q1 << 8) | __ldg(q + 4 + j);
     }
-    return iq4_item<Mxfp4Levels>(q0, q1, quant::FormatTraits<quant::FormatId::kMXFP4_GGML>::e8m0_to_f32_half(__ldg(b)));
+    const float d = quant::FormatTraits<quant::FormatId::kMXFP4_GGML>::e8m0_to_f32_half(__ldg(b));
+    return iq4_item<Mxfp4Levels>(q0, q1, d);
   }
-  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    return load_x_halves(codes, scales, it);
-  }
-  __device__ static float dot(const W& w, const X& x, int) { return w.d * halves_dot(w.a0, w.a1, w.b0, w.b1, x); }
 };
 
 // IQ4_XS: 136-byte super-blocks of 256 {f16 d, u16 scales_h, 4 bytes scales_l, 8 x 16 bytes of nibbles}: sub-block
 // sb (32 columns, 16 bytes at 8 + 16 sb) has the 6-bit scale (nibble sb % 2 of scales_l[sb / 2]) | (bits 2 sb of
 // scales_h) << 4, minus 32. Sixteen items per super-block, two per sub-block.
-struct Iq4Xs {
+struct Iq4Xs : TableLevelsItems {
   static constexpr int kBlockCols = 256;
   static constexpr int kBlockBytes = 136;
   static constexpr int kItemsPerBlock = 16;
-
-  using W = Iq4W;
-  using X = XHalves;
 
   __device__ static W fetch(const RowRef& row, int it) {
     const uint8_t* b = row.data + static_cast<int64_t>(it >> 4) * kBlockBytes;
@@ -114,10 +108,6 @@ struct Iq4Xs {
     const float scale = static_cast<float>(static_cast<int>(low | (high << 4)) - 32);
     return iq4_item(ldg_u32_a2(q), ldg_u32_a2(q + 4), half_at(dh) * scale);
   }
-  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    return load_x_halves(codes, scales, it);
-  }
-  __device__ static float dot(const W& w, const X& x, int) { return w.d * halves_dot(w.a0, w.a1, w.b0, w.b1, x); }
 };
 
 // ---- The grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M): 256-column super-blocks of 32 groups
@@ -139,11 +129,6 @@ __device__ __forceinline__ uint8_t ldg_u8(const uint8_t* p) { return __ldg(p); }
 // The scale (d · (0.5 + s)) · k of IQ2 and IQ3_XXS sub-blocks.
 __device__ __forceinline__ float half_step(float d, unsigned s, float k) { return d * (0.5f + static_cast<float>(s)) * k; }
 
-struct XGroup {
-  uint2 hi, lo;
-  float4 s;
-};
-
 template <class Decoder>
 struct IqGroups {
   static constexpr int kBlockCols = 256;
@@ -151,16 +136,13 @@ struct IqGroups {
   static constexpr int kItemsPerBlock = 32;
 
   using W = IqGroup;
-  using X = XGroup;
+  using X = XEighths;
 
   __device__ static W fetch(const RowRef& row, int it) {
     return Decoder::group(row.data + static_cast<int64_t>(it >> 5) * kBlockBytes, it & 31);
   }
   __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    const int64_t blk = it >> 2;
-    const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + blk * 64 + 8 * (it & 3);
-    return {__ldg(reinterpret_cast<const uint2*>(c)), __ldg(reinterpret_cast<const uint2*>(c + 32)),
-            __ldg(reinterpret_cast<const float4*>(scales) + blk)};
+    return load_x_eighths(codes, scales, it);
   }
   __device__ static float dot(const W& w, const X& x, int) {
     float v = w.scale * limb_dot(x.s, dot2x4(w.w0, w.w1, x.hi, 0), dot2x4(w.w0, w.w1, x.lo, 0));
