@@ -441,13 +441,18 @@ TEST_P(CudaEmbed, MatchesCpuForEveryFormat) {
 INSTANTIATE_TEST_SUITE_P(Formats, CudaEmbed, testing::ValuesIn(quant::kAllFormats), test::format_test_name);
 
 TEST_F(CudaOps, ArgmaxLowestIndexAmongEqualMaxima) {
-  const int64_t rows = 6, vocab = 32000;
+  const int64_t rows = 8, vocab = 32000;
   auto values = test::random_normal(static_cast<size_t>(rows * vocab), 1500);
   values[1 * vocab + 7] = 50.0f;  // a planted maximum, twice: the lower index wins
   values[1 * vocab + 31000] = 50.0f;
   values[2 * vocab + vocab - 1] = 60.0f;  // at the very end
   values[3 * vocab + 100] = std::numeric_limits<float>::quiet_NaN();  // NaN never wins
   values[3 * vocab + 200] = 70.0f;
+  for (int64_t i = 0; i < vocab; ++i) values[4 * vocab + i] = std::numeric_limits<float>::quiet_NaN();  // gives 0
+  // Ties met in each step of a 1024-thread block with 4 loads in flight: a later load of the same thread (5 + 1024),
+  // another lane (6), another warp (5 + 64), the thread's next round (5 + 4096): the lowest index, 5, wins.
+  for (int64_t i : {5 + 1024, 6, 5 + 64, 5 + 4096, 5}) values[5 * vocab + i] = 80.0f;
+  for (int64_t i : {vocab - 2, 9000, 31999 - 1024}) values[6 * vocab + i] = 90.0f;
   const auto logits = input_values(values, rows, vocab);
   auto ids = alloc<int32_t>(rows, 1);
   ASSERT_TRUE(gpu_->argmax(logits.gpu, ids.gpu).ok());
@@ -462,6 +467,9 @@ TEST_F(CudaOps, ArgmaxLowestIndexAmongEqualMaxima) {
   EXPECT_EQ(got[1], 7);
   EXPECT_EQ(got[2], vocab - 1);
   EXPECT_EQ(got[3], 200);
+  EXPECT_EQ(got[4], 0);
+  EXPECT_EQ(got[5], 5);
+  EXPECT_EQ(got[6], 9000);
 }
 
 }  // namespace

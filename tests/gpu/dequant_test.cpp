@@ -1,0 +1,100 @@
+// dequantize_rows_half (the prefill path's W → fp16 step) against the CPU reference decode rounded to fp16, bit for
+// bit up to one fp32 ulp of FMA contraction, for every format (decode-only ones from random blocks): a row range
+// that starts inside the matrix, three 256-column blocks per row (so one warp's 32 blocks span rows), into an
+// aligned output and into one that starts on an odd half (the element-wise store path). Cells outside the range
+// stay untouched.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "decode_only_blocks.hpp"
+#include "kernels/cpu/quant_reference.hpp"
+#include "kernels/linear/dequant.hpp"
+#include "kernels/quant/common.hpp"
+#include "test_support.hpp"
+
+namespace qrt {
+namespace {
+using namespace qrt::quant;
+
+struct DeviceBytes {
+  void* ptr = nullptr;
+  explicit DeviceBytes(size_t bytes) {
+    if (bytes) cudaMalloc(&ptr, bytes);
+  }
+  ~DeviceBytes() { cudaFree(ptr); }
+};
+
+class DequantizeRowsHalf : public testing::TestWithParam<FormatId> {};
+
+TEST_P(DequantizeRowsHalf, EqualsTheCpuDecodeRoundedToHalf) {
+  QRT_REQUIRE_GPU();
+  const FormatId id = GetParam();
+  const FormatInfo info = format_info(id);
+  const int64_t rows = 37, cols = 768, first = 5, count = 29;
+  QuantParams p;
+  p.group_size = info.block_elems == 0 ? 64 : 0;
+  p.scale_type = ScalarType::kF16;
+  const auto values = test::random_normal(static_cast<size_t>(rows * cols), 31);
+  const auto decode_only = test::decode_only_scale_field(id);
+  auto q = decode_only ? Result<QuantBuffers>(QuantBuffers{test::random_blocks(*decode_only, rows, cols, 32), {}, {}})
+                       : cpu::quantize(id, values.data(), rows, cols, p);
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  const QuantView host = cpu::view_of(*q, rows, cols, p);
+  std::vector<float> ref(static_cast<size_t>(rows * cols));
+  ASSERT_TRUE(cpu::dequantize(id, host, ref.data()).ok());
+
+  DeviceBytes data(q->data.size()), scales(q->scales.size()), biases(q->biases.size());
+  cudaMemcpy(data.ptr, q->data.data(), q->data.size(), cudaMemcpyHostToDevice);
+  if (!q->scales.empty()) cudaMemcpy(scales.ptr, q->scales.data(), q->scales.size(), cudaMemcpyHostToDevice);
+  if (!q->biases.empty()) cudaMemcpy(biases.ptr, q->biases.data(), q->biases.size(), cudaMemcpyHostToDevice);
+  QuantView dev = host;
+  dev.data = static_cast<const uint8_t*>(data.ptr);
+  dev.scales = q->scales.empty() ? nullptr : static_cast<const uint8_t*>(scales.ptr);
+  dev.biases = q->biases.empty() ? nullptr : static_cast<const uint8_t*>(biases.ptr);
+
+  const size_t n = static_cast<size_t>(count * cols);
+  for (int offset : {0, 1}) {  // in halves: 1 puts every block on an odd address
+    DeviceBytes out((n + 2) * sizeof(__half));
+    cudaMemset(out.ptr, 0x7E, (n + 2) * sizeof(__half));  // 0x7E7E: a NaN, and the guard cells' value
+    __half* dst = static_cast<__half*>(out.ptr) + offset;
+    const Status s = kernels::dequantize_rows_half(id, dev, first, count, dst, nullptr);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint16_t> got(n + 2);
+    cudaMemcpy(got.data(), out.ptr, got.size() * 2, cudaMemcpyDeviceToHost);
+    int64_t mismatches = 0;
+    for (size_t i = 0; i < n; ++i) {
+      // The device may contract a decode's multiply-add into one FMA (one fp32 ulp from the host's two roundings),
+      // which can move the fp16 rounding by one step: the neighbours' roundings are accepted too.
+      const float r = ref[static_cast<size_t>(first * cols) + i];
+      const uint16_t want = f32_to_fp16(r);
+      const bool near = got[i + offset] == f32_to_fp16(std::nextafter(r, INFINITY)) ||
+                        got[i + offset] == f32_to_fp16(std::nextafter(r, -INFINITY));
+      if (got[i + offset] != want && !near && ++mismatches <= 3)
+        ADD_FAILURE() << info.name << " offset " << offset << " row " << first + static_cast<int64_t>(i) / cols
+                      << " col " << static_cast<int64_t>(i) % cols << ": 0x" << std::hex << got[i + offset]
+                      << " != 0x" << want;
+    }
+    EXPECT_EQ(mismatches, 0) << info.name << " offset " << offset;
+    EXPECT_EQ(got[offset == 0 ? n : 0], 0x7E7E) << "a cell outside the range was written";
+    EXPECT_EQ(got[n + 1], 0x7E7E) << "a cell past the range was written";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, DequantizeRowsHalf, testing::ValuesIn(kAllFormats), test::format_test_name);
+
+TEST(DequantizeRowsHalfRange, RowsOutsideTheMatrixAreRefused) {
+  QuantView w;
+  w.rows = 4;
+  w.cols = 32;
+  const Status s = kernels::dequantize_rows_half(FormatId::kQ8_0, w, 2, 3, nullptr, nullptr);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.to_string().find("outside a matrix of 4 rows"), std::string::npos) << s.to_string();
+}
+
+}  // namespace
+}  // namespace qrt
