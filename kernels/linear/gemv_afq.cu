@@ -1,6 +1,6 @@
-// Fast decode GEMV for MLX affine AFQ4 and AFQ8: the staged kernel (gemv_staged.cuh) with the lane policy of
-// gemv_lanes_afq_mx.hpp. The scale dtype (F16, BF16, F32) becomes a template parameter here and nowhere else.
-// Bytes each must move and the expected bound are stated there and in bench/NOTES-gemv.md.
+// Fast decode GEMV for MLX affine AFQ2, AFQ3, AFQ4, AFQ5, AFQ6 and AFQ8: the staged kernel (gemv_staged.cuh) with
+// the lane policy of gemv_lanes_afq_mx.hpp. The scale dtype (F16, BF16, F32) becomes a template parameter here and
+// nowhere else. Bytes each must move and the expected bound are stated there and in bench/NOTES-gemv.md.
 #include "kernels/linear/gemv_fast.hpp"
 #include "kernels/linear/gemv_lanes_afq_mx.hpp"
 #include "kernels/linear/gemv_staged.cuh"
@@ -45,12 +45,44 @@ Status afq_launch(const char* name, const quant::QuantView& w, const float* x, i
 
 }  // namespace
 
+bool FastGemv<quant::FormatId::kAFQ2>::applies(const quant::QuantView& w, const float* x) {
+  return afq_applies<quant::FormatId::kAFQ2>(w, x);
+}
+Status FastGemv<quant::FormatId::kAFQ2>::launch(const quant::QuantView& w, const float* x, int m, float* y,
+                                                cudaStream_t stream) {
+  return afq_launch<quant::FormatId::kAFQ2>(kName.data(), w, x, m, y, stream);
+}
+
+bool FastGemv<quant::FormatId::kAFQ3>::applies(const quant::QuantView& w, const float* x) {
+  return afq_applies<quant::FormatId::kAFQ3>(w, x);
+}
+Status FastGemv<quant::FormatId::kAFQ3>::launch(const quant::QuantView& w, const float* x, int m, float* y,
+                                                cudaStream_t stream) {
+  return afq_launch<quant::FormatId::kAFQ3>(kName.data(), w, x, m, y, stream);
+}
+
 bool FastGemv<quant::FormatId::kAFQ4>::applies(const quant::QuantView& w, const float* x) {
   return afq_applies<quant::FormatId::kAFQ4>(w, x);
 }
 Status FastGemv<quant::FormatId::kAFQ4>::launch(const quant::QuantView& w, const float* x, int m, float* y,
                                                 cudaStream_t stream) {
   return afq_launch<quant::FormatId::kAFQ4>(kName.data(), w, x, m, y, stream);
+}
+
+bool FastGemv<quant::FormatId::kAFQ5>::applies(const quant::QuantView& w, const float* x) {
+  return afq_applies<quant::FormatId::kAFQ5>(w, x);
+}
+Status FastGemv<quant::FormatId::kAFQ5>::launch(const quant::QuantView& w, const float* x, int m, float* y,
+                                                cudaStream_t stream) {
+  return afq_launch<quant::FormatId::kAFQ5>(kName.data(), w, x, m, y, stream);
+}
+
+bool FastGemv<quant::FormatId::kAFQ6>::applies(const quant::QuantView& w, const float* x) {
+  return afq_applies<quant::FormatId::kAFQ6>(w, x);
+}
+Status FastGemv<quant::FormatId::kAFQ6>::launch(const quant::QuantView& w, const float* x, int m, float* y,
+                                                cudaStream_t stream) {
+  return afq_launch<quant::FormatId::kAFQ6>(kName.data(), w, x, m, y, stream);
 }
 
 bool FastGemv<quant::FormatId::kAFQ8>::applies(const quant::QuantView& w, const float* x) {

@@ -1,6 +1,6 @@
 // Which formats have a per-family fast decode GEMV, as a compile-time table keyed by format: FastGemv<id> says
 // "none" unless the format is declared below, and each declared format defines applies() and launch() in its
-// family's .cu file (gemv_dense.cu, gemv_ggml.cu, gemv_afq.cu, gemv_mx.cu). kernels::gemv() (gemv.cu) reaches them
+// family's .cu file (gemv_dense.cu, gemv_ggml.cu, gemv_afq.cu, gemv_mx.cu, gemv_fp8.cu). kernels::gemv() (gemv.cu) reaches them
 // through quant::dispatch_format and `if constexpr (FastGemv<id>::kAvailable)`, so there is no second switch over
 // formats.
 #pragma once
@@ -38,9 +38,17 @@ QRT_DECLARE_FAST_GEMV(Q8_0, "gemv_q8_0")
 QRT_DECLARE_FAST_GEMV(Q4_K, "gemv_q4_k")
 QRT_DECLARE_FAST_GEMV(Q5_K, "gemv_q5_k")
 QRT_DECLARE_FAST_GEMV(Q6_K, "gemv_q6_k")
+QRT_DECLARE_FAST_GEMV(AFQ2, "gemv_afq2")
+QRT_DECLARE_FAST_GEMV(AFQ3, "gemv_afq3")
 QRT_DECLARE_FAST_GEMV(AFQ4, "gemv_afq4")
+QRT_DECLARE_FAST_GEMV(AFQ5, "gemv_afq5")
+QRT_DECLARE_FAST_GEMV(AFQ6, "gemv_afq6")
 QRT_DECLARE_FAST_GEMV(AFQ8, "gemv_afq8")
 QRT_DECLARE_FAST_GEMV(MXFP4, "gemv_mxfp4")
+QRT_DECLARE_FAST_GEMV(NVFP4, "gemv_nvfp4")
+QRT_DECLARE_FAST_GEMV(MXFP8, "gemv_mxfp8")
+QRT_DECLARE_FAST_GEMV(FP8, "gemv_fp8")
+QRT_DECLARE_FAST_GEMV(FP8_BLOCK, "gemv_fp8_block")
 
 #undef QRT_DECLARE_FAST_GEMV
 

@@ -25,6 +25,9 @@
 
 #if defined(__CUDACC__)
 #include <cuda_fp16.h>
+#if !defined(QRT_SIMT)
+#include <cuda_fp8.h>
+#endif
 #endif
 
 #include "kernels/quant/formats.hpp"
@@ -85,6 +88,22 @@ QRT_HD float half_bits_to_f32(uint32_t h) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
 #else
   return quant::fp16_to_f32(static_cast<uint16_t>(h));
+#endif
+}
+
+// Four E4M3 (FN) codes, byte n of w, as exact floats: two hardware fp8x2 -> half2 conversions on the device (every
+// E4M3 value, subnormals and NaN included, is a half), the scalar decoder on the host and under the SIMT layer.
+QRT_HD void e4m3x4_to_floats(uint32_t w, float out[4]) {
+#if defined(__CUDA_ARCH__) && !defined(QRT_SIMT)
+  const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xFFFFu), __NV_E4M3);
+  const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> 16), __NV_E4M3);
+  const float2 a = __half22float2(__half2(lo)), b = __half22float2(__half2(hi));
+  out[0] = a.x;
+  out[1] = a.y;
+  out[2] = b.x;
+  out[3] = b.y;
+#else
+  for (int n = 0; n < 4; ++n) out[n] = quant::e4m3_to_f32(static_cast<uint8_t>(w >> (8 * n)));
 #endif
 }
 
@@ -195,6 +214,7 @@ struct ChunkArgs {
   const uint8_t* biases;
   int64_t groups_per_row;
   int group_shift;
+  float global_scale = 1.0f;  // QuantParams::global_scale (FP8 per tensor, NVFP4)
 };
 
 // The matrix row whose bytes staged row r holds.

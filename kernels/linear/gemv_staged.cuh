@@ -45,6 +45,7 @@ struct StagedParams {
   int64_t cols;
   int64_t groups_per_row;
   int group_shift;
+  float global_scale;
   const float* x;  // [m, cols]
   float* y;        // [m, rows]
 };
@@ -132,6 +133,7 @@ __global__ void __launch_bounds__(kMaxWarpsPerBlock * 32, 1) gemv_staged_kernel(
   args.biases = p.biases;
   args.groups_per_row = p.groups_per_row;
   args.group_shift = p.group_shift;
+  args.global_scale = p.global_scale;
 
   int read_slot = 0;
   int write_slot = S - 1;
@@ -199,7 +201,7 @@ Status launch_staged(const char* name, const quant::QuantView& w, const float* x
 
   const gemv_lanes::GroupLayout groups = gemv_lanes::group_layout<P>(w);
   const StagedParams params{w.data, w.scales, w.biases, w.rows, w.cols, groups.groups_per_row, groups.group_shift,
-                            x, y};
+                            w.params.global_scale, x, y};
   return with_batch(m, [&](auto batch) -> Status {
     constexpr int M = decltype(batch)::value;
     gemv_staged_kernel<P, M><<<static_cast<unsigned>(blocks), static_cast<unsigned>(warps * 32),

@@ -452,7 +452,7 @@ TEST_F(CudaOps, ArgmaxLowestIndexAmongEqualMaxima) {
   // Ties met in each step of a 1024-thread block with 4 loads in flight: a later load of the same thread (5 + 1024),
   // another lane (6), another warp (5 + 64), the thread's next round (5 + 4096): the lowest index, 5, wins.
   for (int64_t i : {5 + 1024, 6, 5 + 64, 5 + 4096, 5}) values[5 * vocab + i] = 80.0f;
-  for (int64_t i : {vocab - 2, 9000, 31999 - 1024}) values[6 * vocab + i] = 90.0f;
+  for (int64_t i : {vocab - 2, int64_t{9000}, int64_t{31999 - 1024}}) values[6 * vocab + i] = 90.0f;
   const auto logits = input_values(values, rows, vocab);
   auto ids = alloc<int32_t>(rows, 1);
   ASSERT_TRUE(gpu_->argmax(logits.gpu, ids.gpu).ok());

@@ -19,6 +19,7 @@
 #include "gemv_test_weights.hpp"
 #include "kernels/linear/gemv_batch.hpp"
 #include "kernels/linear/gemv_lanes_afq_mx.hpp"
+#include "kernels/linear/gemv_lanes_fp8.hpp"
 #include "kernels/linear/gemv_lanes_ggml.hpp"
 #include "test_support.hpp"
 
@@ -62,6 +63,7 @@ std::vector<float> emulate_kernel(const QuantView& w, const float* x) {
       a.biases = w.biases;
       a.groups_per_row = groups.groups_per_row;
       a.group_shift = groups.group_shift;
+      a.global_scale = w.params.global_scale;
       if (P::kHasPrepare)
         for (int lane = 0; lane < gl::kWarpLanes; ++lane) P::prepare(a, lane);
       for (int lane = 0; lane < gl::kWarpLanes; ++lane) {
@@ -99,6 +101,8 @@ std::string case_name(const testing::TestParamInfo<LaneCase>& info) {
   std::string s = std::string(format_name(c.id)) + "_" + std::to_string(c.rows) + "x" + std::to_string(c.cols);
   if (format_info(c.id).block_elems == 0)
     s += "_g" + std::to_string(c.group_size) + "_" + std::string(scalar_type_name(c.scale_type));
+  else if (c.scale_type != ScalarType::kF32)
+    s += "_" + std::string(scalar_type_name(c.scale_type));
   return s;
 }
 
@@ -176,6 +180,9 @@ std::vector<LaneCase> lane_cases() {
     }
     if (info.family != Family::kGgml)  // bit-stream formats (MXFP4): rows may end inside a tile or a chunk
       for (int64_t cols : {32, 96, 288, 1056}) cases.push_back({id, 5, cols, 0, ScalarType::kF32});
+    if (id == FormatId::kFP8_BLOCK)  // rows in two 128-row tiles of scales, the last tile partial
+      for (ScalarType st : {ScalarType::kF16, ScalarType::kBF16, ScalarType::kF32})
+        cases.push_back({id, 133, 384 + 32, 0, st});
     // One tile; tiles ending inside a chunk (chunks are 2-8 tiles); several chunks; rows not a multiple of kRows.
     cases.push_back({id, 5, 256, 0, ScalarType::kF32});
     cases.push_back({id, 6, 256 * 5, 0, ScalarType::kF32});

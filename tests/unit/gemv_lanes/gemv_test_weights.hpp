@@ -19,13 +19,21 @@ enum class WeightKind { kQuantized, kRandomBytes };
 
 inline std::string weight_kind_name(WeightKind k) { return k == WeightKind::kQuantized ? "quantized" : "random"; }
 
-// Default params of a format for these tests: AFQ gets `group_size` and `scale_type`.
+// Default params of a format for these tests: AFQ gets `group_size` and `scale_type` (as do the other formats with
+// separate float scales); formats with a tensor scale get 0.75, so that forgetting it shows.
 inline quant::QuantParams gemv_test_params(quant::FormatId id, int group_size = 64,
                                            quant::ScalarType scale_type = quant::ScalarType::kBF16) {
   quant::QuantParams p;
   if (quant::format_info(id).block_elems == 0) p.group_size = group_size;
   p.scale_type = scale_type;
+  if (id == quant::FormatId::kFP8 || id == quant::FormatId::kNVFP4) p.global_scale = 0.75f;
   return p;
+}
+
+// E4M3 bytes with the two NaN patterns (S.1111.111) replaced by the largest finite magnitude of the same sign.
+inline void drop_e4m3_nans(std::vector<uint8_t>& bytes) {
+  for (uint8_t& b : bytes)
+    if ((b & 0x7F) == 0x7F) b = static_cast<uint8_t>(b ^ 1);
 }
 
 // Overwrites the f16 at `p` with a random finite value of magnitude around `scale`.
@@ -95,7 +103,11 @@ inline bool randomize_codes(quant::FormatId id, const quant::QuantParams& p, qua
     case FormatId::kQ6_K:
       fix_block_f16(offsetof(quant::block_q6_K, d), 0.001f);
       return true;
+    case FormatId::kAFQ2:
+    case FormatId::kAFQ3:
     case FormatId::kAFQ4:
+    case FormatId::kAFQ5:
+    case FormatId::kAFQ6:
     case FormatId::kAFQ8: {
       std::normal_distribution<float> dist(0.0f, 0.02f);
       const size_t n = q.scales.size() / static_cast<size_t>(quant::float_scale_bytes(p.scale_type));
@@ -105,9 +117,26 @@ inline bool randomize_codes(quant::FormatId id, const quant::QuantParams& p, qua
       }
       return true;
     }
-    case FormatId::kMXFP4: {
+    case FormatId::kMXFP4:
+    case FormatId::kMXFP8: {
+      if (id == FormatId::kMXFP8) drop_e4m3_nans(q.data);
       std::uniform_int_distribution<int> exponent(120, 134);  // 2^-7 .. 2^7
       for (uint8_t& s : q.scales) s = static_cast<uint8_t>(exponent(gen));
+      return true;
+    }
+    case FormatId::kNVFP4:  // E2M1 codes have no NaN; the E4M3 scales, negative ones included, must be finite
+      q.scales = random_bytes(q.scales.size(), seed + 3);
+      drop_e4m3_nans(q.scales);
+      return true;
+    case FormatId::kFP8:
+      drop_e4m3_nans(q.data);
+      return true;
+    case FormatId::kFP8_BLOCK: {
+      drop_e4m3_nans(q.data);
+      std::normal_distribution<float> dist(0.0f, 0.01f);
+      const size_t n = q.scales.size() / static_cast<size_t>(quant::float_scale_bytes(p.scale_type));
+      for (size_t i = 0; i < n; ++i)
+        quant::store_float_scale(q.scales.data(), static_cast<int64_t>(i), p.scale_type, dist(gen));
       return true;
     }
     default:
