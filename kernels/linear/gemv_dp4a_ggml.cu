@@ -1,0 +1,25 @@
+// The integer-dot decode GEMV of the legacy GGML blocks and the K-quants (see gemv_dp4a_launch.cuh).
+#include "kernels/linear/gemv_dp4a_launch.cuh"
+#include "kernels/linear/gemv_dp4a_formats.cuh"
+
+namespace qrt::kernels::dp4a_launch {
+
+Status launch_ggml(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m, float* y,
+                   cudaStream_t stream) {
+  switch (format) {
+    case quant::FormatId::kQ4_0: return launch<dp4a::Q4_0>(w, x, m, y, stream);
+    case quant::FormatId::kQ4_1: return launch<dp4a::Q4_1>(w, x, m, y, stream);
+    case quant::FormatId::kQ5_0: return launch<dp4a::Q5_0>(w, x, m, y, stream);
+    case quant::FormatId::kQ5_1: return launch<dp4a::Q5_1>(w, x, m, y, stream);
+    case quant::FormatId::kQ8_0: return launch<dp4a::Q8_0>(w, x, m, y, stream);
+    case quant::FormatId::kQ2_K: return launch<dp4a::Q2K>(w, x, m, y, stream);
+    case quant::FormatId::kQ3_K: return launch<dp4a::Q3K>(w, x, m, y, stream);
+    case quant::FormatId::kQ4_K: return launch<dp4a::Q4K>(w, x, m, y, stream);
+    case quant::FormatId::kQ5_K: return launch<dp4a::Q5K>(w, x, m, y, stream);
+    case quant::FormatId::kQ6_K: return launch<dp4a::Q6K>(w, x, m, y, stream);
+    default:
+      return invalid_argument("gemv_dp4a: " + std::string(quant::format_name(format)) + " is not in this family");
+  }
+}
+
+}  // namespace qrt::kernels::dp4a_launch
