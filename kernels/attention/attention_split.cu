@@ -14,9 +14,6 @@ constexpr int kMaxSplits = 64;
 constexpr uint64_t kSharedLimit = 48 * 1024;  // without cudaFuncSetAttribute
 // Keys whose K (or V) loads a warp (thread) issues together, and head dimensions up to 32 · kMaxDimsPerLane.
 constexpr int kKeysAtOnce = 4;
-// V rows a thread loads together in step 3; 4 for groups of 16 heads, whose 16 accumulators leave no registers for 8.
-template <int kGroup>
-constexpr int kValueKeysAtOnce = kGroup <= 8 ? 8 : 4;
 constexpr int kMaxDimsPerLane = 8;
 
 __device__ __forceinline__ int64_t clamp_keys(const int32_t* key_count, int64_t capacity) {
@@ -137,21 +134,27 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) acc[g] = 0.0f;
     const T* vd = v + j0 * kv_stride + static_cast<int64_t>(kv_head) * hd + d;
-    // kValueKeysAtOnce V loads in flight before they are used, the split's last partial step included (a serial
-    // tail waited a full memory latency per key); an invisible slot (which may hold NaN) and a key past the split
-    // count as 0 with probability 0, so the sum is the one over visible keys in the same order.
-    for (int c = 0; c < n; c += kValueKeysAtOnce<kGroup>) {
-      float vv[kValueKeysAtOnce<kGroup>];
+    // kKeysAtOnce V loads in flight before they are used; an invisible slot (which may hold NaN) counts as 0, and its
+    // probability is 0 as well, so the sum is the one over visible keys in the same order.
+    int c = 0;
+    for (; c + kKeysAtOnce <= n; c += kKeysAtOnce) {
+      float vv[kKeysAtOnce];
 #pragma unroll
-      for (int u = 0; u < kValueKeysAtOnce<kGroup>; ++u)
-        vv[u] = c + u < n && visible[c + u] ? kv_to_float(vd[static_cast<int64_t>(c + u) * kv_stride]) : 0.0f;
+      for (int u = 0; u < kKeysAtOnce; ++u) vv[u] = kv_to_float(vd[(c + u) * kv_stride]);
 #pragma unroll
-      for (int u = 0; u < kValueKeysAtOnce<kGroup>; ++u) {
-        if (c + u >= n) break;
+      for (int u = 0; u < kKeysAtOnce; ++u) {
+        const float w = visible[c + u] ? vv[u] : 0.0f;
 #pragma unroll
         for (int g = 0; g < kGroup; ++g)
-          if (g < group) acc[g] += p[g * chunk_capacity + c + u] * vv[u];
+          if (g < group) acc[g] += p[g * chunk_capacity + c + u] * w;
       }
+    }
+    for (; c < n; ++c) {
+      if (!visible[c]) continue;
+      const float vv = kv_to_float(vd[c * kv_stride]);
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g)
+        if (g < group) acc[g] += p[g * chunk_capacity + c] * vv;
     }
 #pragma unroll
     for (int g = 0; g < kGroup; ++g)

@@ -17,68 +17,32 @@ constexpr int64_t kMaxBlocks = int64_t{1} << 20;  // rows beyond this are covere
 // integer-dot GEMV that reads them next: the warp's lanes cover one activation block per pass.
 // kAdd (add_rms_norm): x += delta first, in the pass that sums the squares; the values and the order of every sum
 // are those of add_kernel followed by this kernel without kAdd.
-// Rows up to kCached · blockDim.x wide (8192 with 1024 threads) keep their values and weights in registers between
-// the two passes, with the weight loads issued in the first: the second pass then touches no memory but the
-// outputs (on an H100 the reloads put a dependent memory latency between the passes of a 7.8 µs decode norm).
-constexpr int kCached = 8;
-
 template <bool kAdd>
 __global__ void rms_norm_kernel(float* x, const float* __restrict__ delta, const float* __restrict__ weight,
                                 int64_t rows, int64_t dim, float eps, float* out, Q8Activations q8) {
   __shared__ float scratch[32];
-  const bool cached = dim <= static_cast<int64_t>(kCached) * blockDim.x;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     float* xr = x + row * dim;
     float* yr = out + row * dim;
     float sum_sq = 0.0f;
-    float v[kCached], w[kCached];
-    if (cached) {
-#pragma unroll
-      for (int k = 0; k < kCached; ++k) {
-        const int64_t i = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
-        v[k] = w[k] = 0.0f;
-        if (i < dim) {
-          v[k] = xr[i];
-          w[k] = weight[i];
-          if constexpr (kAdd) v[k] = v[k] + delta[row * dim + i];
-        }
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+      float v = xr[i];
+      if constexpr (kAdd) {
+        v = v + delta[row * dim + i];
+        xr[i] = v;
       }
-#pragma unroll
-      for (int k = 0; k < kCached; ++k) {
-        const int64_t i = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
-        if (i < dim) {
-          if constexpr (kAdd) xr[i] = v[k];
-          sum_sq += v[k] * v[k];
-        }
-      }
-    } else {
-      for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-        float value = xr[i];
-        if constexpr (kAdd) {
-          value = value + delta[row * dim + i];
-          xr[i] = value;
-        }
-        sum_sq += value * value;
-      }
+      sum_sq += v * v;
     }
     sum_sq = block_sum(sum_sq, scratch);
     const float inv_rms = 1.0f / sqrtf(sum_sq / static_cast<float>(dim) + eps);
-    auto emit = [&](int64_t i, float y) {
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+      const float y = xr[i] * inv_rms * weight[i];
       yr[i] = y;
       if (q8.codes != nullptr) {
         const int64_t block = (row * dim + i) / kQ8BlockCols;
         quantize_q8_warp(y, static_cast<int>(i % kQ8BlockCols), q8.codes + block * kQ8BlockCodeBytes,
                          q8.scales + block * kQ8BlockScaleFloats);
       }
-    };
-    if (cached) {
-#pragma unroll
-      for (int k = 0; k < kCached; ++k) {
-        const int64_t i = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
-        if (i < dim) emit(i, v[k] * inv_rms * w[k]);
-      }
-    } else {
-      for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) emit(i, xr[i] * inv_rms * weight[i]);
     }
   }
 }

@@ -459,9 +459,10 @@ TEST_F(CudaOps, ArgmaxLowestIndexAmongEqualMaxima) {
   const auto got = gpu_values(ids.gpu);
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = values.data() + r * vocab;
-    int32_t want = 0;
-    for (int32_t i = 1; i < vocab; ++i)
-      if (row[i] > row[want] || std::isnan(row[want])) want = i;
+    int32_t want = -1;  // the first maximum among the numbers; 0 when there is none
+    for (int32_t i = 0; i < vocab; ++i)
+      if (!std::isnan(row[i]) && (want < 0 || row[i] > row[want])) want = i;
+    if (want < 0) want = 0;
     EXPECT_EQ(got[static_cast<size_t>(r)], want) << "row " << r;
   }
   EXPECT_EQ(got[1], 7);
