@@ -47,6 +47,21 @@ qrt_find_dependency(qrt::pcre2 HEADER pcre2.h LIBS pcre2-8 PACKAGE "PCRE2 (libpc
 target_compile_definitions(qrt::pcre2 INTERFACE PCRE2_CODE_UNIT_WIDTH=8)
 qrt_find_dependency(qrt::utf8proc HEADER utf8proc.h LIBS utf8proc PACKAGE "utf8proc (libutf8proc-dev)")
 qrt_find_dependency(qrt::crypto HEADER openssl/evp.h LIBS crypto PACKAGE "OpenSSL libcrypto (libssl-dev)")
+# cpp-httplib for serve-model. Debian builds it as a library with TLS, zlib and brotli support; its header must
+# be compiled with the same switches. A staging folder (GPU machines) has none, and builds no server.
+set(QRT_HAVE_HTTPLIB OFF)
+if(QRT_DEPS_ROOT)
+  find_path(QRT_HTTPLIB_INCLUDE httplib.h ${_qrt_dep_hints} PATH_SUFFIXES include)
+  if(QRT_HTTPLIB_INCLUDE)
+    message(FATAL_ERROR "qrt: staged builds do not take cpp-httplib (found ${QRT_HTTPLIB_INCLUDE}/httplib.h)")
+  endif()
+else()
+  qrt_find_dependency(qrt::httplib HEADER httplib.h LIBS cpp-httplib PACKAGE "cpp-httplib (libcpp-httplib-dev)"
+                      DEPENDS Threads::Threads)
+  target_compile_definitions(qrt::httplib INTERFACE CPPHTTPLIB_OPENSSL_SUPPORT CPPHTTPLIB_ZLIB_SUPPORT
+                             CPPHTTPLIB_BROTLI_SUPPORT)
+  set(QRT_HAVE_HTTPLIB ON)
+endif()
 if(QRT_BUILD_TESTS)
   qrt_find_dependency(qrt::gtest HEADER gtest/gtest.h LIBS gtest PACKAGE "GoogleTest (libgtest-dev)"
                       DEPENDS Threads::Threads)

@@ -1,0 +1,244 @@
+#include "serve/http_server.hpp"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <ctime>
+#include <sstream>
+
+#include "serve/openai_protocol.hpp"
+
+namespace qrt::serve {
+namespace {
+
+using nlohmann::json;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void reply_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(dump(error_body(e)), "application/json");
+}
+
+ApiError api_error(int status, std::string type, std::string message, std::string code = {}) {
+  ApiError e;
+  e.status = status;
+  e.type = std::move(type);
+  e.message = std::move(message);
+  e.code = std::move(code);
+  return e;
+}
+
+// A prompt the session refused: too long for the context (400 context_length_exceeded, as OpenAI says it), a
+// request the model cannot serve (no chat template, a bad token: 400), or a failure of the server (500).
+ApiError feed_error(const Status& s, int64_t context) {
+  switch (s.code()) {
+    case ErrorCode::kOutOfRange:
+      return api_error(400, "invalid_request_error",
+                       "The prompt does not fit this server's context of " + std::to_string(context) + " tokens (" +
+                           s.message() + ")",
+                       "context_length_exceeded");
+    case ErrorCode::kInvalidArgument:
+    case ErrorCode::kUnsupported:
+    case ErrorCode::kNotFound: return api_error(400, "invalid_request_error", s.message());
+    default: return api_error(500, "server_error", s.to_string());
+  }
+}
+
+int64_t now_seconds() { return static_cast<int64_t>(std::time(nullptr)); }
+
+}  // namespace
+
+HttpServer::HttpServer(Model model, SlotPool& pool, ServerOptions options)
+    : model_(std::move(model)),
+      pool_(pool),
+      options_(std::move(options)),
+      started_(now_seconds()),
+      server_(std::make_unique<httplib::Server>()) {
+  install_routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+Result<int> HttpServer::bind() {
+  const int port = options_.port == 0 ? server_->bind_to_any_port(options_.host)
+                                      : (server_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
+  if (port < 0)
+    return Status(ErrorCode::kIoError, "cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
+                                           " (address in use, or not an address of this machine)");
+  return port;
+}
+
+Status HttpServer::serve() {
+  if (!server_->listen_after_bind()) return Status(ErrorCode::kIoError, "the HTTP server stopped with an error");
+  return ok_status();
+}
+
+void HttpServer::stop() { server_->stop(); }
+
+void HttpServer::install_routes() {
+  httplib::Server& svr = *server_;
+  // One thread per running request plus room for waiting ones and for /health and /metrics readers.
+  const int threads = options_.http_threads > 0 ? options_.http_threads
+                                                : pool_.counts().slots + std::min(options_.max_waiting, 56) + 8;
+  svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+
+  svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (options_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+    if (req.get_header_value("Authorization") == "Bearer " + options_.api_key)
+      return httplib::Server::HandlerResponse::Unhandled;
+    ++counters_.requests_failed;
+    reply_error(res, api_error(401, "invalid_request_error", "Incorrect API key provided", "invalid_api_key"));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  svr.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;  // a handler already wrote its error
+    ++counters_.requests_failed;
+    if (res.status == 404) {
+      reply_error(res, api_error(404, "invalid_request_error", "Unknown route: " + req.method + " " + req.path,
+                                 "unknown_url"));
+    } else {
+      reply_error(res, api_error(res.status, "invalid_request_error", "HTTP error " + std::to_string(res.status)));
+    }
+  });
+  svr.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    ++counters_.requests_failed;
+    reply_error(res, api_error(500, "server_error", "internal error: " + what));
+  });
+
+  svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    std::fprintf(stderr, "serve-model: %s %s %d\n", req.method.c_str(), req.path.c_str(), res.status);
+  });
+
+  svr.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"status":"ok"})", "application/json");
+  });
+  svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump(models_response(options_.served_model, started_)), "application/json");
+  });
+  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_text(), "text/plain; version=0.0.4");
+  });
+
+  auto completion = [this](Endpoint endpoint) {
+    return [this, endpoint](const httplib::Request& req, httplib::Response& res) {
+      auto parsed = parse_completion_request(req.body, endpoint, options_.served_model);
+      if (const ApiError* e = std::get_if<ApiError>(&parsed)) {
+        ++counters_.requests_failed;
+        reply_error(res, *e);
+        return;
+      }
+      auto request = std::make_shared<CompletionRequest>(std::move(std::get<CompletionRequest>(parsed)));
+      std::optional<SlotLease> acquired = pool_.acquire();
+      if (!acquired) {
+        ++counters_.requests_refused;
+        reply_error(res, api_error(503, "server_error",
+                                   "The server is overloaded: every session is busy and " +
+                                       std::to_string(options_.max_waiting) + " requests wait; retry later",
+                                   "overloaded"));
+        return;
+      }
+      auto lease = std::make_shared<SlotLease>(std::move(*acquired));
+      Session& session = lease->session();
+      session.reset();
+      const Status fed =
+          endpoint == Endpoint::kChat ? session.add_chat(request->messages) : session.add_prompt(request->prompt);
+      if (!fed.ok()) {
+        ++counters_.requests_failed;
+        reply_error(res, feed_error(fed, session.context_length()));
+        return;
+      }
+      const int64_t prompt_tokens = static_cast<int64_t>(session.tokens().size());
+      counters_.prompt_tokens += static_cast<uint64_t>(prompt_tokens);
+      if (!request->max_tokens_given) {
+        const int64_t room = session.context_length() - prompt_tokens;
+        request->generate.max_tokens = static_cast<int>(std::clamp<int64_t>(room, 1, INT_MAX));
+      }
+      const ResponseHeader header{(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++),
+                                  now_seconds(), options_.served_model};
+
+      if (!request->stream) {
+        Result<GenerateResult> result = session.generate(request->generate);
+        if (!result.ok()) {
+          ++counters_.requests_failed;
+          reply_error(res, api_error(500, "server_error", result.status().to_string()));
+          return;
+        }
+        counters_.generated_tokens += result->tokens.size();
+        ++counters_.requests_ok;
+        const Usage usage{prompt_tokens, static_cast<int64_t>(result->tokens.size())};
+        res.set_content(
+            dump(completion_response(endpoint, header, result->text, finish_reason(result->stop_reason), usage)),
+            "application/json");
+        return;
+      }
+
+      // Streaming: generation runs inside the content provider, so each token's text goes out as it is made;
+      // a failed write (the client went away) stops generation and gives the session back.
+      res.set_header("Cache-Control", "no-cache");
+      res.set_chunked_content_provider(
+          "text/event-stream",
+          [this, lease, request, header, prompt_tokens, endpoint](size_t, httplib::DataSink& sink) mutable {
+            bool open = true;
+            auto send = [&](const std::string& event) {
+              open = open && sink.is_writable() && sink.write(event.data(), event.size());
+              return open;
+            };
+            if (endpoint == Endpoint::kChat) send(sse_event(stream_chunk(endpoint, header, "", nullptr, true)));
+            Result<GenerateResult> result =
+                lease->session().generate(request->generate, [&](int32_t, std::string_view text) {
+                  return text.empty() || send(sse_event(stream_chunk(endpoint, header, text, nullptr)));
+                });
+            if (!result.ok()) {
+              ++counters_.requests_failed;
+              send(sse_event(error_body(api_error(500, "server_error", result.status().to_string()))));
+            } else if (!open) {
+              ++counters_.requests_cancelled;
+            } else {
+              counters_.generated_tokens += result->tokens.size();
+              const Usage usage{prompt_tokens, static_cast<int64_t>(result->tokens.size())};
+              send(sse_event(stream_chunk(endpoint, header, "", finish_reason(result->stop_reason))));
+              if (request->include_usage) send(sse_event(usage_chunk(endpoint, header, usage)));
+              send(std::string(kSseDone));
+              if (open) ++counters_.requests_ok;
+            }
+            lease.reset();  // the session is free again before the connection closes
+            sink.done();
+            return true;
+          });
+    };
+  };
+  svr.Post("/v1/chat/completions", completion(Endpoint::kChat));
+  svr.Post("/v1/completions", completion(Endpoint::kCompletion));
+}
+
+std::string HttpServer::metrics_text() const {
+  const SlotPool::Counts c = pool_.counts();
+  std::ostringstream o;
+  auto metric = [&](const char* name, const char* type, const char* help, uint64_t value) {
+    o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n' << name << ' ' << value << '\n';
+  };
+  metric("qrt_requests_ok_total", "counter", "Requests answered in full.", counters_.requests_ok);
+  metric("qrt_requests_failed_total", "counter", "Requests answered with an error status.", counters_.requests_failed);
+  metric("qrt_requests_refused_total", "counter", "Requests refused with 503 (too many waiting).",
+         counters_.requests_refused);
+  metric("qrt_requests_cancelled_total", "counter", "Streams whose client went away.", counters_.requests_cancelled);
+  metric("qrt_prompt_tokens_total", "counter", "Prompt tokens run through the model.", counters_.prompt_tokens);
+  metric("qrt_generation_tokens_total", "counter", "Tokens generated.", counters_.generated_tokens);
+  metric("qrt_requests_running", "gauge", "Requests holding a session.", static_cast<uint64_t>(c.in_use));
+  metric("qrt_requests_waiting", "gauge", "Requests waiting for a session.", static_cast<uint64_t>(c.waiting));
+  metric("qrt_sessions", "gauge", "Sessions (requests that can run at once).", static_cast<uint64_t>(c.slots));
+  metric("qrt_kv_cache_bytes", "gauge", "KV cache memory of all sessions.", pool_.kv_cache_bytes());
+  return o.str();
+}
+
+}  // namespace qrt::serve

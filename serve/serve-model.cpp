@@ -1,0 +1,126 @@
+// serve-model: an OpenAI-compatible HTTP server for one model (UQFF, GGUF, Ollama name:tag or HF checkpoint).
+//
+//   serve-model MODEL [--host H] [--port P] [--device cpu|cuda] [--max-seqs N] [--ctx-size T] [--api-key K]
+//
+// --max-seqs sessions are made at start (each with its own KV cache of --ctx-size tokens), so the memory a
+// server needs is known before the first request. Requests run on them first come first served; the model
+// serializes their device work step by step, so they interleave token by token. Logs go to stderr: one line when
+// listening ("serve-model: listening on http://HOST:PORT ..."), one per request. SIGINT/SIGTERM stop it.
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "qrt/kv_type.hpp"
+#include "qrt/runtime.hpp"
+#include "serve/http_server.hpp"
+#include "serve/slot_pool.hpp"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_signal(int) { g_stop = true; }
+
+int fail(const qrt::Status& s) {
+  std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
+  return 1;
+}
+int fail(const std::string& message) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  return 1;
+}
+
+// The name clients put in "model": the file or folder name without a GGUF extension, or an Ollama name as given.
+std::string default_served_name(const std::string& path) {
+  std::filesystem::path p(path);
+  while (!p.empty() && !p.has_filename()) p = p.parent_path();  // "dir/" names the folder
+  std::string name = p.filename().string();
+  if (p.extension() == ".gguf") name = p.stem().string();
+  return name.empty() ? path : name;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"serve-model: serve a model over the OpenAI HTTP API (chat and text completions, SSE streaming)"};
+  std::string model_path, host = "127.0.0.1", device = "cpu", api_key, served_name, kv_type;
+  int port = 8080, max_seqs = 4, max_waiting = 64;
+  int64_t context = 0;
+  app.add_option("model", model_path, "UQFF directory or shard, GGUF file, Ollama name:tag, or HF checkpoint directory")
+      ->required();
+  app.add_option("--host", host, "address to listen on (0.0.0.0: every interface)");
+  app.add_option("--port", port, "port to listen on (0: any free port, printed when listening)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--max-seqs", max_seqs, "requests served at once (one session and KV cache each)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--max-waiting", max_waiting, "requests that may wait for a session before 503 answers")
+      ->check(CLI::Range(0, 100000));
+  app.add_option("-c,--ctx-size", context, "context length per session in tokens (default: the model's, at most 4096)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--kv-type", kv_type, "KV cache element type: f32, f16 or bf16 (default: f16 on cuda, f32 on cpu)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  app.add_option("--api-key", api_key, "require \"Authorization: Bearer KEY\" on /v1/ routes (or QRT_API_KEY)");
+  app.add_option("--served-model-name", served_name, "the model name clients use (default: the file or folder name)");
+  CLI11_PARSE(app, argc, argv);
+  if (api_key.empty()) {
+    if (const char* env = std::getenv("QRT_API_KEY")) api_key = env;
+  }
+  if (qrt::launcher_rank() != 0 || std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr)
+    return fail("serve-model does not run under mpirun yet (tensor-parallel serving is not implemented)");
+
+  qrt::ModelOptions options;
+  auto parsed_device = qrt::device_from_name(device);
+  if (!parsed_device.ok()) return fail(parsed_device.status());
+  options.device = *parsed_device;
+  options.context_length = context;
+  options.use_launcher_ranks = false;
+  if (!kv_type.empty()) options.kv_type = qrt::kv_type_from_name(kv_type);
+  auto model = qrt::Model::open(model_path, options);
+  if (!model.ok()) return fail(model.status());
+
+  std::vector<qrt::Session> sessions;
+  for (int i = 0; i < max_seqs; ++i) {
+    auto session = model->new_session();
+    if (!session.ok()) {
+      return fail("session " + std::to_string(i + 1) + " of --max-seqs " + std::to_string(max_seqs) + ": " +
+                  session.status().to_string());
+    }
+    sessions.push_back(std::move(*session));
+  }
+  const int64_t session_context = sessions.front().context_length();
+  qrt::serve::SlotPool pool(std::move(sessions), max_waiting);
+
+  qrt::serve::ServerOptions server_options;
+  server_options.host = host;
+  server_options.port = port;
+  server_options.api_key = api_key;
+  server_options.served_model = served_name.empty() ? default_served_name(model_path) : served_name;
+  server_options.max_waiting = max_waiting;
+  qrt::serve::HttpServer server(*model, pool, server_options);
+  auto bound = server.bind();
+  if (!bound.ok()) return fail(bound.status());
+
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::thread watcher([&server] {
+    while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    server.stop();
+  });
+  std::fprintf(stderr,
+               "serve-model: listening on http://%s:%d (model %s on %s, %d sessions of %lld tokens, %.1f MB of KV "
+               "cache)\n",
+               host.c_str(), *bound, server_options.served_model.c_str(), model->info().device.c_str(), max_seqs,
+               static_cast<long long>(session_context), static_cast<double>(pool.kv_cache_bytes()) * 1e-6);
+  std::fflush(stderr);
+  const qrt::Status served = server.serve();
+  g_stop = true;
+  watcher.join();
+  if (!served.ok()) return fail(served);
+  std::fprintf(stderr, "serve-model: stopped\n");
+  return 0;
+}
