@@ -10,7 +10,11 @@
   longer than the context 400 context_length_exceeded, a wrong API key 401, every session busy and no room to
   wait 503; and the server keeps serving after each.
 
-usage: test_serve_model.py <serve-model> <run-model> <work dir>"""
+Extra arguments after the work dir go to every serve-model and run-model (e.g. --device cuda: the gpu-sim label runs
+this script on binaries built against the SIMT layer, tests/simt/CMakeLists.txt, with shorter generations and 4
+concurrent clients instead of 32, as the layer runs the model at about 10 tokens/s).
+
+usage: test_serve_model.py <serve-model> <run-model> <work dir> [arguments...]"""
 import concurrent.futures
 import json
 import os
@@ -30,6 +34,11 @@ except ImportError as e:
     sys.exit(77)
 
 SERVE, RUN, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
+EXTRA = sys.argv[4:]
+SIMULATED = "cuda" in EXTRA
+N_TEXT = 12 if SIMULATED else 40        # tokens of the texts compared with run-model
+N_LONG = 40 if SIMULATED else 3000      # the long request that another one overtakes
+CLIENTS, N_CLIENT = (4, 6) if SIMULATED else (32, 24)
 DATA = os.environ.get("QRT_TEST_DATA", "")
 GGUF = os.path.join(DATA, "stories260K", "stories260K.gguf")
 HF = os.path.join(DATA, "stories260K-hf")
@@ -59,7 +68,8 @@ class Server:
 
     def __init__(self, model, *args):
         self.log = open(os.path.join(WORK, f"serve-{len(os.listdir(WORK))}.log"), "w+")
-        self.proc = subprocess.Popen([SERVE, model, "--port", "0", *args], stdout=subprocess.DEVNULL, stderr=self.log)
+        self.proc = subprocess.Popen([SERVE, model, "--port", "0", *args, *EXTRA], stdout=subprocess.DEVNULL,
+                                     stderr=self.log)
         deadline = time.time() + 60
         self.port = None
         while time.time() < deadline and self.port is None:
@@ -77,7 +87,7 @@ class Server:
         self.base = f"http://127.0.0.1:{self.port}"
 
     def client(self, api_key="unused"):
-        return openai.OpenAI(base_url=self.base + "/v1", api_key=api_key, max_retries=0, timeout=120)
+        return openai.OpenAI(base_url=self.base + "/v1", api_key=api_key, max_retries=0, timeout=600)
 
     def get(self, path):
         with urllib.request.urlopen(self.base + path, timeout=30) as r:
@@ -106,8 +116,8 @@ class Server:
 
 
 def run_model(model, prompt, n, *extra):
-    out = subprocess.run([RUN, model, "-p", prompt, "-n", str(n), *extra], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run([RUN, model, "-p", prompt, "-n", str(n), *extra, *EXTRA], capture_output=True, text=True,
+                         timeout=300)
     if out.returncode != 0:
         raise RuntimeError(out.stderr)
     return out.stdout[:-1] if out.stdout.endswith("\n") else out.stdout
@@ -134,14 +144,14 @@ try:
     check("GET /health", server.get("/health") == (200, '{"status":"ok"}'))
 
     # Greedy text equals run-model's; usage counts the prompt (BOS + 4 tokens) and the completion.
-    want = run_model(GGUF, PROMPT, 40)
-    r = completion_text(client, PROMPT, 40)
+    want = run_model(GGUF, PROMPT, N_TEXT)
+    r = completion_text(client, PROMPT, N_TEXT)
     check("completion equals run-model", r.choices[0].text == want, (r.choices[0].text, want))
-    check("completion usage", (r.usage.prompt_tokens, r.usage.completion_tokens) == (5, 40), r.usage)
+    check("completion usage", (r.usage.prompt_tokens, r.usage.completion_tokens) == (5, N_TEXT), r.usage)
     check("completion finish_reason length", r.choices[0].finish_reason == "length", r.choices[0].finish_reason)
 
     pieces, usage, finishes = [], None, []
-    for chunk in client.completions.create(model="stories260K", prompt=PROMPT, max_tokens=40, temperature=0,
+    for chunk in client.completions.create(model="stories260K", prompt=PROMPT, max_tokens=N_TEXT, temperature=0,
                                            stream=True, stream_options={"include_usage": True}):
         if chunk.usage:
             usage = chunk.usage
@@ -151,26 +161,26 @@ try:
                 finishes.append(c.finish_reason)
     check("streamed completion joins to the same text", "".join(pieces) == want, ("".join(pieces), want))
     check("streamed completion ends with usage and one finish_reason",
-          usage is not None and usage.completion_tokens == 40 and finishes == ["length"], (usage, finishes))
+          usage is not None and usage.completion_tokens == N_TEXT and finishes == ["length"], (usage, finishes))
 
     # Stop strings: the text ends before the stop string, finish_reason "stop".
     stop_at = want.split()[3]
-    r = completion_text(client, PROMPT, 40, stop=[stop_at])
+    r = completion_text(client, PROMPT, N_TEXT, stop=[stop_at])
     check("stop string", r.choices[0].text == want[:want.index(stop_at)] and r.choices[0].finish_reason == "stop",
           (r.choices[0].text, r.choices[0].finish_reason))
 
     # Sampling with a seed is reproducible.
-    a = client.completions.create(model="stories260K", prompt=PROMPT, max_tokens=30, temperature=0.9, seed=7)
-    b = client.completions.create(model="stories260K", prompt=PROMPT, max_tokens=30, temperature=0.9, seed=7)
+    a = client.completions.create(model="stories260K", prompt=PROMPT, max_tokens=N_TEXT, temperature=0.9, seed=7)
+    b = client.completions.create(model="stories260K", prompt=PROMPT, max_tokens=N_TEXT, temperature=0.9, seed=7)
     check("seeded sampling repeats", a.choices[0].text == b.choices[0].text, (a.choices[0].text, b.choices[0].text))
 
-    # 32 clients at once, different prompts: each gets what it got alone.
+    # CLIENTS clients at once, different prompts: each gets what it got alone.
     prompts = [f"{w} day, a {x}" for w in ("One", "Every", "That", "Some") for x in
-               ("girl", "boy", "dog", "cat", "bird", "king", "frog", "tree")]
-    alone = [completion_text(client, p, 24).choices[0].text for p in prompts]
-    with concurrent.futures.ThreadPoolExecutor(32) as pool:
-        together = list(pool.map(lambda p: completion_text(client, p, 24).choices[0].text, prompts))
-    check("32 concurrent clients get their solo text", together == alone,
+               ("girl", "boy", "dog", "cat", "bird", "king", "frog", "tree")][:CLIENTS]
+    alone = [completion_text(client, p, N_CLIENT).choices[0].text for p in prompts]
+    with concurrent.futures.ThreadPoolExecutor(CLIENTS) as pool:
+        together = list(pool.map(lambda p: completion_text(client, p, N_CLIENT).choices[0].text, prompts))
+    check(f"{CLIENTS} concurrent clients get their solo text", together == alone,
           [i for i, (x, y) in enumerate(zip(together, alone)) if x != y])
 
     # A long request and a short one: the short one, started after the long one's first token, ends first.
@@ -178,7 +188,7 @@ try:
     started = threading.Event()
 
     def long_request():
-        for i, chunk in enumerate(client.completions.create(model="stories260K", prompt=PROMPT, max_tokens=3000,
+        for i, chunk in enumerate(client.completions.create(model="stories260K", prompt=PROMPT, max_tokens=N_LONG,
                                                             temperature=0, stream=True)):
             if i == 0:
                 started.set()
@@ -187,7 +197,7 @@ try:
     t = threading.Thread(target=long_request)
     t.start()
     started.wait(60)
-    completion_text(client, "The dog", 5)
+    completion_text(client, "The dog", 3)
     events.append("short done")
     t.join()
     check("a short request finishes while a long one generates", events == ["short done", "long done"], events)
@@ -233,7 +243,7 @@ try:
         check("chat without a chat template: 400", False, "no error")
     except openai.BadRequestError as e:
         check("chat without a chat template: 400", "chat template" in e.body["message"], e.body)
-    r = completion_text(client, PROMPT, 40)
+    r = completion_text(client, PROMPT, N_TEXT)
     check("still serving after the errors", r.choices[0].text == want)
     m = server.metrics()
     check("metrics count the requests", m["qrt_sessions"] == 4 and m["qrt_requests_failed_total"] >= 6 and
@@ -247,12 +257,12 @@ server = Server(chat_model, "--max-seqs", "1", "--max-waiting", "0", "--api-key"
 try:
     client = server.client("sesame")
     messages = [{"role": "system", "content": "You tell stories."}, {"role": "user", "content": "A cat"}]
-    want = run_model(chat_model, "A cat", 30, "--chat", "--system", "You tell stories.")
-    r = client.chat.completions.create(model="stories-chat", messages=messages, max_tokens=30, temperature=0)
+    want = run_model(chat_model, "A cat", N_TEXT, "--chat", "--system", "You tell stories.")
+    r = client.chat.completions.create(model="stories-chat", messages=messages, max_tokens=N_TEXT, temperature=0)
     check("chat equals run-model --chat", r.choices[0].message.content == want, (r.choices[0].message.content, want))
     check("chat reply role", r.choices[0].message.role == "assistant")
     pieces, roles = [], []
-    for chunk in client.chat.completions.create(model="stories-chat", messages=messages, max_tokens=30,
+    for chunk in client.chat.completions.create(model="stories-chat", messages=messages, max_tokens=N_TEXT,
                                                 temperature=0, stream=True):
         for c in chunk.choices:
             if c.delta.role:
@@ -267,25 +277,33 @@ try:
         check("wrong API key: 401", e.status_code == 401, e.body)
     check("/health needs no key", server.get("/health")[0] == 200)
 
-    # The only session is busy and nobody may wait: 503, then served again once it is free.
-    started = threading.Event()
+    # The only session is busy and nobody may wait: 503; the holder then drops its stream, and once the server has
+    # noticed (the session is free) a request is served again.
+    started, release = threading.Event(), threading.Event()
 
     def hold():
-        for i, _ in enumerate(client.chat.completions.create(model="stories-chat", messages=messages,
-                                                             max_tokens=3000, temperature=0, stream=True)):
-            if i == 0:
-                started.set()
+        stream = client.chat.completions.create(model="stories-chat", messages=messages, max_tokens=4000,
+                                                temperature=0, stream=True)
+        for _ in stream:
+            started.set()
+            if release.is_set():
+                break
+        stream.close()
 
     t = threading.Thread(target=hold)
     t.start()
-    started.wait(60)
+    started.wait(120)
     try:
         client.chat.completions.create(model="stories-chat", messages=messages, max_tokens=3)
         check("every session busy: 503", False, "no error")
     except openai.APIStatusError as e:
         check("every session busy: 503", e.status_code == 503 and e.body["code"] == "overloaded", e.body)
+    release.set()
     t.join()
-    r = client.chat.completions.create(model="stories-chat", messages=messages, max_tokens=30, temperature=0)
+    deadline = time.time() + 60
+    while time.time() < deadline and server.metrics().get("qrt_requests_running") != 0:
+        time.sleep(0.1)
+    r = client.chat.completions.create(model="stories-chat", messages=messages, max_tokens=N_TEXT, temperature=0)
     check("served again when the session is free", r.choices[0].message.content == want)
 finally:
     server.stop()
