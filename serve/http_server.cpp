@@ -78,6 +78,10 @@ Status HttpServer::serve() {
 
 void HttpServer::stop() { server_->stop(); }
 
+std::function<std::string(int32_t)> HttpServer::text_of_token() const {
+  return [model = model_](int32_t id) { return model.token_piece(id); };
+}
+
 void HttpServer::install_routes() {
   httplib::Server& svr = *server_;
   // One thread per running request plus room for waiting ones and for /health and /metrics readers.
@@ -176,9 +180,11 @@ void HttpServer::install_routes() {
         counters_.generated_tokens += result->tokens.size();
         ++counters_.requests_ok;
         const Usage usage{prompt_tokens, static_cast<int64_t>(result->tokens.size())};
-        res.set_content(
-            dump(completion_response(endpoint, header, result->text, finish_reason(result->stop_reason), usage)),
-            "application/json");
+        const json logprobs =
+            request->logprobs >= 0 ? logprobs_json(endpoint, result->logprobs, text_of_token()) : json();
+        res.set_content(dump(completion_response(endpoint, header, result->text, finish_reason(result->stop_reason),
+                                                 usage, logprobs)),
+                        "application/json");
         return;
       }
 
@@ -194,9 +200,22 @@ void HttpServer::install_routes() {
               return open;
             };
             if (endpoint == Endpoint::kChat) send(sse_event(stream_chunk(endpoint, header, "", nullptr, true)));
+            // Log-probabilities of tokens whose text is not out yet ride on the next chunk that carries text.
+            std::vector<TokenLogprobs> pending;
+            int64_t text_offset = 0;
+            auto take_logprobs = [&]() -> json {
+              if (request->logprobs < 0) return json();
+              json j = logprobs_json(endpoint, pending, text_of_token(), text_offset);
+              for (const TokenLogprobs& t : pending)
+                text_offset += static_cast<int64_t>(model_.token_piece(t.token).size());
+              pending.clear();
+              return j;
+            };
+            request->generate.on_logprobs = [&](const TokenLogprobs& t) { pending.push_back(t); };
             Result<GenerateResult> result =
                 lease->session().generate(request->generate, [&](int32_t, std::string_view text) {
-                  return text.empty() || send(sse_event(stream_chunk(endpoint, header, text, nullptr)));
+                  return text.empty() ||
+                         send(sse_event(stream_chunk(endpoint, header, text, nullptr, false, take_logprobs())));
                 });
             if (!result.ok()) {
               ++counters_.requests_failed;
@@ -206,7 +225,8 @@ void HttpServer::install_routes() {
             } else {
               counters_.generated_tokens += result->tokens.size();
               const Usage usage{prompt_tokens, static_cast<int64_t>(result->tokens.size())};
-              send(sse_event(stream_chunk(endpoint, header, "", finish_reason(result->stop_reason))));
+              send(sse_event(stream_chunk(endpoint, header, "", finish_reason(result->stop_reason), false,
+                                          pending.empty() ? json() : take_logprobs())));
               if (request->include_usage) send(sse_event(usage_chunk(endpoint, header, usage)));
               send(std::string(kSseDone));
               if (open) ++counters_.requests_ok;

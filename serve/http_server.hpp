@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -57,6 +58,7 @@ class HttpServer {
 
  private:
   void install_routes();
+  std::function<std::string(int32_t)> text_of_token() const;
   std::string metrics_text() const;
 
   Model model_;

@@ -135,6 +135,29 @@ std::optional<ApiError> read_sampling(const json& body, SamplingParams* s) {
   return std::nullopt;
 }
 
+// Chat: "logprobs": true with "top_logprobs" 0..20 (top_logprobs without logprobs is an error, as in OpenAI's API).
+// Completions: "logprobs": 0..20 alternatives.
+std::optional<ApiError> read_logprobs(const json& body, Endpoint endpoint, int* out) {
+  constexpr int64_t kMaxTop = 20;
+  const auto it = body.find("logprobs");
+  const bool given = it != body.end() && !it->is_null();
+  if (endpoint == Endpoint::kCompletion) {
+    if (!given || (it->is_boolean() && !it->get<bool>())) return std::nullopt;  // false: off, as null
+    int64_t top = 0;
+    if (auto e = read_int(body, "logprobs", 0, kMaxTop, &top)) return e;
+    *out = static_cast<int>(top);
+    return std::nullopt;
+  }
+  if (given && !it->is_boolean()) return bad("logprobs must be a boolean", "logprobs");
+  const bool on = given && it->get<bool>();
+  int64_t top = 0;
+  if (auto e = read_int(body, "top_logprobs", 0, kMaxTop, &top)) return e;
+  const auto t = body.find("top_logprobs");
+  if (!on && t != body.end() && !t->is_null()) return bad("top_logprobs needs logprobs set to true", "top_logprobs");
+  if (on) *out = static_cast<int>(top);
+  return std::nullopt;
+}
+
 }  // namespace
 
 json error_body(const ApiError& e) {
@@ -175,11 +198,8 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_v
   int64_t n = 1;
   if (auto e = read_int(j, "n", 1, INT64_MAX, &n)) return *e;
   if (n != 1) return bad("n must be 1: one choice per request is supported", "n");
-  for (const char* name : {"logprobs", "top_logprobs"}) {
-    const auto it = j.find(name);
-    if (it != j.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
-      return bad(std::string(name) + " is not supported by this server yet", name);
-  }
+  if (auto e = read_logprobs(j, endpoint, &r.logprobs)) return *e;
+  r.generate.logprobs = r.logprobs;
 
   // Completions default to OpenAI's 16 tokens; chat to the rest of the context (max_tokens is optional there).
   int64_t max_tokens = endpoint == Endpoint::kCompletion ? 16 : INT32_MAX;
@@ -230,10 +250,51 @@ json header_json(Endpoint endpoint, const ResponseHeader& h, bool chunk) {
 }
 }  // namespace
 
+namespace {
+double finite_logprob(float v) { return std::isfinite(v) ? static_cast<double>(v) : -9999.0; }
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+}  // namespace
+
+json logprobs_json(Endpoint endpoint, std::span<const TokenLogprobs> tokens, const TokenText& text_of,
+                   int64_t text_offset) {
+  if (endpoint == Endpoint::kChat) {
+    json content = json::array();
+    for (const TokenLogprobs& t : tokens) {
+      const std::string piece = text_of(t.token);
+      json top = json::array();
+      for (const auto& [id, lp] : t.top) {
+        const std::string alt = text_of(id);
+        top.push_back({{"token", alt}, {"logprob", finite_logprob(lp)}, {"bytes", bytes_of(alt)}});
+      }
+      content.push_back({{"token", piece},
+                         {"logprob", finite_logprob(t.logprob)},
+                         {"bytes", bytes_of(piece)},
+                         {"top_logprobs", top}});
+    }
+    return {{"content", content}, {"refusal", nullptr}};
+  }
+  json toks = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  for (const TokenLogprobs& t : tokens) {
+    const std::string piece = text_of(t.token);
+    toks.push_back(piece);
+    lps.push_back(finite_logprob(t.logprob));
+    json top = json::object();
+    for (const auto& [id, lp] : t.top) top[text_of(id)] = finite_logprob(lp);
+    tops.push_back(top);
+    offsets.push_back(text_offset);
+    text_offset += static_cast<int64_t>(piece.size());
+  }
+  return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
 json completion_response(Endpoint endpoint, const ResponseHeader& h, const std::string& text, const char* finish,
-                         const Usage& usage) {
+                         const Usage& usage, json logprobs) {
   json r = header_json(endpoint, h, false);
-  json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}};
+  json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", std::move(logprobs)}};
   if (endpoint == Endpoint::kChat) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   } else {
@@ -245,9 +306,9 @@ json completion_response(Endpoint endpoint, const ResponseHeader& h, const std::
 }
 
 json stream_chunk(Endpoint endpoint, const ResponseHeader& h, std::string_view text, const char* finish,
-                  bool role_chunk) {
+                  bool role_chunk, json logprobs) {
   json r = header_json(endpoint, h, true);
-  json choice = {{"index", 0}, {"finish_reason", finish ? json(finish) : json()}, {"logprobs", nullptr}};
+  json choice = {{"index", 0}, {"finish_reason", finish ? json(finish) : json()}, {"logprobs", std::move(logprobs)}};
   if (endpoint == Endpoint::kChat) {
     json delta = json::object();
     if (role_chunk) delta = {{"role", "assistant"}, {"content", ""}};
@@ -274,8 +335,8 @@ std::string sse_event(const json& j) {
 }
 
 json models_response(const std::string& served_model, int64_t created) {
-  return {{"object", "list"},
-          {"data", json::array({{{"id", served_model}, {"object", "model"}, {"created", created}, {"owned_by", "qrt"}}})}};
+  const json model = {{"id", served_model}, {"object", "model"}, {"created", created}, {"owned_by", "qrt"}};
+  return {{"object", "list"}, {"data", json::array({model})}};
 }
 
 }  // namespace qrt::serve

@@ -7,14 +7,17 @@
 //   messages       chat: [{role, content}], content a string or a list of {type: "text", text} parts
 //   prompt         completions: a string, or a list holding one string
 //   max_tokens / max_completion_tokens   >= 1; default: completions 16 (OpenAI's), chat the rest of the context
-//   temperature [0, 2] (default 1, as OpenAI's; 0 is greedy), top_p (0, 1], top_k >= 0, min_p [0, 1], seed (integer), presence_penalty and
-//   frequency_penalty [-2, 2], repetition_penalty > 0, stop (a string or a list of strings), n (1 only),
-//   stream, stream_options.include_usage
-// logprobs / top_logprobs are refused with a 400 that says so: they are not implemented yet.
+//   temperature [0, 2] (default 1, as OpenAI's; 0 is greedy), top_p (0, 1], top_k >= 0, min_p [0, 1], seed
+//   (integer), presence_penalty and frequency_penalty [-2, 2], repetition_penalty > 0, stop (a string or a list
+//   of strings), n (1 only), stream, stream_options.include_usage
+//   logprobs       chat: a boolean, with top_logprobs 0..20 alternatives; completions: 0..20 alternatives
+//                  (log-softmax of the raw logits, as vLLM reports them by default)
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -47,6 +50,8 @@ struct CompletionRequest {
   bool max_tokens_given = false;  // else chat generates until the end of generation or of the context
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // -1: no logprobs; else the number of alternatives per token (also in generate.logprobs)
+  int logprobs = -1;
 };
 
 // Parses and checks a request body; `served_model` is the one name this server answers to.
@@ -68,14 +73,21 @@ struct ResponseHeader {
   std::string model;
 };
 
-// A whole (non-streamed) response.
+// The "logprobs" object of a choice for these tokens: chat {"content": [{token, logprob, bytes, top_logprobs}]},
+// completions {"tokens", "token_logprobs", "top_logprobs", "text_offset"} with offsets from `text_offset`.
+// A log-probability of -inf (a token the model rules out) is written as -9999.0, as OpenAI does.
+using TokenText = std::function<std::string(int32_t)>;
+nlohmann::json logprobs_json(Endpoint endpoint, std::span<const TokenLogprobs> tokens, const TokenText& text_of,
+                             int64_t text_offset = 0);
+
+// A whole (non-streamed) response; `logprobs` null when not asked for.
 nlohmann::json completion_response(Endpoint endpoint, const ResponseHeader& h, const std::string& text,
-                                   const char* finish, const Usage& usage);
+                                   const char* finish, const Usage& usage, nlohmann::json logprobs = nullptr);
 
 // One streamed chunk. Chat: `role_chunk` gives the first chunk (delta {role: "assistant", content: ""}); a chunk
 // with `finish` set has an empty delta (chat) or text (completions) and that finish_reason.
 nlohmann::json stream_chunk(Endpoint endpoint, const ResponseHeader& h, std::string_view text, const char* finish,
-                            bool role_chunk = false);
+                            bool role_chunk = false, nlohmann::json logprobs = nullptr);
 // The last chunk when stream_options.include_usage is set: no choices, the usage.
 nlohmann::json usage_chunk(Endpoint endpoint, const ResponseHeader& h, const Usage& usage);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "runtime/src/logprobs.hpp"
 #include "runtime/src/session_state.hpp"
 #include "runtime/src/stream_text.hpp"
 #include "kernels/cpu/sampler.hpp"
@@ -88,6 +89,16 @@ Result<int32_t> sample_next(SessionState& s, Sampler& sampler) {
   }
   QRT_TRY(st);
   return id;
+}
+
+// The log-probabilities of `id` at the step just sampled: the raw logits copied back (the sampler may have
+// changed its own copy in place), then log-softmax on the host.
+Result<TokenLogprobs> step_logprobs(SessionState& s, int32_t id, int top) {
+  {
+    std::lock_guard lock(s.m->device_mutex);
+    QRT_TRY(s.m->transformer->download_last_logits(*s.sequence, &s.logits));
+  }
+  return api_detail::token_logprobs(s.logits, id, top);
 }
 
 }  // namespace
@@ -217,6 +228,11 @@ Result<GenerateResult> Session::generate(const GenerateOptions& options, const T
     }
     const int32_t id = step.id;
     if (step.stop != static_cast<int32_t>(StopReason::kEndOfGeneration)) {
+      if (leader && options.logprobs >= 0) {
+        QRT_ASSIGN_OR_RETURN(TokenLogprobs lp, step_logprobs(s, id, options.logprobs));
+        if (options.on_logprobs) options.on_logprobs(lp);
+        result.logprobs.push_back(std::move(lp));
+      }
       s.tokens.push_back(id);
       result.tokens.push_back(id);
       // Control tokens (BOS, <|im_start|>, ...) are structure, not text: like llama.cpp's default, they are not

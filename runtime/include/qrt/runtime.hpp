@@ -29,6 +29,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "qrt/kv_type.hpp"
@@ -106,6 +107,13 @@ struct PromptOptions {
   bool parse_special = false;
 };
 
+// One generated token's log-probability and the most likely tokens at its step (most likely first; ties by id).
+struct TokenLogprobs {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
 struct GenerateOptions {
   int max_tokens = 128;
   SamplingParams sampling;  // temperature 0 (the default) is greedy
@@ -115,7 +123,15 @@ struct GenerateOptions {
   // Stop when the model produces an end-of-generation token (EOS, EOT, <|im_end|>, ...); that token is neither
   // streamed nor returned.
   bool stop_at_end_of_generation = true;
+  // Log-probabilities of the generated tokens (GenerateResult::logprobs): -1 off; n >= 0 reports each token's own
+  // log-probability and the n most likely tokens at that step (at most the vocabulary). They are the model's:
+  // log-softmax of the raw logits, before temperature, penalties and truncation. Costs a copy of the logits to
+  // the host per token on a GPU.
+  int logprobs = -1;
+  // Called with each generated token's log-probabilities (when logprobs >= 0) just before the token's callback.
+  std::function<void(const TokenLogprobs&)> on_logprobs;
 };
+
 
 enum class StopReason {
   kMaxTokens,        // max_tokens were generated
@@ -132,6 +148,7 @@ struct GenerateResult {
   // ...) add no text.
   std::string text;
   StopReason stop_reason = StopReason::kMaxTokens;
+  std::vector<TokenLogprobs> logprobs;  // one per entry of `tokens` when GenerateOptions::logprobs >= 0
 };
 
 // Receives the generated text as it becomes final. Called once per generated token (not for an end-of-generation

@@ -2,7 +2,7 @@
 
 * /v1/completions and /v1/chat/completions, plain and streamed (SSE ending in [DONE], usage when asked): greedy
   text equals run-model's for the same prompt (chat: a copy of the HF checkpoint given a ChatML template), the
-  streamed pieces join to the plain text;
+  streamed pieces join to the plain text; logprobs: one entry per token, spelling the text, greedy = most likely;
 * 32 concurrent clients with different prompts each get exactly the text they get alone;
 * while one long request generates, a second one starts and finishes first (requests interleave);
 * a client that drops a stream frees its session (/metrics: nothing running, one cancelled);
@@ -169,6 +169,23 @@ try:
     check("stop string", r.choices[0].text == want[:want.index(stop_at)] and r.choices[0].finish_reason == "stop",
           (r.choices[0].text, r.choices[0].finish_reason))
 
+    # Log-probabilities: one entry per generated token, the tokens spell the text, and greedy picks the most likely.
+    r = completion_text(client, PROMPT, N_TEXT, logprobs=3)
+    lp = r.choices[0].logprobs
+    check("completion logprobs cover every token", len(lp.tokens) == r.usage.completion_tokens == N_TEXT and
+          "".join(lp.tokens) == r.choices[0].text == want, lp)
+    check("completion logprobs: greedy tokens are the most likely",
+          all(len(top) == 3 and max(top.values()) == v and v <= 0 for top, v in zip(lp.top_logprobs,
+                                                                                    lp.token_logprobs)), lp)
+    pieces, entries = [], []
+    for chunk in client.completions.create(model="stories260K", prompt=PROMPT, max_tokens=N_TEXT, temperature=0,
+                                           stream=True, logprobs=1):
+        for c in chunk.choices:
+            pieces.append(c.text)
+            if c.logprobs:
+                entries += c.logprobs.tokens
+    check("streamed logprobs ride with the text", entries == lp.tokens and "".join(pieces) == want, entries)
+
     # Sampling with a seed is reproducible.
     a = client.completions.create(model="stories260K", prompt=PROMPT, max_tokens=N_TEXT, temperature=0.9, seed=7)
     b = client.completions.create(model="stories260K", prompt=PROMPT, max_tokens=N_TEXT, temperature=0.9, seed=7)
@@ -261,6 +278,12 @@ try:
     r = client.chat.completions.create(model="stories-chat", messages=messages, max_tokens=N_TEXT, temperature=0)
     check("chat equals run-model --chat", r.choices[0].message.content == want, (r.choices[0].message.content, want))
     check("chat reply role", r.choices[0].message.role == "assistant")
+    r = client.chat.completions.create(model="stories-chat", messages=messages, max_tokens=N_TEXT, temperature=0,
+                                       logprobs=True, top_logprobs=2)
+    content = r.choices[0].logprobs.content
+    check("chat logprobs", len(content) == N_TEXT and "".join(t.token for t in content) == want and
+          all(len(t.top_logprobs) == 2 and t.top_logprobs[0].token == t.token and t.logprob <= 0 for t in content),
+          content)
     pieces, roles = [], []
     for chunk in client.chat.completions.create(model="stories-chat", messages=messages, max_tokens=N_TEXT,
                                                 temperature=0, stream=True):

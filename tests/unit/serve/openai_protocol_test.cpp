@@ -3,6 +3,8 @@
 // JSON shapes the openai client reads (ids, objects, choices, deltas, usage, SSE framing).
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "serve/openai_protocol.hpp"
 
 namespace qrt::serve {
@@ -104,8 +106,12 @@ TEST(OpenAiRequest, BadBodiesAndFieldsAre400NamingTheField) {
       {R"({"prompt": "x", "seed": "abc"})", "seed"},
       {R"({"prompt": "x", "stop": [1]})", "stop"},
       {R"({"prompt": "x", "n": 2})", "n"},
-      {R"({"prompt": "x", "logprobs": 3})", "logprobs"},
-      {R"({"prompt": "x", "logprobs": true, "top_logprobs": 2})", "logprobs"},
+      {R"({"prompt": "x", "logprobs": 21})", "logprobs"},
+      {R"({"prompt": "x", "logprobs": true})", "logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs", Endpoint::kChat},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs", Endpoint::kChat},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})", "top_logprobs",
+       Endpoint::kChat},
       {R"({"prompt": "x", "stream": "yes"})", "stream"},
       {R"({"prompt": "x", "stream_options": {"include_usage": 1}})", "stream_options"},
       {R"({"prompt": "x", "model": 7})", "model"},
@@ -122,6 +128,42 @@ TEST(OpenAiRequest, BadBodiesAndFieldsAre400NamingTheField) {
     EXPECT_EQ(e.param, c.param) << c.body << ": " << e.message;
     EXPECT_FALSE(e.message.empty());
   }
+}
+
+TEST(OpenAiRequest, Logprobs) {
+  EXPECT_EQ(ok_request(R"({"prompt": "x"})").logprobs, -1);
+  const CompletionRequest text = ok_request(R"({"prompt": "x", "logprobs": 2})");
+  EXPECT_EQ(text.logprobs, 2);
+  EXPECT_EQ(text.generate.logprobs, 2);
+  EXPECT_EQ(ok_request(R"({"prompt": "x", "logprobs": 0})").logprobs, 0);
+  const std::string chat = R"({"messages": [{"role": "user", "content": "x"}], )";
+  EXPECT_EQ(ok_request(chat + R"("logprobs": true, "top_logprobs": 3})", Endpoint::kChat).generate.logprobs, 3);
+  EXPECT_EQ(ok_request(chat + R"("logprobs": true})", Endpoint::kChat).logprobs, 0);
+  EXPECT_EQ(ok_request(chat + R"("logprobs": false})", Endpoint::kChat).logprobs, -1);
+}
+
+TEST(OpenAiReply, LogprobsShapes) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<TokenLogprobs> tokens = {{7, -0.5f, {{7, -0.5f}, {8, -1.25f}}}, {9, -inf, {}}};
+  const TokenText text_of = [](int32_t id) { return id == 9 ? std::string("\xc3") : "t" + std::to_string(id); };
+  const json chat = logprobs_json(Endpoint::kChat, tokens, text_of);
+  ASSERT_EQ(chat["content"].size(), 2u);
+  EXPECT_EQ(chat["content"][0]["token"], "t7");
+  EXPECT_EQ(chat["content"][0]["logprob"], -0.5);
+  EXPECT_EQ(chat["content"][0]["bytes"], (json{116, 55}));
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["token"], "t8");
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["logprob"], -1.25);
+  EXPECT_EQ(chat["content"][1]["logprob"], -9999.0);  // -inf is not JSON
+  EXPECT_EQ(chat["content"][1]["bytes"], (json{195}));  // half a UTF-8 character: the raw byte
+  const json text = logprobs_json(Endpoint::kCompletion, tokens, text_of, 10);
+  EXPECT_EQ(text["tokens"], (json{"t7", "\xc3"}));
+  EXPECT_EQ(text["token_logprobs"], (json{-0.5, -9999.0}));
+  EXPECT_EQ(text["top_logprobs"][0], (json{{"t7", -0.5}, {"t8", -1.25}}));
+  EXPECT_EQ(text["text_offset"], (json{10, 12}));
+  const ResponseHeader h{"cmpl-1", 1, "tiny"};
+  EXPECT_EQ(completion_response(Endpoint::kCompletion, h, "x", "stop", {}, text)["choices"][0]["logprobs"], text);
+  EXPECT_EQ(stream_chunk(Endpoint::kChat, h, "x", nullptr, false, chat)["choices"][0]["logprobs"], chat);
+  EXPECT_TRUE(stream_chunk(Endpoint::kChat, h, "x", nullptr)["choices"][0]["logprobs"].is_null());
 }
 
 TEST(OpenAiRequest, AnotherModelIs404) {
