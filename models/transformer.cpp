@@ -314,6 +314,12 @@ Result<std::unique_ptr<Sequence>> Transformer::new_sequence(int64_t capacity) {
 
 Status Transformer::ensure_scratch(Sequence& seq, int64_t tokens) {
   if (tokens <= seq.scratch_tokens_) return ok_status();
+  seq.decode_graph_.reset();  // it holds the old buffers' addresses
+  return ensure_scratch_buffers(seq.scratch_, seq.scratch_tokens_, tokens);
+}
+
+Status Transformer::ensure_scratch_buffers(std::vector<ScopedBuffer>& scratch, int64_t& have, int64_t tokens) {
+  if (tokens <= have) return ok_status();
   const ModelConfig& c = config_;
   const int64_t top_k = c.experts > 0 ? c.experts_used : 0;
   const int64_t ffn_width = std::max<int64_t>(ffn_, top_k * expert_ffn_);
@@ -327,14 +333,13 @@ Status Transformer::ensure_scratch(Sequence& seq, int64_t tokens) {
   per_token[kExpertIds] = per_token[kExpertW] = top_k;
   per_token[kStep] = 4;
   per_token[kLogits] = c.vocab_size;
-  seq.decode_graph_.reset();  // it holds the old buffers' addresses
-  seq.scratch_.clear();
-  seq.scratch_tokens_ = 0;
+  scratch.clear();
+  have = 0;
   for (int i = 0; i < kScratchCount; ++i) {
     QRT_ASSIGN_OR_RETURN(ScopedBuffer b, allocate_scoped(backend_, static_cast<uint64_t>(tokens * per_token[i]) * 4));
-    seq.scratch_.push_back(std::move(b));
+    scratch.push_back(std::move(b));
   }
-  seq.scratch_tokens_ = tokens;
+  have = tokens;
   return ok_status();
 }
 
@@ -418,8 +423,9 @@ Status Transformer::run_forward(Sequence& seq, std::span<const int32_t> tokens, 
   // Final norm and output projection, on the last row only unless every position's logits are wanted.
   const int64_t first_row = which == LogitsFor::kAll ? 0 : n - 1;
   const F32View out = seq.scratch_[kLogits].view<float>(n - first_row, config_.vocab_size);
+  const CacheRows all_rows[] = {{&seq, 0, n}};
   if (n == 1 && graphs_ && backend_.supports_graphs() && seq.decode_graph_ == nullptr) {
-    auto graph = backend_.capture([&] { return issue_forward(seq, n, first_row, out); });
+    auto graph = backend_.capture([&] { return issue_forward(seq.scratch_, all_rows, n, first_row, out); });
     if (graph.ok()) {
       seq.decode_graph_ = std::move(*graph);
     } else if (graph.status().code() == ErrorCode::kUnsupported) {
@@ -432,23 +438,71 @@ Status Transformer::run_forward(Sequence& seq, std::span<const int32_t> tokens, 
   if (n == 1 && seq.decode_graph_ != nullptr) {
     QRT_TRY(backend_.launch(*seq.decode_graph_));
   } else {
-    QRT_TRY(issue_forward(seq, n, first_row, out));
+    QRT_TRY(issue_forward(seq.scratch_, all_rows, n, first_row, out));
   }
   *logits = out;
   seq.length_ += n;
   return ok_status();
 }
 
-Status Transformer::issue_forward(Sequence& seq, int64_t n, int64_t first_row, F32View logits) {
-  const F32View x = seq.scratch_[kX].view<float>(n, config_.hidden);
-  const F32View h = seq.scratch_[kH].view<float>(n, config_.hidden);
-  QRT_TRY(backend_.embed(token_embd_, seq.scratch_[kStep].view<int32_t>(n, 1), x));
+Status Transformer::decode_batch(DecodeBatch& batch, std::span<Sequence* const> seqs, std::span<const int32_t> tokens,
+                                 std::vector<float>* logits) {
+  const int64_t n = static_cast<int64_t>(seqs.size());
+  if (n == 0) return invalid_argument("decode_batch: no sequences");
+  if (tokens.size() != seqs.size())
+    return invalid_argument("decode_batch: " + std::to_string(tokens.size()) + " tokens for " + std::to_string(n) +
+                            " sequences");
+  for (int64_t i = 0; i < n; ++i) {
+    const Sequence* seq = seqs[static_cast<size_t>(i)];
+    if (seq == nullptr) return invalid_argument("decode_batch: sequence " + std::to_string(i) + " is null");
+    for (int64_t j = 0; j < i; ++j)
+      if (seqs[static_cast<size_t>(j)] == seq)
+        return invalid_argument("decode_batch: sequence " + std::to_string(i) + " is also sequence " +
+                                std::to_string(j) + " (one token per sequence and step)");
+    if (seq->length_ >= seq->capacity_)
+      return out_of_range("decode_batch: sequence " + std::to_string(i) + " is full (" +
+                          std::to_string(seq->capacity_) + " tokens)");
+    const int32_t id = tokens[static_cast<size_t>(i)];
+    if (id < 0 || id >= config_.vocab_size)
+      return out_of_range("decode_batch: token id " + std::to_string(id) + " outside the vocabulary of " +
+                          std::to_string(config_.vocab_size));
+  }
+  QRT_TRY(ensure_scratch_buffers(batch.scratch_, batch.scratch_tokens_, n));
+  std::vector<int32_t> step(static_cast<size_t>(4 * n));
+  std::vector<CacheRows> groups;
+  groups.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    Sequence& seq = *seqs[static_cast<size_t>(i)];
+    const auto at = [&](int64_t part) { return static_cast<size_t>(part * n + i); };
+    step[at(0)] = tokens[static_cast<size_t>(i)];
+    step[at(1)] = static_cast<int32_t>(seq.length_);  // position = slot = the next one
+    step[at(2)] = static_cast<int32_t>(seq.length_);
+    step[at(3)] = static_cast<int32_t>(seq.length_ + 1);  // keys visible after the write
+    groups.push_back({&seq, i, 1});
+  }
+  QRT_TRY(backend_.upload(step.data(), batch.scratch_[kStep].buffer().ptr, step.size() * sizeof(int32_t)));
+  const F32View out = batch.scratch_[kLogits].view<float>(n, config_.vocab_size);
+  QRT_TRY(issue_forward(batch.scratch_, groups, n, 0, out));
+  logits->resize(static_cast<size_t>(n * config_.vocab_size));
+  QRT_TRY(backend_.download(out.data, logits->data(), logits->size() * sizeof(float)));
+  for (Sequence* seq : seqs) {
+    ++seq->length_;
+    seq->has_last_logits_ = false;  // its own logits scratch does not hold this step's logits
+  }
+  return ok_status();
+}
+
+Status Transformer::issue_forward(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int64_t n,
+                                  int64_t first_row, F32View logits) {
+  const F32View x = scratch[kX].view<float>(n, config_.hidden);
+  const F32View h = scratch[kH].view<float>(n, config_.hidden);
+  QRT_TRY(backend_.embed(token_embd_, scratch[kStep].view<int32_t>(n, 1), x));
   // The first layer's input norm; every later norm (the next layer's, then the output norm) is fused with the
   // residual add before it (Backend::add_rms_norm), so each layer starts from h = its normalized input.
   const WeightHandle first_norm = config_.layers > 0 ? layers_[0].attn_norm : output_norm_;
   QRT_TRY(backend_.rms_norm(x, first_norm, config_.norm_eps, h));
   for (int l = 0; l < config_.layers; ++l) {
-    Status s = run_layer(seq, l, n, x);
+    Status s = run_layer(scratch, groups, l, n, x);
     if (!s.ok()) return s.with_context("layer " + std::to_string(l));
   }
   const int64_t rows = n - first_row;
@@ -459,12 +513,13 @@ AttentionParams Transformer::attention_params() const {
   return {heads_, kv_heads_, head_dim_, static_cast<float>(1.0 / std::sqrt(head_dim_)), config_.sliding_window};
 }
 
-Status Transformer::run_layer(Sequence& seq, int layer_index, int64_t n, F32View x) {
+Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int layer_index,
+                              int64_t n, F32View x) {
   const ModelConfig& c = config_;
   const Layer& L = layers_[static_cast<size_t>(layer_index)];
   Backend& be = backend_;
   auto f32 = [&](int which_buffer, int64_t rows, int64_t cols) {
-    return seq.scratch_[static_cast<size_t>(which_buffer)].view<float>(rows, cols);
+    return scratch[static_cast<size_t>(which_buffer)].view<float>(rows, cols);
   };
   const int64_t hidden = c.hidden, q_dim = int64_t{heads_} * head_dim_, kv_dim = int64_t{kv_heads_} * head_dim_;
   const F32View h = f32(kH, n, hidden), q = f32(kQ, n, q_dim), k = f32(kK, n, kv_dim), v = f32(kV, n, kv_dim);
@@ -479,20 +534,31 @@ Status Transformer::run_layer(Sequence& seq, int layer_index, int64_t n, F32View
     QRT_TRY(be.rms_norm(q_heads, L.q_norm, c.norm_eps, q_heads));
     QRT_TRY(be.rms_norm(k_heads, L.k_norm, c.norm_eps, k_heads));
   }
-  const I32View step = seq.scratch_[kStep].view<int32_t>(3 * n + 1, 1);
-  const ConstI32View q_positions = step.row_range(n, n), slots = step.row_range(2 * n, n);
-  const ConstI32View key_count = step.row_range(3 * n, 1);
+  // RoPE, the KV write and attention per sequence, each on its rows and its own cache. The step scratch holds
+  // token ids [n], positions [n], cache slots [n], then one key count per group.
+  const I32View step = scratch[kStep].view<int32_t>(3 * n + static_cast<int64_t>(groups.size()), 1);
   const RopeParams rope{rope_.layout, head_dim_, rope_.rot_dim, rope_.attn_factor,
                         rope_inv_freq_.view<const float>(static_cast<int64_t>(rope_.inv_freq.size()), 1)};
-  const uint64_t layer_offset = static_cast<uint64_t>(layer_index) * seq.capacity_ * kv_dim * kv_type_bytes(kv_type_);
-  const KvLayerView cache{
-      KvView{seq.k_cache_.view<uint8_t>(0).data + layer_offset, seq.capacity_, kv_dim, kv_type_},
-      KvView{seq.v_cache_.view<uint8_t>(0).data + layer_offset, seq.capacity_, kv_dim, kv_type_},
-      seq.positions_.view<int32_t>(seq.capacity_, 1),
-      seq.attention_workspace_.buffer(),
-  };
-  QRT_TRY(be.rope_kv_write(q, k, v, heads_, kv_heads_, q_positions, rope, cache, slots));
-  QRT_TRY(be.attention(q, q_positions, cache, key_count, attention_params(), attn));
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const CacheRows& rows = groups[g];
+    Sequence& seq = *rows.seq;
+    const ConstI32View q_positions = step.row_range(n + rows.first_row, rows.rows);
+    const ConstI32View slots = step.row_range(2 * n + rows.first_row, rows.rows);
+    const ConstI32View key_count = step.row_range(3 * n + static_cast<int64_t>(g), 1);
+    const uint64_t layer_offset =
+        static_cast<uint64_t>(layer_index) * seq.capacity_ * kv_dim * kv_type_bytes(kv_type_);
+    const KvLayerView cache{
+        KvView{seq.k_cache_.view<uint8_t>(0).data + layer_offset, seq.capacity_, kv_dim, kv_type_},
+        KvView{seq.v_cache_.view<uint8_t>(0).data + layer_offset, seq.capacity_, kv_dim, kv_type_},
+        seq.positions_.view<int32_t>(seq.capacity_, 1),
+        seq.attention_workspace_.buffer(),
+    };
+    const F32View q_rows = q.row_range(rows.first_row, rows.rows), k_rows = k.row_range(rows.first_row, rows.rows);
+    QRT_TRY(be.rope_kv_write(q_rows, k_rows, v.row_range(rows.first_row, rows.rows), heads_, kv_heads_,
+                             q_positions, rope, cache, slots));
+    QRT_TRY(be.attention(q_rows, q_positions, cache, key_count, attention_params(),
+                         attn.row_range(rows.first_row, rows.rows)));
+  }
   QRT_TRY(be.linear(attn, L.o, L.o_bias, proj));
   QRT_TRY(be.all_reduce_sum(proj));
 
@@ -507,7 +573,7 @@ Status Transformer::run_layer(Sequence& seq, int layer_index, int64_t n, F32View
   } else {
     const int64_t top_k = c.experts_used;
     const F32View router = f32(kRouter, n, c.experts), weights = f32(kExpertW, n, top_k);
-    const I32View ids = seq.scratch_[kExpertIds].view<int32_t>(n, top_k);
+    const I32View ids = scratch[kExpertIds].view<int32_t>(n, top_k);
     QRT_TRY(be.linear(h, L.router, WeightHandle{}, router));
     QRT_TRY(be.moe_route(router, c.normalize_topk, ids, weights));
     const F32View gate = f32(kGate, n * top_k, L.expert_ffn), up = f32(kUp, n * top_k, L.expert_ffn);

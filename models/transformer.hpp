@@ -94,6 +94,25 @@ class Sequence {
   std::unique_ptr<BackendGraph> decode_graph_;
 };
 
+// Scratch buffers of decode steps that run several sequences at once (Transformer::decode_batch), sized for the
+// largest batch so far. Must not outlive the Transformer (and its Backend).
+class DecodeBatch {
+ public:
+  DecodeBatch() = default;
+  DecodeBatch(const DecodeBatch&) = delete;
+  DecodeBatch& operator=(const DecodeBatch&) = delete;
+  uint64_t scratch_bytes() const {
+    uint64_t n = 0;
+    for (const ScopedBuffer& b : scratch_) n += b.buffer().bytes;
+    return n;
+  }
+
+ private:
+  friend class Transformer;
+  int64_t scratch_tokens_ = 0;
+  std::vector<ScopedBuffer> scratch_;
+};
+
 // KV cache bytes per token of a model with `config` split among `tp_world` ranks (each rank's share): K and V of
 // every layer in `kv_type` plus the slot's position. What a sequence of `capacity` tokens owns is capacity times
 // this.
@@ -141,6 +160,14 @@ class Transformer {
   // A backend without the op reports unsupported; download_last_logits then gives the logits to sample on the
   // host. Both need a forward_keep_logits since the sequence was created or reset.
   Status forward_keep_logits(Sequence& seq, std::span<const int32_t> tokens);
+
+  // One decode step of several sequences together: tokens[i] continues seqs[i] at its next position (the sequences
+  // distinct, each with room for one more token). Every linear layer runs on all rows at once, so the weights are
+  // read once per step for the whole batch; RoPE, the KV write and attention run per sequence on its own cache.
+  // Writes the logits [n, vocab] (row i for seqs[i]) to *logits. Each sequence grows by one token; on error none
+  // changes. The same numbers as one forward per sequence, up to the summation order of the batched GEMMs.
+  Status decode_batch(DecodeBatch& batch, std::span<Sequence* const> seqs, std::span<const int32_t> tokens,
+                      std::vector<float>* logits);
   Status sample_last(Sequence& seq, const SampleStep& step, int32_t* id);
   Status download_last_logits(Sequence& seq, std::vector<float>* logits);
 
@@ -148,13 +175,23 @@ class Transformer {
   struct Layer;
   Transformer(Backend& backend, const ModelConfig& config);
   Status load(const TensorTable& tensors, const TransformerOptions& options);
+  // Rows [first_row, first_row + rows) of a pass that belong to one sequence's cache.
+  struct CacheRows {
+    Sequence* seq;
+    int64_t first_row;
+    int64_t rows;
+  };
   Status ensure_scratch(Sequence& seq, int64_t tokens);
+  Status ensure_scratch_buffers(std::vector<ScopedBuffer>& scratch, int64_t& have, int64_t tokens);
   // The forward pass up to the logits, left on the device: [rows, vocab], rows = 1 for kLast, n for kAll.
   Status run_forward(Sequence& seq, std::span<const int32_t> tokens, std::span<const int32_t> positions,
                      LogitsFor which, F32View* logits);
-  // The device ops of a pass whose token ids, positions, slots and key count are already in the step scratch.
-  Status issue_forward(Sequence& seq, int64_t tokens, int64_t first_row, F32View logits);
-  Status run_layer(Sequence& seq, int layer_index, int64_t tokens, F32View x);
+  // The device ops of a pass whose token ids, positions, slots and key counts are already in the step scratch;
+  // `groups` says which rows go to which sequence's cache.
+  Status issue_forward(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int64_t tokens,
+                       int64_t first_row, F32View logits);
+  Status run_layer(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int layer_index,
+                   int64_t tokens, F32View x);
   AttentionParams attention_params() const;
 
   Backend& backend_;

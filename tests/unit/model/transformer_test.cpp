@@ -10,6 +10,7 @@
 #include "backend/cpu_backend.hpp"
 #include "kernels/cpu/sampler.hpp"
 #include "test_support.hpp"
+#include "decode_batch_check.hpp"
 #include "tiny_model.hpp"
 
 namespace qrt {
@@ -74,6 +75,47 @@ TEST(Transformer, BatchEqualsTokenByTokenAndLastEqualsAll) {
     std::vector<float> last_row(all.end() - c.vocab_size, all.end());
     EXPECT_LT(max_rel_diff(logits, last_row), 1e-6);
   }
+}
+
+// Several sequences decoding together equal each decoding alone (dense with GQA and biases, and MoE with qk-norm),
+// from 1 row to more rows than the GEMV batch limit; bad batches are refused without touching any sequence.
+TEST(Transformer, DecodeBatchEqualsEachSequenceAlone) {
+  for (bool moe : {false, true}) {
+    ModelConfig c = tiny_llama_config();
+    c.attention_bias = true;
+    if (moe) {
+      c.experts = 4;
+      c.experts_used = 2;
+      c.expert_ffn = 32;
+      c.qk_norm = true;
+    }
+    auto m = make_tiny_model(c);
+    CpuBackend backend;
+    auto model = Transformer::create(backend, m.config, m.tensors);
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+    for (int rows : {1, 3, 11}) EXPECT_LT(test::check_decode_batch(**model, rows, 3), 1e-6) << "moe=" << moe;
+  }
+
+  auto m = make_tiny_model(tiny_llama_config());
+  CpuBackend backend;
+  auto model = Transformer::create(backend, m.config, m.tensors);
+  ASSERT_TRUE(model.ok());
+  auto a = (*model)->new_sequence(4), b = (*model)->new_sequence(1);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<float> logits;
+  ASSERT_TRUE((*model)->forward(**b, std::vector<int32_t>{1}, LogitsFor::kLast, &logits).ok());  // b is full
+  DecodeBatch batch;
+  Sequence* same[] = {a->get(), a->get()};
+  Sequence* full[] = {a->get(), b->get()};
+  const std::vector<int32_t> two = {1, 2}, bad = {1, 1 << 20};
+  EXPECT_EQ((*model)->decode_batch(batch, same, two, &logits).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ((*model)->decode_batch(batch, full, two, &logits).code(), ErrorCode::kOutOfRange);
+  EXPECT_EQ((*model)->decode_batch(batch, std::span(full).first(1), two, &logits).code(),
+            ErrorCode::kInvalidArgument);
+  Sequence* one[] = {a->get()};
+  EXPECT_EQ((*model)->decode_batch(batch, one, std::span(bad).subspan(1), &logits).code(), ErrorCode::kOutOfRange);
+  EXPECT_EQ((*a)->length(), 0);
+  EXPECT_EQ((*b)->length(), 1);
 }
 
 // Decoding without copying logits back: forward_keep_logits leaves the last token's logits on the device, equal

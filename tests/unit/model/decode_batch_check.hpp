@@ -1,0 +1,69 @@
+// Transformer::decode_batch against one forward per sequence, for any backend: sequences with prompts of different
+// lengths (so every row attends to a cache of its own length) step together for several tokens, and each step's
+// logits row equals what the same token gives the sequence's twin stepped alone. Shared by the CPU model tests and
+// the CUDA backend tests (tests/gpu/backend).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "models/transformer.hpp"
+
+namespace qrt::test {
+
+inline double batch_rel_diff(const float* a, const float* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    num = std::max(num, std::fabs(double(a[i]) - b[i]));
+    den = std::max(den, std::fabs(double(b[i])));
+  }
+  return den > 0 ? num / den : num;
+}
+
+// `rows` sequences; prompt i has 1 + 3i tokens; `steps` batched steps. Returns the largest relative difference.
+inline double check_decode_batch(Transformer& model, int rows, int steps) {
+  const int vocab = model.config().vocab_size;
+  std::vector<std::unique_ptr<Sequence>> batched, alone;
+  std::vector<float> logits;
+  for (int i = 0; i < rows; ++i) {
+    std::vector<int32_t> prompt(static_cast<size_t>(1 + 3 * i));
+    for (size_t t = 0; t < prompt.size(); ++t) prompt[t] = static_cast<int32_t>((7 * i + 13 * t + 1) % vocab);
+    for (auto* set : {&batched, &alone}) {
+      auto seq = model.new_sequence(64);
+      EXPECT_TRUE(seq.ok());
+      if (!seq.ok()) return 1e9;
+      EXPECT_TRUE(model.forward(**seq, prompt, LogitsFor::kLast, &logits).ok());
+      set->push_back(std::move(*seq));
+    }
+  }
+  DecodeBatch batch;
+  double worst = 0;
+  for (int s = 0; s < steps; ++s) {
+    std::vector<Sequence*> seqs;
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < rows; ++i) {
+      seqs.push_back(batched[static_cast<size_t>(i)].get());
+      tokens.push_back(static_cast<int32_t>((11 * s + 5 * i + 3) % vocab));
+    }
+    std::vector<float> together;
+    const Status st = model.decode_batch(batch, seqs, tokens, &together);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    if (!st.ok()) return 1e9;
+    EXPECT_EQ(together.size(), static_cast<size_t>(rows) * static_cast<size_t>(vocab));
+    for (int i = 0; i < rows; ++i) {
+      std::vector<float> one;
+      EXPECT_TRUE(model.forward(*alone[static_cast<size_t>(i)], std::span(tokens).subspan(static_cast<size_t>(i), 1),
+                                LogitsFor::kLast, &one)
+                      .ok());
+      worst = std::max(worst, batch_rel_diff(together.data() + static_cast<size_t>(i) * vocab, one.data(), one.size()));
+      EXPECT_EQ(batched[static_cast<size_t>(i)]->length(), alone[static_cast<size_t>(i)]->length());
+    }
+  }
+  return worst;
+}
+
+}  // namespace qrt::test
