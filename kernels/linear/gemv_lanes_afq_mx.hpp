@@ -111,16 +111,20 @@ QRT_HD void e2m1x4_to_floats_x2(uint32_t h, float out[4]) {
   bytes_to_floats((pos & ~mask) | (neg & mask), kMagic + 128.0f, out);
 }
 
-// MXFP4 (OCP): byte i of a row holds elements 2i (low nibble) and 2i+1 (high nibble) as E2M1 codes; each block of
-// 32 columns has one E8M0 scale byte. Σ w·x over the lane's 8 columns = (scale/2)·Σ (2·e2m1)·x, exact scaling.
-struct GemvMxfp4 {
+// The E2M1 formats: byte i of a row holds elements 2i (low nibble) and 2i+1 (high nibble) as E2M1 codes.
+//   MXFP4 (OCP): one E8M0 scale byte per 32 columns;
+//   NVFP4: one E4M3 scale byte per 16 columns, times the tensor's global scale.
+// Σ w·x over the lane's 8 columns (one scale block either way) = (scale/2)·Σ (2·e2m1)·x, exact scaling.
+template <bool kNvfp4>
+struct GemvE2m1 {
   static constexpr int kTileBytes = kTileCols / 2;
   static constexpr int kTilesPerChunk = 4;
   static constexpr int kRows = 4;
   static constexpr int kStages = 4;
   static constexpr int kScratchFloats = 0;
   static constexpr int kColsMultiple = 32;
-  static constexpr int kGroupCols = 32;
+  static constexpr int kGroupCols = kNvfp4 ? 16 : 32;
+  static constexpr int kGroupShift = kNvfp4 ? 4 : 5;
   static constexpr bool kHasPrepare = false;
 
   QRT_HD static void prepare(const ChunkArgs&, int) {}
@@ -138,64 +142,24 @@ struct GemvMxfp4 {
         ldg_x4(xi, xa[i]);
         ldg_x4(xi + 4, xb[i]);
       }
-      const int64_t block = (a.col0 + col) >> 5;
+      const int64_t block = (a.col0 + col) >> kGroupShift;
       QRT_GEMV_UNROLL
       for (int r = 0; r < kRows; ++r) {
-        const uint32_t q = ld_u32(a.stage + r * chunk_bytes<GemvMxfp4>() + t * kTileBytes + 4 * lane);
+        const uint32_t q = ld_u32(a.stage + r * chunk_bytes<GemvE2m1>() + t * kTileBytes + 4 * lane);
         float wa[4], wb[4];
         e2m1x4_to_floats_x2(q, wa);
         e2m1x4_to_floats_x2(q >> 16, wb);
-        const uint32_t e8m0 = ldg_u8(a.scales + staged_row(a, r) * a.groups_per_row + block);
-        const float half_scale = quant::e8m0_to_f32(e8m0) * 0.5f;
+        const uint32_t code = ldg_u8(a.scales + staged_row(a, r) * a.groups_per_row + block);
+        const float half_scale = kNvfp4 ? quant::e4m3_to_f32(code) * (0.5f * a.global_scale)
+                                        : quant::e8m0_to_f32(code) * 0.5f;
         QRT_GEMV_UNROLL
         for (int i = 0; i < M; ++i) acc[r][i] += half_scale * dot4(wb, xb[i], dot4(wa, xa[i], 0.0f));
       }
     }
   }
 };
-
-// NVFP4: E2M1 codes as MXFP4's, one E4M3 scale byte per 16 columns, times the tensor's global scale.
-struct GemvNvfp4 {
-  static constexpr int kTileBytes = kTileCols / 2;
-  static constexpr int kTilesPerChunk = 4;
-  static constexpr int kRows = 4;
-  static constexpr int kStages = 4;
-  static constexpr int kScratchFloats = 0;
-  static constexpr int kColsMultiple = 32;
-  static constexpr int kGroupCols = 16;
-  static constexpr bool kHasPrepare = false;
-
-  QRT_HD static void prepare(const ChunkArgs&, int) {}
-
-  template <int M>
-  QRT_HD static void compute(const ChunkArgs& a, int lane, float (&acc)[kRows][M]) {
-    const int tiles = (a.cols + kTileCols - 1) / kTileCols;
-    const float half_global = 0.5f * a.global_scale;
-    for (int t = 0; t < tiles; ++t) {
-      const int col = t * kTileCols + kLaneCols * lane;
-      if (col >= a.cols) break;
-      float xa[M][4], xb[M][4];
-      QRT_GEMV_UNROLL
-      for (int i = 0; i < M; ++i) {
-        const float* xi = a.x + i * a.x_stride + col;
-        ldg_x4(xi, xa[i]);
-        ldg_x4(xi + 4, xb[i]);
-      }
-      const int64_t block = (a.col0 + col) >> 4;
-      QRT_GEMV_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        const uint32_t q = ld_u32(a.stage + r * chunk_bytes<GemvNvfp4>() + t * kTileBytes + 4 * lane);
-        float wa[4], wb[4];
-        e2m1x4_to_floats_x2(q, wa);
-        e2m1x4_to_floats_x2(q >> 16, wb);
-        const uint32_t e4m3 = ldg_u8(a.scales + staged_row(a, r) * a.groups_per_row + block);
-        const float scale = quant::e4m3_to_f32(e4m3) * half_global;
-        QRT_GEMV_UNROLL
-        for (int i = 0; i < M; ++i) acc[r][i] += scale * dot4(wb, xb[i], dot4(wa, xa[i], 0.0f));
-      }
-    }
-  }
-};
+using GemvMxfp4 = GemvE2m1<false>;
+using GemvNvfp4 = GemvE2m1<true>;
 
 template <int Bits, quant::ScalarType S>
 struct AfqLanePolicy {

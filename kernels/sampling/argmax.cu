@@ -17,6 +17,19 @@ __device__ __forceinline__ bool beats(float v, int i, float best_v, int best_i) 
   return v > best_v || (v == best_v && i < best_i);
 }
 
+// The best (value, index) pair of the warp, in every lane.
+__device__ __forceinline__ void warp_best(float& best_v, int& best_i) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float ov = __shfl_xor_sync(kFullWarpMask, best_v, offset);
+    const int oi = __shfl_xor_sync(kFullWarpMask, best_i, offset);
+    if (beats(ov, oi, best_v, best_i)) {
+      best_v = ov;
+      best_i = oi;
+    }
+  }
+}
+
 // One block of 1024 threads per row: each thread scans a strided share of the row, kUnroll loads in flight before
 // it compares them (in increasing index order, so the lowest index keeps winning ties), then shuffles and one
 // warp reduce the (value, index) pairs. One block per row is enough for decode (a row of 128256 logits is 0.5 MB):
@@ -49,15 +62,7 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* __restric
         }
       }
     }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      const float ov = __shfl_xor_sync(kFullWarpMask, best_v, offset);
-      const int oi = __shfl_xor_sync(kFullWarpMask, best_i, offset);
-      if (beats(ov, oi, best_v, best_i)) {
-        best_v = ov;
-        best_i = oi;
-      }
-    }
+    warp_best(best_v, best_i);
     if (lane == 0) {
       warp_v[warp] = best_v;
       warp_i[warp] = best_i;
@@ -66,15 +71,7 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* __restric
     if (warp == 0) {
       best_v = warp_v[lane];  // kThreads / 32 == 32 warps: one pair per lane
       best_i = warp_i[lane];
-#pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1) {
-        const float ov = __shfl_xor_sync(kFullWarpMask, best_v, offset);
-        const int oi = __shfl_xor_sync(kFullWarpMask, best_i, offset);
-        if (beats(ov, oi, best_v, best_i)) {
-          best_v = ov;
-          best_i = oi;
-        }
-      }
+      warp_best(best_v, best_i);
       if (lane == 0) ids[r] = best_i == kNone ? 0 : best_i;
     }
     __syncthreads();  // warp_v / warp_i are rewritten for the next row
