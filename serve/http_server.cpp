@@ -3,6 +3,8 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <climits>
 #include <cstdio>
 #include <ctime>
@@ -51,9 +53,26 @@ int64_t now_seconds() { return static_cast<int64_t>(std::time(nullptr)); }
 
 }  // namespace
 
-HttpServer::HttpServer(Model model, SlotPool& pool, ServerOptions options)
+// One request's meeting point between the HTTP thread that answers it and the engine's thread that runs it.
+struct HttpServer::Call {
+  struct Chunk {
+    std::string text;
+    std::vector<TokenLogprobs> logprobs;  // of the tokens whose text this is
+  };
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool started = false;
+  bool done = false;
+  int64_t prompt_tokens = 0;
+  std::vector<Chunk> chunks;                     // streamed text not sent yet
+  std::vector<TokenLogprobs> pending_logprobs;  // engine thread only: tokens whose text is not out yet
+  Result<GenerateResult> result = GenerateResult{};
+  std::atomic<bool> client_gone{false};
+};
+
+HttpServer::HttpServer(Model model, Engine& engine, ServerOptions options)
     : model_(std::move(model)),
-      pool_(pool),
+      engine_(engine),
       options_(std::move(options)),
       started_(now_seconds()),
       server_(std::make_unique<httplib::Server>()) {
@@ -86,7 +105,7 @@ void HttpServer::install_routes() {
   httplib::Server& svr = *server_;
   // One thread per running request plus room for waiting ones and for /health and /metrics readers.
   const int threads = options_.http_threads > 0 ? options_.http_threads
-                                                : pool_.counts().slots + std::min(options_.max_waiting, 56) + 8;
+                                                : engine_.counts().sequences + std::min(options_.max_waiting, 56) + 8;
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
 
   svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -142,81 +161,116 @@ void HttpServer::install_routes() {
         return;
       }
       auto request = std::make_shared<CompletionRequest>(std::move(std::get<CompletionRequest>(parsed)));
-      std::optional<SlotLease> acquired = pool_.acquire();
-      if (!acquired) {
+      auto call = std::make_shared<Call>();
+      EngineRequest er;
+      if (endpoint == Endpoint::kChat) er.messages = request->messages;
+      else er.prompt = request->prompt;
+      er.options = request->generate;  // chat without max_tokens ends at the end of generation or of the context
+      if (!request->max_tokens_given && endpoint == Endpoint::kChat) er.options.max_tokens = INT_MAX;
+      if (request->stream) {
+        er.options.on_logprobs = [call](const TokenLogprobs& t) { call->pending_logprobs.push_back(t); };
+        er.on_token = [call](int32_t, std::string_view text) {
+          if (call->client_gone) return false;
+          if (text.empty()) return true;
+          std::lock_guard lock(call->mutex);
+          call->chunks.push_back({std::string(text), std::move(call->pending_logprobs)});
+          call->pending_logprobs.clear();
+          call->changed.notify_all();
+          return true;
+        };
+      }
+      er.on_started = [call](int64_t prompt_tokens) {
+        std::lock_guard lock(call->mutex);
+        call->prompt_tokens = prompt_tokens;
+        call->started = true;
+        call->changed.notify_all();
+      };
+      er.on_done = [call](Result<GenerateResult> result) {
+        std::lock_guard lock(call->mutex);
+        call->result = std::move(result);
+        call->done = true;
+        call->changed.notify_all();
+      };
+      Result<uint64_t> id = engine_.submit(std::move(er));
+      if (!id.ok()) {
         ++counters_.requests_refused;
         reply_error(res, api_error(503, "server_error",
-                                   "The server is overloaded: every session is busy and " +
+                                   "The server is overloaded: every sequence is busy and " +
                                        std::to_string(options_.max_waiting) + " requests wait; retry later",
                                    "overloaded"));
         return;
       }
-      auto lease = std::make_shared<SlotLease>(std::move(*acquired));
-      Session& session = lease->session();
-      session.reset();
-      const Status fed =
-          endpoint == Endpoint::kChat ? session.add_chat(request->messages) : session.add_prompt(request->prompt);
-      if (!fed.ok()) {
-        ++counters_.requests_failed;
-        reply_error(res, feed_error(fed, session.context_length()));
-        return;
+      {
+        std::unique_lock lock(call->mutex);
+        call->changed.wait(lock, [&] { return call->started || call->done; });
+        if (!call->started && !call->result.ok()) {
+          ++counters_.requests_failed;
+          reply_error(res, feed_error(call->result.status(), engine_.context_length()));
+          return;
+        }
       }
-      const int64_t prompt_tokens = static_cast<int64_t>(session.tokens().size());
-      counters_.prompt_tokens += static_cast<uint64_t>(prompt_tokens);
-      if (!request->max_tokens_given) {
-        const int64_t room = session.context_length() - prompt_tokens;
-        request->generate.max_tokens = static_cast<int>(std::clamp<int64_t>(room, 1, INT_MAX));
-      }
+      counters_.prompt_tokens += static_cast<uint64_t>(call->prompt_tokens);
       const ResponseHeader header{(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++),
                                   now_seconds(), options_.served_model};
 
       if (!request->stream) {
-        Result<GenerateResult> result = session.generate(request->generate);
-        if (!result.ok()) {
+        std::unique_lock lock(call->mutex);
+        call->changed.wait(lock, [&] { return call->done; });
+        if (!call->result.ok()) {
           ++counters_.requests_failed;
-          reply_error(res, api_error(500, "server_error", result.status().to_string()));
+          reply_error(res, api_error(500, "server_error", call->result.status().to_string()));
           return;
         }
-        counters_.generated_tokens += result->tokens.size();
+        const GenerateResult& result = *call->result;
+        counters_.generated_tokens += result.tokens.size();
         ++counters_.requests_ok;
-        const Usage usage{prompt_tokens, static_cast<int64_t>(result->tokens.size())};
+        const Usage usage{call->prompt_tokens, static_cast<int64_t>(result.tokens.size())};
         const json logprobs =
-            request->logprobs >= 0 ? logprobs_json(endpoint, result->logprobs, text_of_token()) : json();
-        res.set_content(dump(completion_response(endpoint, header, result->text, finish_reason(result->stop_reason),
+            request->logprobs >= 0 ? logprobs_json(endpoint, result.logprobs, text_of_token()) : json();
+        res.set_content(dump(completion_response(endpoint, header, result.text, finish_reason(result.stop_reason),
                                                  usage, logprobs)),
                         "application/json");
         return;
       }
 
-      // Streaming: generation runs inside the content provider, so each token's text goes out as it is made;
-      // a failed write (the client went away) stops generation and gives the session back.
+      // Streaming: the engine's thread queues each token's text (with its log-probabilities) in `call`; the
+      // provider sends what is queued as it comes. A failed write (the client went away) cancels the request,
+      // which frees its sequence at the engine's next step.
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
-          [this, lease, request, header, prompt_tokens, endpoint](size_t, httplib::DataSink& sink) mutable {
+          [this, call, request, header, endpoint, id = *id](size_t, httplib::DataSink& sink) {
             bool open = true;
             auto send = [&](const std::string& event) {
               open = open && sink.is_writable() && sink.write(event.data(), event.size());
               return open;
             };
-            if (endpoint == Endpoint::kChat) send(sse_event(stream_chunk(endpoint, header, "", nullptr, true)));
-            // Log-probabilities of tokens whose text is not out yet ride on the next chunk that carries text.
-            std::vector<TokenLogprobs> pending;
             int64_t text_offset = 0;
-            auto take_logprobs = [&]() -> json {
-              if (request->logprobs < 0) return json();
-              json j = logprobs_json(endpoint, pending, text_of_token(), text_offset);
-              for (const TokenLogprobs& t : pending)
+            auto logprobs_of = [&](const std::vector<TokenLogprobs>& tokens) -> json {
+              if (request->logprobs < 0 || tokens.empty()) return json();
+              json j = logprobs_json(endpoint, tokens, text_of_token(), text_offset);
+              for (const TokenLogprobs& t : tokens)
                 text_offset += static_cast<int64_t>(model_.token_piece(t.token).size());
-              pending.clear();
               return j;
             };
-            request->generate.on_logprobs = [&](const TokenLogprobs& t) { pending.push_back(t); };
-            Result<GenerateResult> result =
-                lease->session().generate(request->generate, [&](int32_t, std::string_view text) {
-                  return text.empty() ||
-                         send(sse_event(stream_chunk(endpoint, header, text, nullptr, false, take_logprobs())));
-                });
+            if (endpoint == Endpoint::kChat) send(sse_event(stream_chunk(endpoint, header, "", nullptr, true)));
+            for (;;) {
+              std::vector<Call::Chunk> chunks;
+              bool done = false;
+              {
+                std::unique_lock lock(call->mutex);
+                call->changed.wait(lock, [&] { return call->done || !call->chunks.empty(); });
+                chunks.swap(call->chunks);
+                done = call->done;
+              }
+              for (const Call::Chunk& c : chunks) {
+                if (!open) break;
+                send(sse_event(stream_chunk(endpoint, header, c.text, nullptr, false, logprobs_of(c.logprobs))));
+              }
+              if (!open && !call->client_gone.exchange(true)) engine_.cancel(id);
+              if (done) break;
+            }
+            const Result<GenerateResult>& result = call->result;
             if (!result.ok()) {
               ++counters_.requests_failed;
               send(sse_event(error_body(api_error(500, "server_error", result.status().to_string()))));
@@ -224,16 +278,19 @@ void HttpServer::install_routes() {
               ++counters_.requests_cancelled;
             } else {
               counters_.generated_tokens += result->tokens.size();
-              const Usage usage{prompt_tokens, static_cast<int64_t>(result->tokens.size())};
+              const Usage usage{call->prompt_tokens, static_cast<int64_t>(result->tokens.size())};
               send(sse_event(stream_chunk(endpoint, header, "", finish_reason(result->stop_reason), false,
-                                          pending.empty() ? json() : take_logprobs())));
+                                          logprobs_of(call->pending_logprobs))));
               if (request->include_usage) send(sse_event(usage_chunk(endpoint, header, usage)));
               send(std::string(kSseDone));
               if (open) ++counters_.requests_ok;
             }
-            lease.reset();  // the session is free again before the connection closes
             sink.done();
             return true;
+          },
+          [this, call, id = *id](bool success) {
+            // The connection ended before the stream did (the provider never ran, or stopped early): stop generating.
+            if (!success && !call->client_gone.exchange(true)) engine_.cancel(id);
           });
     };
   };
@@ -242,7 +299,7 @@ void HttpServer::install_routes() {
 }
 
 std::string HttpServer::metrics_text() const {
-  const SlotPool::Counts c = pool_.counts();
+  const EngineCounts c = engine_.counts();
   std::ostringstream o;
   auto metric = [&](const char* name, const char* type, const char* help, uint64_t value) {
     o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n' << name << ' ' << value << '\n';
@@ -253,11 +310,14 @@ std::string HttpServer::metrics_text() const {
          counters_.requests_refused);
   metric("qrt_requests_cancelled_total", "counter", "Streams whose client went away.", counters_.requests_cancelled);
   metric("qrt_prompt_tokens_total", "counter", "Prompt tokens run through the model.", counters_.prompt_tokens);
-  metric("qrt_generation_tokens_total", "counter", "Tokens generated.", counters_.generated_tokens);
-  metric("qrt_requests_running", "gauge", "Requests holding a session.", static_cast<uint64_t>(c.in_use));
-  metric("qrt_requests_waiting", "gauge", "Requests waiting for a session.", static_cast<uint64_t>(c.waiting));
-  metric("qrt_sessions", "gauge", "Sessions (requests that can run at once).", static_cast<uint64_t>(c.slots));
-  metric("qrt_kv_cache_bytes", "gauge", "KV cache memory of all sessions.", pool_.kv_cache_bytes());
+  metric("qrt_generation_tokens_total", "counter", "Tokens generated.", c.generated_tokens);
+  metric("qrt_decode_steps_total", "counter", "Batched decode steps.", c.steps);
+  metric("qrt_requests_running", "gauge", "Requests holding a sequence.", static_cast<uint64_t>(c.running));
+  metric("qrt_requests_waiting", "gauge", "Requests waiting for a sequence.", static_cast<uint64_t>(c.waiting));
+  metric("qrt_sequences", "gauge", "Sequences: the most requests decoded together.",
+         static_cast<uint64_t>(c.sequences));
+  metric("qrt_largest_batch", "gauge", "Most requests one step has decoded.", static_cast<uint64_t>(c.largest_batch));
+  metric("qrt_kv_cache_bytes", "gauge", "KV cache memory of all sequences.", c.kv_cache_bytes);
   return o.str();
 }
 

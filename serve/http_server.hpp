@@ -1,4 +1,4 @@
-// serve-model's HTTP side (cpp-httplib): the OpenAI routes over a SlotPool of sessions of one model.
+// serve-model's HTTP side (cpp-httplib): the OpenAI routes over an Engine (continuous batching) of one model.
 //
 //   POST /v1/chat/completions, POST /v1/completions   (JSON, or SSE with "stream": true, ending "data: [DONE]")
 //   GET  /v1/models, GET /health, GET /metrics        (Prometheus text)
@@ -14,7 +14,7 @@
 #include <string>
 
 #include "qrt/runtime.hpp"
-#include "serve/slot_pool.hpp"
+#include "qrt/engine.hpp"
 
 namespace httplib {
 class Server;
@@ -27,7 +27,7 @@ struct ServerOptions {
   int port = 8080;  // 0: any free port (see HttpServer::bind)
   std::string api_key;
   std::string served_model;  // the name clients use in "model"
-  int max_waiting = 64;      // requests that may wait for a session (SlotPool)
+  int max_waiting = 64;      // requests that may wait for a sequence (EngineOptions::max_waiting)
   int http_threads = 0;      // 0: enough for every session plus waiting readers of /health and /metrics
 };
 
@@ -38,12 +38,12 @@ struct ServerCounters {
   std::atomic<uint64_t> requests_refused{0};  // 503: too many waiting
   std::atomic<uint64_t> requests_cancelled{0};  // the client went away during a stream
   std::atomic<uint64_t> prompt_tokens{0};
-  std::atomic<uint64_t> generated_tokens{0};
+  std::atomic<uint64_t> generated_tokens{0};  // of requests answered through this server
 };
 
 class HttpServer {
  public:
-  HttpServer(Model model, SlotPool& pool, ServerOptions options);
+  HttpServer(Model model, Engine& engine, ServerOptions options);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -57,12 +57,13 @@ class HttpServer {
   const ServerCounters& counters() const { return counters_; }
 
  private:
+  struct Call;
   void install_routes();
   std::function<std::string(int32_t)> text_of_token() const;
   std::string metrics_text() const;
 
   Model model_;
-  SlotPool& pool_;
+  Engine& engine_;
   ServerOptions options_;
   ServerCounters counters_;
   std::atomic<uint64_t> next_id_{1};

@@ -2,10 +2,11 @@
 //
 //   serve-model MODEL [--host H] [--port P] [--device cpu|cuda] [--max-seqs N] [--ctx-size T] [--api-key K]
 //
-// --max-seqs sessions are made at start (each with its own KV cache of --ctx-size tokens), so the memory a
-// server needs is known before the first request. Requests run on them first come first served; the model
-// serializes their device work step by step, so they interleave token by token. Logs go to stderr: one line when
-// listening ("serve-model: listening on http://HOST:PORT ..."), one per request. SIGINT/SIGTERM stop it.
+// --max-seqs sequences are made at start (each with its own KV cache of --ctx-size tokens), so the memory a server
+// needs is known before the first request. Requests are admitted first come first served (qrt::Engine): each
+// prompt runs on its own, then every step decodes one token of every running request in one batched pass. Logs go
+// to stderr: one line when listening ("serve-model: listening on http://HOST:PORT ..."), one per request.
+// SIGINT/SIGTERM stop it.
 #include <CLI/CLI.hpp>
 
 #include <atomic>
@@ -18,7 +19,7 @@
 #include "qrt/kv_type.hpp"
 #include "qrt/runtime.hpp"
 #include "serve/http_server.hpp"
-#include "serve/slot_pool.hpp"
+#include "qrt/engine.hpp"
 
 namespace {
 
@@ -56,11 +57,11 @@ int main(int argc, char** argv) {
   app.add_option("--port", port, "port to listen on (0: any free port, printed when listening)")
       ->check(CLI::Range(0, 65535));
   app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--max-seqs", max_seqs, "requests served at once (one session and KV cache each)")
+  app.add_option("--max-seqs", max_seqs, "requests decoded together (one sequence and KV cache each)")
       ->check(CLI::Range(1, 1024));
-  app.add_option("--max-waiting", max_waiting, "requests that may wait for a session before 503 answers")
+  app.add_option("--max-waiting", max_waiting, "requests that may wait for a sequence before 503 answers")
       ->check(CLI::Range(0, 100000));
-  app.add_option("-c,--ctx-size", context, "context length per session in tokens (default: the model's, at most 4096)")
+  app.add_option("-c,--ctx-size", context, "context length per sequence in tokens (default: the model's, at most 4096)")
       ->check(CLI::PositiveNumber);
   app.add_option("--kv-type", kv_type, "KV cache element type: f32, f16 or bf16 (default: f16 on cuda, f32 on cpu)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
@@ -83,17 +84,13 @@ int main(int argc, char** argv) {
   auto model = qrt::Model::open(model_path, options);
   if (!model.ok()) return fail(model.status());
 
-  std::vector<qrt::Session> sessions;
-  for (int i = 0; i < max_seqs; ++i) {
-    auto session = model->new_session();
-    if (!session.ok()) {
-      return fail("session " + std::to_string(i + 1) + " of --max-seqs " + std::to_string(max_seqs) + ": " +
-                  session.status().to_string());
-    }
-    sessions.push_back(std::move(*session));
-  }
-  const int64_t session_context = sessions.front().context_length();
-  qrt::serve::SlotPool pool(std::move(sessions), max_waiting);
+  qrt::EngineOptions engine_options;
+  engine_options.max_running = max_seqs;
+  engine_options.max_waiting = max_waiting;
+  engine_options.context_length = context;
+  auto engine = qrt::Engine::start(*model, engine_options);
+  if (!engine.ok()) return fail(engine.status());
+  const qrt::EngineCounts counts = (*engine)->counts();
 
   qrt::serve::ServerOptions server_options;
   server_options.host = host;
@@ -101,7 +98,7 @@ int main(int argc, char** argv) {
   server_options.api_key = api_key;
   server_options.served_model = served_name.empty() ? default_served_name(model_path) : served_name;
   server_options.max_waiting = max_waiting;
-  qrt::serve::HttpServer server(*model, pool, server_options);
+  qrt::serve::HttpServer server(*model, **engine, server_options);
   auto bound = server.bind();
   if (!bound.ok()) return fail(bound.status());
 
@@ -112,10 +109,10 @@ int main(int argc, char** argv) {
     server.stop();
   });
   std::fprintf(stderr,
-               "serve-model: listening on http://%s:%d (model %s on %s, %d sessions of %lld tokens, %.1f MB of KV "
+               "serve-model: listening on http://%s:%d (model %s on %s, %d sequences of %lld tokens, %.1f MB of KV "
                "cache)\n",
                host.c_str(), *bound, server_options.served_model.c_str(), model->info().device.c_str(), max_seqs,
-               static_cast<long long>(session_context), static_cast<double>(pool.kv_cache_bytes()) * 1e-6);
+               static_cast<long long>((*engine)->context_length()), static_cast<double>(counts.kv_cache_bytes) * 1e-6);
   std::fflush(stderr);
   const qrt::Status served = server.serve();
   g_stop = true;

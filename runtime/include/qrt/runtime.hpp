@@ -186,6 +186,7 @@ struct MemoryUse {
 };
 
 class Session;
+class Engine;
 
 namespace api_detail {
 struct ModelImpl;
@@ -257,6 +258,7 @@ class Session {
 
  private:
   friend class Model;
+  friend class Engine;  // runs its sessions' decode steps together
   explicit Session(std::unique_ptr<api_detail::SessionState> state);
   std::unique_ptr<api_detail::SessionState> state_;
 };

@@ -3,7 +3,8 @@
 * /v1/completions and /v1/chat/completions, plain and streamed (SSE ending in [DONE], usage when asked): greedy
   text equals run-model's for the same prompt (chat: a copy of the HF checkpoint given a ChatML template), the
   streamed pieces join to the plain text; logprobs: one entry per token, spelling the text, greedy = most likely;
-* 32 concurrent clients with different prompts each get exactly the text they get alone;
+* 32 concurrent clients with different prompts each get exactly the text they get alone, decoded 4 at a time in
+  one batched step (serve-model's engine, --max-seqs 4);
 * while one long request generates, a second one starts and finishes first (requests interleave);
 * a client that drops a stream frees its session (/metrics: nothing running, one cancelled);
 * errors in OpenAI's shape with the right status: bad JSON and bad parameters 400, unknown model 404, a prompt
@@ -197,6 +198,8 @@ try:
     alone = [completion_text(client, p, N_CLIENT).choices[0].text for p in prompts]
     with concurrent.futures.ThreadPoolExecutor(CLIENTS) as pool:
         together = list(pool.map(lambda p: completion_text(client, p, N_CLIENT).choices[0].text, prompts))
+    check("concurrent requests are decoded together", server.metrics()["qrt_largest_batch"] == 4,
+          server.metrics())
     check(f"{CLIENTS} concurrent clients get their solo text", together == alone,
           [i for i, (x, y) in enumerate(zip(together, alone)) if x != y])
 
@@ -263,7 +266,7 @@ try:
     r = completion_text(client, PROMPT, N_TEXT)
     check("still serving after the errors", r.choices[0].text == want)
     m = server.metrics()
-    check("metrics count the requests", m["qrt_sessions"] == 4 and m["qrt_requests_failed_total"] >= 6 and
+    check("metrics count the requests", m["qrt_sequences"] == 4 and m["qrt_requests_failed_total"] >= 6 and
           m["qrt_generation_tokens_total"] > 0, m)
 finally:
     server.stop()

@@ -1,0 +1,81 @@
+// Continuous batching over one model: requests join and leave at every step, and every step decodes one token of
+// every running request in one pass (Transformer::decode_batch: each weight matrix is read once per step for all
+// of them). A request is admitted first come first served when a sequence is free, its prompt runs on its own,
+// then it decodes together with the others until it stops.
+//
+//   auto engine = qrt::Engine::start(model, {.max_running = 8});
+//   qrt::EngineRequest r;
+//   r.prompt = "Once upon a time";
+//   r.on_token = [](int32_t, std::string_view text) { ...; return true; };  // false cancels
+//   r.on_done = [](qrt::Result<qrt::GenerateResult> result, int64_t prompt_tokens) { ... };
+//   auto id = (*engine)->submit(std::move(r));
+//
+// Callbacks run on the engine's thread and must not block it for long. Greedy results equal Session::generate's
+// (the batched linear layers sum each row in its own order); a request's output does not depend on what else runs.
+// Not under tensor parallelism (start() refuses a split model).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qrt/runtime.hpp"
+
+namespace qrt {
+
+struct EngineOptions {
+  int max_running = 8;          // requests decoded together; each holds a sequence (KV cache) of context_length
+  int max_waiting = 64;         // requests queued beyond the running ones; submit() refuses more
+  int64_t context_length = 0;   // tokens per sequence; 0 = the model's default
+};
+
+struct EngineRequest {
+  std::string prompt;                 // text to continue (PromptOptions defaults), used when messages is empty
+  std::vector<ChatMessage> messages;  // a conversation, rendered with the model's chat template
+  GenerateOptions options;            // as Session::generate takes them (on_logprobs is called too)
+  // After the prompt has run, before the first token: the prompt's length in tokens.
+  std::function<void(int64_t prompt_tokens)> on_started;
+  TokenCallback on_token;  // as Session::generate's callback; returning false cancels the request
+  // Exactly once: the generation (also after a cancel: stop reason kCallback), or why the request failed (its prompt
+  // does not fit the context: kOutOfRange; the model has no chat template; the engine was destroyed first).
+  std::function<void(Result<GenerateResult> result)> on_done;
+};
+
+struct EngineCounts {
+  int running = 0;
+  int waiting = 0;
+  int sequences = 0;            // max_running
+  uint64_t steps = 0;           // batched decode passes
+  uint64_t prompt_tokens = 0;
+  uint64_t generated_tokens = 0;
+  uint64_t finished = 0;        // requests whose on_done has run
+  int largest_batch = 0;        // most requests one step decoded
+  uint64_t kv_cache_bytes = 0;  // all sequences together
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> start(const Model& model, const EngineOptions& options = {});
+  // Stops the thread; requests still waiting or running end with an error.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request and returns its id; kOutOfRange when max_waiting requests already wait.
+  Result<uint64_t> submit(EngineRequest request);
+  // Stops a request at its next step (on_done reports stop reason kCallback), or drops it from the queue.
+  void cancel(uint64_t id);
+  EngineCounts counts() const;
+  int64_t context_length() const;
+
+  struct Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  static api_detail::SessionState& state_of(Session& session) { return *session.state_; }
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace qrt

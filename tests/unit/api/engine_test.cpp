@@ -1,0 +1,203 @@
+// qrt::Engine on stories260K: requests decoded together give what each gives alone through Session::generate
+// (greedy and seeded sampling, stop strings, max tokens, logprobs), more requests than sequences wait and are served
+// in turn, streamed text joins to the result, cancellation from either side, a full queue, a prompt too long for
+// the context, and an engine destroyed with requests pending.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "qrt/engine.hpp"
+#include "stories_fixture.hpp"
+
+namespace qrt {
+namespace {
+
+// Collects one request's callbacks; wait() blocks until on_done.
+struct Outcome {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+  GenerateResult result;
+  std::string streamed;
+  int64_t started_with = -1;
+  bool token_before_start = false;
+
+  EngineRequest request(std::string prompt, GenerateOptions o) {
+    EngineRequest r;
+    r.prompt = std::move(prompt);
+    r.options = std::move(o);
+    r.on_started = [this](int64_t n) { started_with = n; };
+    r.on_token = [this](int32_t, std::string_view text) {
+      token_before_start |= started_with < 0;
+      streamed += text;
+      return true;
+    };
+    r.on_done = [this](Result<GenerateResult> res) {
+      std::lock_guard lock(m);
+      if (res.ok()) result = std::move(*res);
+      else status = res.status();
+      done = true;
+      cv.notify_all();
+    };
+    return r;
+  }
+  bool wait() {
+    std::unique_lock lock(m);
+    return cv.wait_for(lock, std::chrono::seconds(60), [&] { return done; });
+  }
+};
+
+GenerateOptions options(int max_tokens, float temperature = 0, uint64_t seed = 0) {
+  GenerateOptions o;
+  o.max_tokens = max_tokens;
+  o.sampling.temperature = temperature;
+  o.sampling.seed = seed;
+  return o;
+}
+
+class EngineStories : public test::StoriesTest {
+ protected:
+  void SetUp() override {
+    test::StoriesTest::SetUp();
+    if (IsSkipped()) return;
+    auto m = Model::open(test::stories_gguf(data_));
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    model_.emplace(std::move(*m));
+  }
+  GenerateResult alone(const std::string& prompt, const GenerateOptions& o) {
+    auto s = model_->new_session();
+    EXPECT_TRUE(s.ok());
+    EXPECT_TRUE(s->add_prompt(prompt).ok());
+    auto r = s->generate(o);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : GenerateResult{};
+  }
+  std::optional<Model> model_;
+};
+
+TEST_F(EngineStories, RequestsTogetherGiveWhatEachGivesAlone) {
+  struct Case {
+    std::string prompt;
+    GenerateOptions o;
+  };
+  std::vector<Case> cases = {
+      {"Once upon a time", options(40)},
+      {"The little dog", options(25)},
+      {"One day, a girl", options(33, 0.8f, 7)},
+      {"Tom and his mom", options(50)},
+      {"A bird", options(12, 1.2f, 3)},
+      {"It was a sunny day", options(30)},
+  };
+  cases[3].o.stop = {"."};
+  cases[5].o.logprobs = 2;
+  auto engine = Engine::start(*model_, {.max_running = 3});
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  std::vector<std::unique_ptr<Outcome>> outcomes;
+  for (const Case& c : cases) {
+    outcomes.push_back(std::make_unique<Outcome>());
+    ASSERT_TRUE((*engine)->submit(outcomes.back()->request(c.prompt, c.o)).ok());
+  }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    Outcome& out = *outcomes[i];
+    ASSERT_TRUE(out.wait()) << "request " << i;
+    ASSERT_TRUE(out.status.ok()) << out.status.to_string();
+    const GenerateResult want = alone(cases[i].prompt, cases[i].o);
+    EXPECT_EQ(out.result.tokens, want.tokens) << "request " << i;
+    EXPECT_EQ(out.result.text, want.text) << "request " << i;
+    EXPECT_EQ(out.result.stop_reason, want.stop_reason) << "request " << i;
+    EXPECT_EQ(out.streamed, out.result.text) << "request " << i;
+    EXPECT_GT(out.started_with, 0);
+    EXPECT_FALSE(out.token_before_start);
+    ASSERT_EQ(out.result.logprobs.size(), want.logprobs.size());
+    for (size_t k = 0; k < want.logprobs.size(); ++k) {
+      EXPECT_EQ(out.result.logprobs[k].token, want.logprobs[k].token);
+      EXPECT_NEAR(out.result.logprobs[k].logprob, want.logprobs[k].logprob, 1e-6);
+    }
+  }
+  EXPECT_EQ(outcomes[3]->result.stop_reason, StopReason::kStopString);
+  const EngineCounts c = (*engine)->counts();
+  EXPECT_EQ(c.finished, cases.size());
+  EXPECT_EQ(c.running, 0);
+  EXPECT_EQ(c.largest_batch, 3);  // three sequences, all busy at the start
+  uint64_t tokens = 0;
+  for (auto& o : outcomes) tokens += o->result.tokens.size();
+  EXPECT_EQ(c.generated_tokens, tokens);
+  EXPECT_LT(c.steps, tokens) << "steps decode several requests at once";
+  EXPECT_GT(c.kv_cache_bytes, 0u);
+}
+
+TEST_F(EngineStories, CancellationQueueLimitsAndErrors) {
+  auto engine = Engine::start(*model_, {.max_running = 1, .max_waiting = 1, .context_length = 64});
+  ASSERT_TRUE(engine.ok());
+  EXPECT_EQ((*engine)->context_length(), 64);
+  // A callback that returns false ends its request with kCallback; the text so far is kept.
+  Outcome stopper;
+  EngineRequest r = stopper.request("Once upon a time", options(40));
+  int calls = 0;
+  r.on_token = [&](int32_t, std::string_view) { return ++calls < 5; };
+  ASSERT_TRUE((*engine)->submit(std::move(r)).ok());
+  ASSERT_TRUE(stopper.wait());
+  EXPECT_EQ(stopper.result.stop_reason, StopReason::kCallback);
+  EXPECT_EQ(stopper.result.tokens.size(), 5u);
+
+  // One long request runs, one waits, a third is refused; cancelling both lets them end.
+  Outcome running, queued;
+  auto a = (*engine)->submit(running.request("Once upon a time", options(60)));
+  ASSERT_TRUE(a.ok());
+  auto b = (*engine)->submit(queued.request("The dog", options(10)));
+  ASSERT_TRUE(b.ok());
+  Outcome refused;
+  auto c = (*engine)->submit(refused.request("The cat", options(10)));
+  if (!c.ok()) EXPECT_EQ(c.status().code(), ErrorCode::kOutOfRange);
+  (*engine)->cancel(*a);
+  ASSERT_TRUE(running.wait());
+  EXPECT_TRUE(running.status.ok());
+  ASSERT_TRUE(queued.wait());
+  EXPECT_EQ(queued.result.tokens.size(), 10u);  // served once the first left
+  if (c.ok()) ASSERT_TRUE(refused.wait());
+
+  // A queued request cancelled before it starts ends at once, with no tokens.
+  Outcome holder, dropped;
+  auto h = (*engine)->submit(holder.request("Once upon a time", options(60)));
+  auto d = (*engine)->submit(dropped.request("The dog", options(10)));
+  ASSERT_TRUE(h.ok() && d.ok());
+  (*engine)->cancel(*d);
+  ASSERT_TRUE(dropped.wait());
+  EXPECT_TRUE(dropped.status.ok());
+  EXPECT_EQ(dropped.result.stop_reason, StopReason::kCallback);
+  EXPECT_TRUE(dropped.result.tokens.empty());
+  (*engine)->cancel(*h);
+  ASSERT_TRUE(holder.wait());
+
+  // A prompt longer than the context fails alone; the engine goes on.
+  Outcome too_long, after;
+  std::string prompt;
+  for (int i = 0; i < 200; ++i) prompt += "tree ";
+  ASSERT_TRUE((*engine)->submit(too_long.request(prompt, options(5))).ok());
+  ASSERT_TRUE((*engine)->submit(after.request("Once upon a time", options(5))).ok());
+  ASSERT_TRUE(too_long.wait());
+  EXPECT_EQ(too_long.status.code(), ErrorCode::kOutOfRange) << too_long.status.to_string();
+  ASSERT_TRUE(after.wait());
+  EXPECT_EQ(after.result.tokens, test::first_n(golden_.generated, 5));
+}
+
+TEST_F(EngineStories, DestroyedWithRequestsPendingTellsThem) {
+  Outcome a, b;
+  {
+    auto engine = Engine::start(*model_, {.max_running = 1, .context_length = 512});
+    ASSERT_TRUE(engine.ok());
+    ASSERT_TRUE((*engine)->submit(a.request("Once upon a time", options(400))).ok());
+    ASSERT_TRUE((*engine)->submit(b.request("The dog", options(400))).ok());
+  }
+  ASSERT_TRUE(a.wait() && b.wait());
+  EXPECT_FALSE(b.status.ok());  // never started
+  EXPECT_TRUE(!a.status.ok() || a.result.tokens.size() <= 400u);
+}
+
+}  // namespace
+}  // namespace qrt
