@@ -89,14 +89,20 @@ std::vector<TinyCase> tiny_cases() {
   return cases;
 }
 
+// The tiny model of a case, its matrices re-packed in the case's format (`storage` keeps the packed bytes).
+test::TinyModel tiny_model_of(const TinyCase& tc, std::list<quant::QuantBuffers>& storage) {
+  test::TinyModel m = test::make_tiny_model(tc.config);
+  if (tc.format != quant::FormatId::kF32) requantize(m, tc.format, storage);
+  return m;
+}
+
 class CudaModel : public test::BackendPair {};
 
 TEST_F(CudaModel, TinyModelsMatchCpuLogits) {
   for (const TinyCase& tc : tiny_cases()) {
     SCOPED_TRACE(tc.name);
-    auto m = test::make_tiny_model(tc.config);
     std::list<quant::QuantBuffers> storage;
-    if (tc.format != quant::FormatId::kF32) requantize(m, tc.format, storage);
+    test::TinyModel m = tiny_model_of(tc, storage);
     ASSERT_FALSE(HasFatalFailure());
     TransformerOptions cpu_options, gpu_options;
     cpu_options.kv_type = tc.kv_type.value_or(KvType::kF16);
@@ -136,18 +142,14 @@ TEST_F(CudaModel, TinyModelsMatchCpuLogits) {
   }
 }
 
-// The two sources of activation memory (cuda_context.hpp) give bit-identical logits: the same kernels in the same
-// order, only the addresses differ. Under gpu-sim the stream-ordered frees land in stream order, so a buffer used
-// after its release would fault there.
 // Several sequences decoding together on the CUDA backend equal each decoding alone (which runs its captured
 // one-token graph): up to 8 rows the GEMVs take every row at once with per-row sums in the same order as one row;
 // 11 rows go through the fp16 tensor-core GEMM, which rounds its inputs to fp16.
 TEST_F(CudaModel, DecodeBatchEqualsEachSequenceAlone) {
   for (const TinyCase& tc : tiny_cases()) {
     SCOPED_TRACE(tc.name);
-    auto m = test::make_tiny_model(tc.config);
     std::list<quant::QuantBuffers> storage;
-    if (tc.format != quant::FormatId::kF32) requantize(m, tc.format, storage);
+    test::TinyModel m = tiny_model_of(tc, storage);
     ASSERT_FALSE(HasFatalFailure());
     TransformerOptions options;
     options.kv_type = tc.kv_type;
@@ -158,6 +160,9 @@ TEST_F(CudaModel, DecodeBatchEqualsEachSequenceAlone) {
   }
 }
 
+// The two sources of activation memory (cuda_context.hpp) give bit-identical logits: the same kernels in the same
+// order, only the addresses differ. Under gpu-sim the stream-ordered frees land in stream order, so a buffer used
+// after its release would fault there.
 TEST(CudaAllocators, StreamOrderedAndPooledMemoryGiveTheSameLogits) {
   QRT_REQUIRE_GPU();
   auto m = test::make_tiny_model(tiny_cases()[1].config);  // MoE, qk norm, biases

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "runtime/src/logprobs.hpp"
@@ -34,14 +35,26 @@ TEST(TokenLogprobs, LogSoftmaxOrderAndTies) {
   EXPECT_NEAR(big.logprob, -std::log(2.0), 1e-6);
 }
 
-class StoriesLogprobs : public test::StoriesTest {};
+class StoriesLogprobs : public test::StoriesTest {
+ protected:
+  // stories260K with "Once upon a time" in a fresh session.
+  void open_with_prompt() {
+    auto m = Model::open(test::stories_gguf(data_));
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    model.emplace(std::move(*m));
+    auto s = model->new_session();
+    ASSERT_TRUE(s.ok());
+    session.emplace(std::move(*s));
+    ASSERT_TRUE(session->add_prompt("Once upon a time").ok());
+  }
+  std::optional<Model> model;
+  std::optional<Session> session;
+};
 
 TEST_F(StoriesLogprobs, GreedyTokensAreTheirStepsMostLikelyAndTheDistributionSumsToOne) {
-  auto model = Model::open(test::stories_gguf(data_));
-  ASSERT_TRUE(model.ok()) << model.status().to_string();
-  auto s = model->new_session();
-  ASSERT_TRUE(s.ok());
-  ASSERT_TRUE(s->add_prompt("Once upon a time").ok());
+  open_with_prompt();
+  ASSERT_FALSE(HasFatalFailure());
+  auto& s = session;
   GenerateOptions g;
   g.max_tokens = 30;
   g.logprobs = model->info().vocab_size;  // every token: the whole distribution
@@ -74,11 +87,9 @@ TEST_F(StoriesLogprobs, GreedyTokensAreTheirStepsMostLikelyAndTheDistributionSum
 }
 
 TEST_F(StoriesLogprobs, SampledTokensAndOffByDefault) {
-  auto model = Model::open(test::stories_gguf(data_));
-  ASSERT_TRUE(model.ok()) << model.status().to_string();
-  auto s = model->new_session();
-  ASSERT_TRUE(s.ok());
-  ASSERT_TRUE(s->add_prompt("Once upon a time").ok());
+  open_with_prompt();
+  ASSERT_FALSE(HasFatalFailure());
+  auto& s = session;
   GenerateOptions g;
   g.max_tokens = 20;
   auto off = s->generate(g);
