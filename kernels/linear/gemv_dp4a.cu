@@ -67,26 +67,10 @@ Status gemv_dp4a(quant::FormatId format, const quant::QuantView& w, Q8ConstActiv
     return invalid_argument(name + ": no integer-dot kernel for [" + std::to_string(w.rows) + ", " +
                             std::to_string(w.cols) + "] at this alignment (check gemv_dp4a_applies first)");
   if (x.codes == nullptr || x.scales == nullptr || y == nullptr) return invalid_argument(name + ": null pointer");
-  switch (format) {
-    case quant::FormatId::kQ4_0:
-    case quant::FormatId::kQ4_1:
-    case quant::FormatId::kQ5_0:
-    case quant::FormatId::kQ5_1:
-    case quant::FormatId::kQ8_0:
-    case quant::FormatId::kQ2_K:
-    case quant::FormatId::kQ3_K:
-    case quant::FormatId::kQ4_K:
-    case quant::FormatId::kQ5_K:
-    case quant::FormatId::kQ6_K: return dp4a_launch::launch_ggml(format, w, x, m, y, stream);
-    case quant::FormatId::kIQ2_XXS:
-    case quant::FormatId::kIQ2_XS:
-    case quant::FormatId::kIQ2_S:
-    case quant::FormatId::kIQ3_XXS:
-    case quant::FormatId::kIQ3_S:
-    case quant::FormatId::kIQ1_S:
-    case quant::FormatId::kIQ1_M: return dp4a_launch::launch_iq_grids(format, w, x, m, y, stream);
-    default: return dp4a_launch::launch_tables_and_afq(format, w, x, m, y, stream);
+  for (auto family : {dp4a_launch::launch_ggml, dp4a_launch::launch_iq_grids, dp4a_launch::launch_tables_and_afq}) {
+    if (std::optional<Status> launched = family(format, w, x, m, y, stream)) return *launched;
   }
+  return invalid_argument(name + ": no policy");  // unreachable: gemv_dp4a_applies checked
 }
 
 }  // namespace qrt::kernels

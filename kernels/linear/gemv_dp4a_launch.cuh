@@ -5,6 +5,7 @@
 // they were the longest compile of the project (about 110 s).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "kernels/cuda/cuda_check.hpp"
@@ -99,13 +100,13 @@ Status launch(const quant::QuantView& w, Q8ConstActivations x, int m, float* y, 
   });
 }
 
-// The per-family entry points (one translation unit each); `format` is one of the family's (gemv_dp4a checked
-// gemv_dp4a_applies), anything else is refused.
-Status launch_ggml(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m, float* y,
-                   cudaStream_t stream);
-Status launch_iq_grids(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m, float* y,
-                       cudaStream_t stream);
-Status launch_tables_and_afq(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m,
-                             float* y, cudaStream_t stream);
+// The per-family entry points (one translation unit each): the launch's status for the family's formats (gemv_dp4a
+// checked gemv_dp4a_applies), nullopt for any other format.
+std::optional<Status> launch_ggml(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m,
+                                  float* y, cudaStream_t stream);
+std::optional<Status> launch_iq_grids(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m,
+                                      float* y, cudaStream_t stream);
+std::optional<Status> launch_tables_and_afq(quant::FormatId format, const quant::QuantView& w,
+                                            Q8ConstActivations x, int m, float* y, cudaStream_t stream);
 
 }  // namespace qrt::kernels::dp4a_launch
