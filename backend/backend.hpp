@@ -115,12 +115,27 @@ struct KvView {
 };
 
 struct KvLayerView {
-  KvView k;           // [capacity, kv_heads * head_dim]
-  KvView v;           // [capacity, kv_heads * head_dim], the same type as k
-  I32View positions;  // [capacity, 1], shared by all layers (kv_write records each slot's position)
+  KvLayerView() = default;
+  KvLayerView(KvView k_rows, KvView v_rows, I32View row_positions, DeviceBuffer workspace = {},
+              ConstI32View table = {}, int table_block_size = 0)
+      : k(k_rows), v(v_rows), positions(row_positions), attention_workspace(workspace), block_table(table),
+        block_size(table_block_size) {}
+  KvView k;           // [rows, kv_heads * head_dim]
+  KvView v;           // [rows, kv_heads * head_dim], the same type as k
+  I32View positions;  // [rows, 1], shared by all layers (kv_write records each row's position)
   // Device memory attention may use over this cache (Backend::attention_workspace_bytes; shared by the layers,
   // which run one after another). Empty: attention does without.
   DeviceBuffer attention_workspace;
+  // A paged cache: k, v and positions are a pool shared by many sequences, in blocks of block_size rows (a power of
+  // two), and this sequence's slot j is pool row block_table[j / block_size] * block_size + j % block_size. Without
+  // a table the rows are the sequence's slots. kv_write takes pool rows (the caller maps the slots); attention reads
+  // slots [0, keys) through the table. The entries must be blocks of the pool: the CPU backend reports one that is
+  // not, a GPU cannot.
+  ConstI32View block_table;  // [blocks, 1]
+  int block_size = 0;
+  bool paged() const { return block_table.data != nullptr; }
+  // The sequence's slots: what attention's key count may reach.
+  int64_t slots() const { return paged() ? block_table.rows * block_size : k.rows; }
 };
 
 // One decode step of sampling for `rows` sequences that share the parameters. The random draws are made on the
@@ -220,9 +235,9 @@ class Backend {
     return 0;
   }
 
-  // Causal attention of the queries over cache slots [0, keys[0]), masked by position (see AttentionParams).
-  // The key count is read by the device, like the slots of kv_write; it must not exceed the capacity (the CPU
-  // backend reports it, a GPU clamps it).
+  // Causal attention of the queries over cache slots [0, keys[0]), masked by position (see AttentionParams), through
+  // the block table of a paged cache. The key count is read by the device, like the slots of kv_write; it must not
+  // exceed cache.slots() (the CPU backend reports it, a GPU clamps it).
   //   q: [tokens, heads * head_dim]; q_positions: [tokens, 1]; keys: [1, 1]; out: [tokens, heads * head_dim]
   virtual Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, ConstI32View keys,
                            const AttentionParams& params, F32View out) = 0;

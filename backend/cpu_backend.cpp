@@ -1,5 +1,6 @@
 #include "backend/cpu_backend.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 #include <span>
@@ -42,8 +43,13 @@ void store_kv_row(const KvView& cache, int64_t slot, const float* row) {
 }
 
 // Rows [0, rows) of a 16-bit cache array as floats.
-void load_kv_rows(const KvView& cache, int64_t rows, float* out) {
-  const uint16_t* in = cache.as<const uint16_t>();
+// Rows [first, first + rows) of a cache as floats.
+void load_kv_rows(const KvView& cache, int64_t first, int64_t rows, float* out) {
+  if (cache.type == KvType::kF32) {
+    std::copy_n(cache.as<const float>() + first * cache.cols, rows * cache.cols, out);
+    return;
+  }
+  const uint16_t* in = cache.as<const uint16_t>() + first * cache.cols;
   const int64_t n = rows * cache.cols;
   if (cache.type == KvType::kF16) {
     for (int64_t i = 0; i < n; ++i) out[i] = quant::fp16_to_f32(in[i]);
@@ -284,10 +290,25 @@ Status CpuBackend::attention(ConstF32View q, ConstI32View q_positions, const KvL
   QRT_TRY(check_view(cache.k.byte_view(), op, "cache k"));
   QRT_TRY(check_view(cache.v.byte_view(), op, "cache v"));
   QRT_TRY(check_view(cache.positions, op, "cache positions"));
+  if (cache.paged()) QRT_TRY(check_view(cache.block_table, op, "block table"));
   QRT_TRY(op_checks::attention(q, q_positions, cache, keys, p, out));
   QRT_TRY(op_checks::key_count(cache, keys.data[0]));
   cpu::AttentionShape shape{p.heads, p.kv_heads, p.head_dim, p.scale, p.sliding_window};
   const int64_t n = keys.data[0];
+  if (cache.paged()) {
+    // The sequence's slots gathered block by block into one contiguous cache (key_count checked the table).
+    const int64_t cols = cache.k.cols, b = cache.block_size;
+    std::vector<float> k(static_cast<size_t>(n * cols)), v(static_cast<size_t>(n * cols));
+    std::vector<int32_t> positions(static_cast<size_t>(n));
+    for (int64_t j0 = 0; j0 < n; j0 += b) {
+      const int64_t row = int64_t{cache.block_table.data[j0 / b]} * b, rows = std::min(b, n - j0);
+      load_kv_rows(cache.k, row, rows, k.data() + j0 * cols);
+      load_kv_rows(cache.v, row, rows, v.data() + j0 * cols);
+      std::copy_n(cache.positions.data + row, rows, positions.data() + j0);
+    }
+    cpu::attention(q.data, q_positions.data, q.rows, k.data(), v.data(), positions.data(), n, shape, out.data);
+    return ok_status();
+  }
   if (cache.k.type == KvType::kF32) {
     cpu::attention(q.data, q_positions.data, q.rows, cache.k.as<float>(), cache.v.as<float>(), cache.positions.data,
                    n, shape, out.data);
@@ -295,8 +316,8 @@ Status CpuBackend::attention(ConstF32View q, ConstI32View q_positions, const KvL
   }
   // A 16-bit cache is widened to float for the reference attention (exact: every f16 and bf16 is a float).
   std::vector<float> k(static_cast<size_t>(n * cache.k.cols)), v(static_cast<size_t>(n * cache.v.cols));
-  load_kv_rows(cache.k, n, k.data());
-  load_kv_rows(cache.v, n, v.data());
+  load_kv_rows(cache.k, 0, n, k.data());
+  load_kv_rows(cache.v, 0, n, v.data());
   cpu::attention(q.data, q_positions.data, q.rows, k.data(), v.data(), cache.positions.data, n, shape, out.data);
   return ok_status();
 }

@@ -1,5 +1,6 @@
 #include "backend/cuda_backend.hpp"
 
+#include <bit>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -546,14 +547,17 @@ Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const Kv
   QRT_TRY(check_view(cache.k.byte_view(), op, "cache k"));
   QRT_TRY(check_view(cache.v.byte_view(), op, "cache v"));
   QRT_TRY(check_view(cache.positions, op, "cache positions"));
+  if (cache.paged()) QRT_TRY(check_view(cache.block_table, op, "block table"));
   const uint64_t shared = kernels::attention_shared_bytes(p.head_dim);
   if (shared > ctx_->props().shared_mem_per_block)
     return unsupported("attention: head_dim " + std::to_string(p.head_dim) + " needs " + std::to_string(shared) +
                        " bytes of shared memory per block; " + ctx_->props().name + " has " +
                        std::to_string(ctx_->props().shared_mem_per_block));
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
-  const kernels::AttentionShape shape{q.rows,    cache.k.rows,     p.heads,     p.kv_heads, p.head_dim,
-                                      p.scale,   p.sliding_window, cache.k.type};
+  kernels::KvPages pages;
+  if (cache.paged()) pages = {cache.block_table.data, std::countr_zero(static_cast<unsigned>(cache.block_size))};
+  const kernels::AttentionShape shape{q.rows,  cache.slots(),    p.heads,      p.kv_heads, p.head_dim,
+                                      p.scale, p.sliding_window, cache.k.type, pages};
   // A prompt over a 16-bit cache: tensor cores, FlashAttention-2 style.
   if (kernels::attention_prefill_tc_applies(shape, ctx_->props().shared_mem_per_block_optin))
     return kernels::attention_prefill_tc(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data,
@@ -572,7 +576,8 @@ Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const Kv
 }
 
 uint64_t CudaBackend::attention_workspace_bytes(int64_t tokens, const AttentionParams& p, int64_t capacity) const {
-  const kernels::AttentionShape shape{tokens, capacity, p.heads, p.kv_heads, p.head_dim, p.scale, p.sliding_window};
+  const kernels::AttentionShape shape{tokens,  capacity,         p.heads,         p.kv_heads, p.head_dim,
+                                      p.scale, p.sliding_window, KvType::kF32, {}};
   const kernels::AttentionSplitPlan plan = kernels::plan_attention_split(shape);
   return plan.splits > 0 && plan.shared_bytes <= ctx_->props().shared_mem_per_block ? plan.workspace_bytes : 0;
 }

@@ -116,6 +116,14 @@ Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& ca
     return shape_error(op, "cache k " + view_string(cache.k) + " / v " + view_string(cache.v) + " / positions " +
                                view_string(cache.positions) + " is not [capacity, " + std::to_string(kv_dim) + "]");
   if (keys.rows != 1 || keys.cols != 1) return shape_error(op, "keys " + view_string(keys) + " is not [1, 1]");
+  if (cache.paged()) {
+    const int b = cache.block_size;
+    if (b <= 0 || (b & (b - 1)) != 0 || cache.k.rows % b != 0)
+      return shape_error(op, "block size " + std::to_string(b) + " is not a power of two dividing the pool's " +
+                                 std::to_string(cache.k.rows) + " rows");
+    if (cache.block_table.cols != 1 || cache.block_table.rows < 0)
+      return shape_error(op, "block table " + view_string(cache.block_table) + " is not [blocks, 1]");
+  }
   QRT_TRY(check_non_negative(q, op, "q"));
   QRT_TRY(check_non_negative(cache.k, op, "cache k"));
   if (overlaps(q, out)) return shape_error(op, "out overlaps q");
@@ -123,9 +131,18 @@ Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& ca
 }
 
 Status key_count(const KvLayerView& cache, int64_t keys) {
-  if (keys < 0 || keys > cache.k.rows)
+  if (keys < 0 || keys > cache.slots())
     return out_of_range("attention: " + std::to_string(keys) + " keys exceed the cache capacity " +
-                        std::to_string(cache.k.rows));
+                        std::to_string(cache.slots()));
+  if (cache.paged()) {
+    const int64_t pool_blocks = cache.k.rows / cache.block_size;
+    for (int64_t b = 0; b * cache.block_size < keys; ++b) {
+      const int32_t block = cache.block_table.data[b];
+      if (block < 0 || block >= pool_blocks)
+        return out_of_range("attention: block table entry " + std::to_string(b) + " is " + std::to_string(block) +
+                            ", outside the pool of " + std::to_string(pool_blocks) + " blocks");
+    }
+  }
   return ok_status();
 }
 

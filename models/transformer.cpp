@@ -390,8 +390,8 @@ Status Transformer::download_last_logits(Sequence& seq, std::vector<float>* logi
                            logits->size() * sizeof(float));
 }
 
-Status Transformer::run_forward(Sequence& seq, std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                                LogitsFor which, F32View* logits) {
+Status Transformer::check_pass(const Sequence& seq, std::span<const int32_t> tokens,
+                               std::span<const int32_t> positions) const {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return invalid_argument("forward: no tokens");
   if (positions.size() != tokens.size())
@@ -408,17 +408,55 @@ Status Transformer::run_forward(Sequence& seq, std::span<const int32_t> tokens, 
     if (positions[static_cast<size_t>(i)] < 0)
       return out_of_range("forward: negative position " + std::to_string(positions[static_cast<size_t>(i)]));
   }
-  QRT_TRY(ensure_scratch(seq, n));
+  return ok_status();
+}
+
+Status Transformer::stage_pass(std::vector<ScopedBuffer>& scratch, Sequence& seq, std::span<const int32_t> tokens,
+                               std::span<const int32_t> positions, bool* at_slots) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  std::vector<int32_t> rows;  // the cache rows of slots [length, length + n), inside the capacity (check_pass)
+  QRT_TRY(prepare_slots(seq, n, &rows));
   // Everything a pass needs from the host, in one upload to a buffer whose address does not change between
   // steps, so that a captured step reads the current values.
   std::vector<int32_t> step(static_cast<size_t>(3 * n + 1));
+  *at_slots = true;
   for (int64_t i = 0; i < n; ++i) {
     step[static_cast<size_t>(i)] = tokens[static_cast<size_t>(i)];
     step[static_cast<size_t>(n + i)] = positions[static_cast<size_t>(i)];
-    step[static_cast<size_t>(2 * n + i)] = static_cast<int32_t>(seq.length_ + i);  // checked against capacity above
+    step[static_cast<size_t>(2 * n + i)] = rows[static_cast<size_t>(i)];
+    *at_slots = *at_slots && positions[static_cast<size_t>(i)] == seq.length_ + i;
   }
   step[static_cast<size_t>(3 * n)] = static_cast<int32_t>(seq.length_ + n);
-  QRT_TRY(backend_.upload(step.data(), seq.scratch_[kStep].buffer().ptr, step.size() * sizeof(int32_t)));
+  return backend_.upload(step.data(), scratch[kStep].buffer().ptr, step.size() * sizeof(int32_t));
+}
+
+Status Transformer::prompt_step(DecodeBatch& batch, Sequence& seq, std::span<const int32_t> tokens,
+                                std::vector<float>* last_logits) {
+  std::vector<int32_t> positions(tokens.size());
+  for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int32_t>(seq.length_ + static_cast<int64_t>(i));
+  QRT_TRY(check_pass(seq, tokens, positions));
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  QRT_TRY(ensure_scratch_buffers(batch.scratch_, batch.scratch_tokens_, n));
+  bool at_slots = true;
+  QRT_TRY(stage_pass(batch.scratch_, seq, tokens, positions, &at_slots));
+  seq.has_last_logits_ = false;
+  const F32View out = batch.scratch_[kLogits].view<float>(1, config_.vocab_size);
+  const CacheRows all_rows[] = {{&seq, 0, n}};
+  QRT_TRY(issue_forward(batch.scratch_, all_rows, n, n - 1, out));
+  last_logits->resize(static_cast<size_t>(config_.vocab_size));
+  QRT_TRY(backend_.download(out.data, last_logits->data(), last_logits->size() * sizeof(float)));
+  seq.length_ += n;
+  record_tokens(seq, tokens, at_slots);
+  return ok_status();
+}
+
+Status Transformer::run_forward(Sequence& seq, std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                                LogitsFor which, F32View* logits) {
+  QRT_TRY(check_pass(seq, tokens, positions));
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  QRT_TRY(ensure_scratch(seq, n));
+  bool at_slots = true;
+  QRT_TRY(stage_pass(seq.scratch_, seq, tokens, positions, &at_slots));
 
   // Final norm and output projection, on the last row only unless every position's logits are wanted.
   const int64_t first_row = which == LogitsFor::kAll ? 0 : n - 1;
@@ -442,6 +480,7 @@ Status Transformer::run_forward(Sequence& seq, std::span<const int32_t> tokens, 
   }
   *logits = out;
   seq.length_ += n;
+  record_tokens(seq, tokens, at_slots);
   return ok_status();
 }
 
@@ -467,6 +506,18 @@ Status Transformer::decode_batch(DecodeBatch& batch, std::span<Sequence* const> 
       return out_of_range("decode_batch: token id " + std::to_string(id) + " outside the vocabulary of " +
                           std::to_string(config_.vocab_size));
   }
+  // Blocks the step takes from each pool, all checked before any is taken so that on error no sequence changes.
+  std::vector<std::pair<const KvPool*, int64_t>> takes;
+  for (const Sequence* seq : seqs) {
+    if (blocks_needed(*seq, 1) == 0) continue;
+    auto it = std::find_if(takes.begin(), takes.end(), [&](const auto& t) { return t.first == seq->pool_; });
+    if (it == takes.end()) it = takes.insert(takes.end(), {seq->pool_, 0});
+    ++it->second;
+  }
+  for (const auto& [pool, blocks] : takes)
+    if (blocks > pool->free_blocks())
+      return out_of_range("decode_batch: KV cache pool full: the step needs " + std::to_string(blocks) +
+                          " blocks, " + std::to_string(pool->free_blocks()) + " are free");
   QRT_TRY(ensure_scratch_buffers(batch.scratch_, batch.scratch_tokens_, n));
   std::vector<int32_t> step(static_cast<size_t>(4 * n));
   std::vector<CacheRows> groups;
@@ -475,8 +526,10 @@ Status Transformer::decode_batch(DecodeBatch& batch, std::span<Sequence* const> 
     Sequence& seq = *seqs[static_cast<size_t>(i)];
     const auto at = [&](int64_t part) { return static_cast<size_t>(part * n + i); };
     step[at(0)] = tokens[static_cast<size_t>(i)];
+    std::vector<int32_t> row;
+    QRT_TRY(prepare_slots(seq, 1, &row));
     step[at(1)] = static_cast<int32_t>(seq.length_);  // position = slot = the next one
-    step[at(2)] = static_cast<int32_t>(seq.length_);
+    step[at(2)] = row[0];
     step[at(3)] = static_cast<int32_t>(seq.length_ + 1);  // keys visible after the write
     groups.push_back({&seq, i, 1});
   }
@@ -485,9 +538,11 @@ Status Transformer::decode_batch(DecodeBatch& batch, std::span<Sequence* const> 
   QRT_TRY(issue_forward(batch.scratch_, groups, n, 0, out));
   logits->resize(static_cast<size_t>(n * config_.vocab_size));
   QRT_TRY(backend_.download(out.data, logits->data(), logits->size() * sizeof(float)));
-  for (Sequence* seq : seqs) {
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Sequence* seq = seqs[i];
     ++seq->length_;
     seq->has_last_logits_ = false;  // its own logits scratch does not hold this step's logits
+    record_tokens(*seq, tokens.subspan(i, 1), true);
   }
   return ok_status();
 }
@@ -545,14 +600,7 @@ Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<cons
     const ConstI32View q_positions = step.row_range(n + rows.first_row, rows.rows);
     const ConstI32View slots = step.row_range(2 * n + rows.first_row, rows.rows);
     const ConstI32View key_count = step.row_range(3 * n + static_cast<int64_t>(g), 1);
-    const uint64_t layer_offset =
-        static_cast<uint64_t>(layer_index) * seq.capacity_ * kv_dim * kv_type_bytes(kv_type_);
-    const KvLayerView cache{
-        KvView{seq.k_cache_.view<uint8_t>(0).data + layer_offset, seq.capacity_, kv_dim, kv_type_},
-        KvView{seq.v_cache_.view<uint8_t>(0).data + layer_offset, seq.capacity_, kv_dim, kv_type_},
-        seq.positions_.view<int32_t>(seq.capacity_, 1),
-        seq.attention_workspace_.buffer(),
-    };
+    const KvLayerView cache = cache_view(seq, layer_index);
     const F32View q_rows = q.row_range(rows.first_row, rows.rows), k_rows = k.row_range(rows.first_row, rows.rows);
     QRT_TRY(be.rope_kv_write(q_rows, k_rows, v.row_range(rows.first_row, rows.rows), heads_, kv_heads_,
                              q_positions, rope, cache, slots));

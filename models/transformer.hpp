@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "loader/quant_tensor.hpp"
+#include "models/kv_blocks.hpp"
 #include "models/model_config.hpp"
 #include "models/rope.hpp"
 #include "backend/backend.hpp"
@@ -51,20 +52,53 @@ struct TransformerOptions {
 
 class Transformer;
 
-// One token stream's state on the device: KV cache for every layer, the positions of its slots and scratch
-// buffers sized for the largest batch seen so far. Must not outlive the Transformer (and its Backend).
+// A paged KV cache shared by many sequences (Transformer::new_kv_pool): K and V of every layer for `blocks` blocks
+// of `block_size` tokens, and each row's position. A paged sequence holds blocks as it grows, returns them when it
+// is reset or destroyed, and starts from blocks that already hold its first tokens where the pool has them
+// (Transformer::reuse_prefix; models/kv_blocks.hpp). Must outlive its sequences; must not outlive the Transformer.
+class KvPool {
+ public:
+  KvPool(const KvPool&) = delete;
+  KvPool& operator=(const KvPool&) = delete;
+  int64_t blocks() const { return blocks_.blocks(); }
+  int block_size() const { return blocks_.block_size(); }
+  int64_t held_blocks() const { return blocks_.held_blocks(); }
+  int64_t free_blocks() const { return blocks_.free_blocks(); }
+  int64_t cached_blocks() const { return blocks_.cached_blocks(); }
+  uint64_t bytes() const { return k_.buffer().bytes + v_.buffer().bytes + positions_.buffer().bytes; }
+  // Prompt tokens taken from cached blocks instead of being computed (reuse_prefix), since the pool was made.
+  uint64_t reused_tokens() const { return reused_tokens_; }
+
+ private:
+  friend class Transformer;
+  friend class Sequence;
+  KvPool(int64_t blocks, int block_size) : blocks_(blocks, block_size) {}
+  KvBlockAllocator blocks_;
+  ScopedBuffer k_, v_;     // [layers, blocks * block_size, kv_heads * head_dim]
+  ScopedBuffer positions_;  // [blocks * block_size] int32
+  uint64_t reused_tokens_ = 0;
+};
+
+// One token stream's state on the device: KV cache for every layer (its own, or blocks of a KvPool), the positions
+// of its slots and scratch buffers sized for the largest batch seen so far. Must not outlive the Transformer (and
+// its Backend), nor its pool.
 class Sequence {
  public:
-  ~Sequence() = default;
+  ~Sequence() { release_blocks(); }
   Sequence(const Sequence&) = delete;
   Sequence& operator=(const Sequence&) = delete;
 
   int64_t length() const { return length_; }      // tokens in the KV cache
   int64_t capacity() const { return capacity_; }  // the most tokens it can hold
+  bool paged() const { return pool_ != nullptr; }
+  int64_t held_blocks() const { return static_cast<int64_t>(blocks_.size()); }  // of its pool
   // The device memory this sequence owns: its KV cache (K and V of every layer for `capacity` tokens, and the
   // slots' positions; fixed when it is created) and its scratch (sized for the largest batch so far, with the
   // attention workspace of one-token steps).
+  // A paged sequence: the share of its pool's memory in the blocks it holds.
   uint64_t kv_cache_bytes() const {
+    if (pool_ != nullptr)
+      return pool_->bytes() / static_cast<uint64_t>(pool_->blocks()) * static_cast<uint64_t>(blocks_.size());
     return k_cache_.buffer().bytes + v_cache_.buffer().bytes + positions_.buffer().bytes;
   }
   uint64_t scratch_bytes() const {
@@ -72,8 +106,9 @@ class Sequence {
     for (const ScopedBuffer& b : scratch_) n += b.buffer().bytes;
     return n;
   }
-  // Forgets every cached token (the memory is kept).
+  // Forgets every cached token (a paged sequence returns its blocks to the pool; otherwise the memory is kept).
   void reset() {
+    release_blocks();
     length_ = 0;
     has_last_logits_ = false;
   }
@@ -81,6 +116,15 @@ class Sequence {
  private:
   friend class Transformer;
   Sequence() = default;
+  void release_blocks() {
+    if (pool_ == nullptr) return;
+    for (int32_t b : blocks_) pool_->blocks_.release(b);
+    blocks_.clear();
+    block_hashes_.clear();
+    tokens_.clear();
+    table_dirty_ = true;
+    prefix_cacheable_ = true;
+  }
 
   int64_t length_ = 0;
   int64_t capacity_ = 0;
@@ -90,12 +134,23 @@ class Sequence {
   ScopedBuffer attention_workspace_;  // for one-token steps (Backend::attention_workspace_bytes), may be empty
   int64_t scratch_tokens_ = 0;      // rows the scratch buffers hold
   std::vector<ScopedBuffer> scratch_;
+  // Paged: the pool, the blocks held (slot j in blocks_[j / block_size]), their table on the device
+  // ([capacity / block_size] int32, uploaded before a pass when it changed), the chain hashes of the full blocks
+  // already offered to the prefix cache, and the tokens in the cache (to hash the blocks as they fill).
+  KvPool* pool_ = nullptr;
+  std::vector<int32_t> blocks_;
+  ScopedBuffer block_table_;
+  bool table_dirty_ = true;
+  std::vector<uint64_t> block_hashes_;
+  std::vector<int32_t> tokens_;
+  bool prefix_cacheable_ = true;  // cleared by a pass at positions other than its slots
   // The one-token step captured over this sequence's buffers (declared last: destroyed before the buffers).
   std::unique_ptr<BackendGraph> decode_graph_;
 };
 
-// Scratch buffers of decode steps that run several sequences at once (Transformer::decode_batch), sized for the
-// largest batch so far. Must not outlive the Transformer (and its Backend).
+// Scratch buffers of passes that do not use a sequence's own (Transformer::decode_batch, Transformer::prompt_step),
+// sized for the largest pass so far: one set serves every sequence of a scheduler. Must not outlive the Transformer
+// (and its Backend).
 class DecodeBatch {
  public:
   DecodeBatch() = default;
@@ -146,6 +201,18 @@ class Transformer {
   // A sequence able to hold `capacity` tokens.
   Result<std::unique_ptr<Sequence>> new_sequence(int64_t capacity);
 
+  // Paged KV cache: a pool of `blocks` blocks of `block_size` tokens (a power of two), and sequences of up to
+  // `capacity` tokens that take blocks from it as they grow. A pass that needs more blocks than the pool has free
+  // fails with kOutOfRange before running (blocks_needed says how many it will take).
+  Result<std::unique_ptr<KvPool>> new_kv_pool(int64_t blocks, int block_size);
+  Result<std::unique_ptr<Sequence>> new_sequence(KvPool& pool, int64_t capacity);
+  // Blocks a pass of `tokens` more tokens takes from the pool (0 for a sequence with its own cache).
+  int64_t blocks_needed(const Sequence& seq, int64_t tokens) const;
+  // An empty paged sequence about to run `tokens`: takes the pool's cached blocks that hold its longest prefix of
+  // whole blocks (but never the last token, whose logits the caller needs) and returns how many tokens they hold;
+  // the sequence's length is then that count, and the caller runs the rest.
+  int64_t reuse_prefix(Sequence& seq, std::span<const int32_t> tokens);
+
   // Runs `tokens` through the model at `positions` (same length), appending them to the sequence's cache
   // slots [length, length + n). A key is visible to a query when its position is not greater (and within the
   // sliding window); the usual caller passes positions length, length + 1, .... Writes the logits to *logits.
@@ -168,6 +235,11 @@ class Transformer {
   // changes. The same numbers as one forward per sequence, up to the summation order of the batched GEMMs.
   Status decode_batch(DecodeBatch& batch, std::span<Sequence* const> seqs, std::span<const int32_t> tokens,
                       std::vector<float>* logits);
+  // A prompt pass at the sequence's next positions on the batch's scratch instead of the sequence's own (so that
+  // many sequences share one set, sized for the largest pass), copying back the last token's logits [vocab]. No
+  // captured graph. On error the sequence keeps its length.
+  Status prompt_step(DecodeBatch& batch, Sequence& seq, std::span<const int32_t> tokens,
+                     std::vector<float>* last_logits);
   Status sample_last(Sequence& seq, const SampleStep& step, int32_t* id);
   Status download_last_logits(Sequence& seq, std::vector<float>* logits);
 
@@ -182,6 +254,18 @@ class Transformer {
     int64_t rows;
   };
   Status ensure_scratch(Sequence& seq, int64_t tokens);
+  // A pass's arguments against the sequence (room, ids, positions), before anything changes.
+  Status check_pass(const Sequence& seq, std::span<const int32_t> tokens, std::span<const int32_t> positions) const;
+  // The pass's slots prepared and its token ids, positions, cache rows and key count uploaded to scratch[kStep];
+  // *at_slots: every position equals its slot.
+  Status stage_pass(std::vector<ScopedBuffer>& scratch, Sequence& seq, std::span<const int32_t> tokens,
+                    std::span<const int32_t> positions, bool* at_slots);
+  // A paged sequence before a pass of `tokens` tokens: blocks for them, the table uploaded when it changed, and the
+  // pool rows of the pass's slots (appended to *rows). Nothing for a sequence with its own cache (rows = slots).
+  Status prepare_slots(Sequence& seq, int64_t tokens, std::vector<int32_t>* rows);
+  // After a pass: the tokens recorded, and blocks that became full offered to the prefix cache.
+  void record_tokens(Sequence& seq, std::span<const int32_t> tokens, bool at_slots);
+  KvLayerView cache_view(Sequence& seq, int layer_index) const;
   Status ensure_scratch_buffers(std::vector<ScopedBuffer>& scratch, int64_t& have, int64_t tokens);
   // The forward pass up to the logits, left on the device: [rows, vocab], rows = 1 for kLast, n for kAll.
   Status run_forward(Sequence& seq, std::span<const int32_t> tokens, std::span<const int32_t> positions,

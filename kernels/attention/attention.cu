@@ -35,6 +35,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const float* __rest
   float* q_s = smem;                 // [head_dim]
   float* acc = smem + s.head_dim;    // [head_dim]
   float* p = acc + s.head_dim;       // [kChunk]
+  __shared__ int64_t row_s[kChunk];  // the cache row of each key of the chunk
   __shared__ float run_max, run_denom, run_scale;
   __shared__ unsigned run_visible;  // bit c: key j0 + c of the current chunk is visible
 
@@ -70,11 +71,12 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const float* __rest
       for (int c = warp; c < kChunk; c += kWarps) {
         float score = -INFINITY;
         if (c < n) {
-          const int64_t j = j0 + c;
-          const int64_t dist = qp - static_cast<int64_t>(key_pos[j]);
+          const int64_t row = kv_row(s.pages, j0 + c);
+          if (lane == 0) row_s[c] = row;
+          const int64_t dist = qp - static_cast<int64_t>(key_pos[row]);
           const bool visible = dist >= 0 && (s.sliding_window <= 0 || dist < s.sliding_window);
           if (visible) {
-            const T* kj = k + j * kv_stride + kv_off;
+            const T* kj = k + row * kv_stride + kv_off;
             float dot = 0.0f;
             for (int d = lane; d < hd; d += 32) dot += q_s[d] * kv_to_float(kj[d]);
             score = warp_sum(dot) * s.scale;
@@ -112,10 +114,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const float* __rest
       const unsigned visible = run_visible;
       for (int d = threadIdx.x; d < hd; d += kThreads) {
         float a = acc[d] * scale_old;
-        const T* vd = v + j0 * kv_stride + kv_off + d;
+        const T* vd = v + kv_off + d;
         for (unsigned rest = visible; rest != 0; rest &= rest - 1) {
           const int c = __ffs(static_cast<int>(rest)) - 1;
-          a += p[c] * kv_to_float(vd[c * kv_stride]);
+          a += p[c] * kv_to_float(vd[row_s[c] * kv_stride]);
         }
         acc[d] = a;
       }

@@ -10,15 +10,24 @@
 
 namespace qrt::kernels {
 
+// A paged cache: the k, v and key_pos arrays are a pool of blocks of 2^block_shift rows, and a sequence's key j
+// (its j-th slot) lives in pool row table[j >> block_shift] * 2^block_shift + (j & (2^block_shift - 1)). With no
+// table, key j is row j. The table's entries are the host's to check (inside the pool); a kernel cannot report.
+struct KvPages {
+  const int32_t* table = nullptr;  // [capacity >> block_shift] block indices, on the device
+  int block_shift = 0;
+};
+
 struct AttentionShape {
   int64_t tokens = 0;      // query rows
-  int64_t capacity = 0;    // cache slots; [0, min(*key_count, capacity)) are considered
+  int64_t capacity = 0;    // the sequence's slots (keys); [0, min(*key_count, capacity)) are considered
   int heads = 0;
   int kv_heads = 0;        // heads % kv_heads == 0; query head h reads kv head h / (heads / kv_heads)
   int head_dim = 0;
   float scale = 0.0f;      // on q·k
   int sliding_window = 0;  // 0 = unlimited; else key visible only when q_pos - k_pos < sliding_window
   KvType kv_type = KvType::kF32;  // the element type of k and v
+  KvPages pages;                   // a paged cache, or none
 };
 
 // Dynamic shared memory the kernel needs for this head_dim; the caller checks it against the device's
@@ -29,7 +38,8 @@ uint64_t attention_shared_bytes(int head_dim);
 // gets zeros.
 //   q: [tokens, heads * head_dim]; q_pos: [tokens]; key_count: one int on the device (read when the kernel runs,
 //   so a replayed graph sees the current count; clamped to [0, capacity])
-//   k, v: [capacity, kv_heads * head_dim] elements of shape.kv_type (the cache rows); key_pos: [capacity]
+//   k, v: [rows, kv_heads * head_dim] elements of shape.kv_type (the cache rows); key_pos: [rows]; rows = capacity,
+//   or the pool's rows when shape.pages has a table
 //   out: [tokens, heads * head_dim], not overlapping q.
 // One block per (query row, head) walks the keys in chunks of 32 with an online softmax, so a single decode row
 // needs no second pass and no workspace.

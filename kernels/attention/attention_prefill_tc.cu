@@ -47,7 +47,7 @@ __host__ __device__ constexpr Layout layout_for(int d) {
 // before, each load waited for the previous one and a tile took about 70 µs on an H100.
 template <class T>
 __device__ __forceinline__ void load_kv_tile(const T* __restrict__ k, const T* __restrict__ v, int64_t j0,
-                                             int64_t kv_stride, int64_t kv_off, int d,
+                                             int64_t kv_stride, int64_t kv_off, int d, const KvPages& pages,
                                              const unsigned char* key_live, T* k_s, T* v_s) {
   constexpr int kUnroll = 4;
   const int tid = threadIdx.x;
@@ -62,7 +62,7 @@ __device__ __forceinline__ void load_kv_tile(const T* __restrict__ k, const T* _
         if (i < vectors) {
           const int c = 8 * i / d;
           if (key_live[c] != 0) {
-            const int64_t at = (j0 + c) * kv_stride + kv_off + (8 * i) % d;
+            const int64_t at = kv_row(pages, j0 + c) * kv_stride + kv_off + (8 * i) % d;
             kr[u] = *reinterpret_cast<const uint4*>(k + at);
             vr[u] = *reinterpret_cast<const uint4*>(v + at);
           }
@@ -81,7 +81,7 @@ __device__ __forceinline__ void load_kv_tile(const T* __restrict__ k, const T* _
   }
   for (int i = tid; i < kKeys * d; i += kThreads) {
     const int c = i / d;
-    const int64_t at = (j0 + c) * kv_stride + kv_off + i % d;
+    const int64_t at = kv_row(pages, j0 + c) * kv_stride + kv_off + i % d;
     const bool live = key_live[c] != 0;
     k_s[i] = live ? k[at] : kv_from_float<T>(0.0f);
     v_s[i] = live ? v[at] : kv_from_float<T>(0.0f);
@@ -163,13 +163,13 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_tc_kernel(
     // 1. which keys of the tile some query of the block may see
     int useful = 0;
     if (tid < kKeys) {
-      const int32_t kp = tid < n ? key_pos[j0 + tid] : 0;
+      const int32_t kp = tid < n ? key_pos[kv_row(s.pages, j0 + tid)] : 0;
       useful = tid < n && kp <= q_max && (s.sliding_window <= 0 || kp > q_min - s.sliding_window);
       key_pos_s[tid] = kp;
       key_live[tid] = static_cast<unsigned char>(useful);
     }
     if (!__syncthreads_or(useful)) continue;  // the whole block agrees: nothing here for any of its rows
-    load_kv_tile(k, v, j0, kv_stride, kv_off, d, key_live, k_s, v_s);
+    load_kv_tile(k, v, j0, kv_stride, kv_off, d, s.pages, key_live, k_s, v_s);
     __syncthreads();
 
     // 2. S = Q·Kᵀ for rows [16 warp, 16 warp + 16)

@@ -71,10 +71,10 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
 #pragma unroll
     for (int u = 0; u < kKeysAtOnce; ++u) {
       const int c = c0 + u;
-      const int64_t j = j0 + (c < n ? c : n - 1);  // past the split: a repeat, discarded below
-      const int64_t dist = qp - static_cast<int64_t>(key_pos[j]);
+      const int64_t row = kv_row(s.pages, j0 + (c < n ? c : n - 1));  // past the split: a repeat, discarded below
+      const int64_t dist = qp - static_cast<int64_t>(key_pos[row]);
       seen[u] = c < n && dist >= 0 && (s.sliding_window <= 0 || dist < s.sliding_window);
-      const T* kj = k + j * kv_stride + static_cast<int64_t>(kv_head) * hd;
+      const T* kj = k + row * kv_stride + static_cast<int64_t>(kv_head) * hd;
 #pragma unroll
       for (int i = 0; i < kMaxDimsPerLane; ++i) {
         const int d = lane + 32 * i;
@@ -133,14 +133,14 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
     float acc[kGroup];
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) acc[g] = 0.0f;
-    const T* vd = v + j0 * kv_stride + static_cast<int64_t>(kv_head) * hd + d;
+    const T* vd = v + static_cast<int64_t>(kv_head) * hd + d;
     // kKeysAtOnce V loads in flight before they are used; an invisible slot (which may hold NaN) counts as 0, and its
     // probability is 0 as well, so the sum is the one over visible keys in the same order.
     int c = 0;
     for (; c + kKeysAtOnce <= n; c += kKeysAtOnce) {
       float vv[kKeysAtOnce];
 #pragma unroll
-      for (int u = 0; u < kKeysAtOnce; ++u) vv[u] = kv_to_float(vd[(c + u) * kv_stride]);
+      for (int u = 0; u < kKeysAtOnce; ++u) vv[u] = kv_to_float(vd[kv_row(s.pages, j0 + c + u) * kv_stride]);
 #pragma unroll
       for (int u = 0; u < kKeysAtOnce; ++u) {
         const float w = visible[c + u] ? vv[u] : 0.0f;
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
     }
     for (; c < n; ++c) {
       if (!visible[c]) continue;
-      const float vv = kv_to_float(vd[c * kv_stride]);
+      const float vv = kv_to_float(vd[kv_row(s.pages, j0 + c) * kv_stride]);
 #pragma unroll
       for (int g = 0; g < kGroup; ++g)
         if (g < group) acc[g] += p[g * chunk_capacity + c] * vv;

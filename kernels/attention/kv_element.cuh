@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "kernels/attention/attention.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "qrt/kv_type.hpp"
 
@@ -28,6 +29,13 @@ __device__ __forceinline__ __half kv_from_float<__half>(float x) {
 template <>
 __device__ __forceinline__ __nv_bfloat16 kv_from_float<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
+}
+
+// The cache row of a sequence's key j (see KvPages).
+__device__ __forceinline__ int64_t kv_row(const KvPages& pages, int64_t j) {
+  if (pages.table == nullptr) return j;
+  const int64_t block = pages.table[j >> pages.block_shift];
+  return (block << pages.block_shift) | (j & ((int64_t{1} << pages.block_shift) - 1));
 }
 
 // Calls f(T{}) with the element type of `type` (host side, to pick a kernel instantiation).

@@ -10,6 +10,7 @@
 
 #include "backend_pair.hpp"
 #include "decode_batch_check.hpp"
+#include "paged_sequence_check.hpp"
 #include "loader/gguf.hpp"
 #include "models/arch/arch.hpp"
 #include "models/arch/gguf_metadata_view.hpp"
@@ -157,6 +158,27 @@ TEST_F(CudaModel, DecodeBatchEqualsEachSequenceAlone) {
     ASSERT_TRUE(model.ok()) << model.status().to_string();
     EXPECT_LT(test::check_decode_batch(**model, 3, 3), 1e-5);  // measured under the SIMT layer: 0
     EXPECT_LT(test::check_decode_batch(**model, 11, 2), 1e-2);  // measured: 6.7e-4 .. 2.4e-3 (bf16 cache)
+  }
+}
+
+// Paged sequences on the CUDA backend: the KV write through the slots' pool rows, every attention kernel through
+// the block table (prompt chunks on the tensor-core kernel for 16-bit caches, decode on the split kernel), reused
+// prefix blocks, and decode_batch over sequences whose blocks interleave in one pool.
+TEST_F(CudaModel, PagedSequencesEqualOwnCacheSequences) {
+  for (const TinyCase& tc : tiny_cases()) {
+    SCOPED_TRACE(tc.name);
+    std::list<quant::QuantBuffers> storage;
+    test::TinyModel m = tiny_model_of(tc, storage);
+    ASSERT_FALSE(HasFatalFailure());
+    TransformerOptions options;
+    options.kv_type = tc.kv_type;
+    auto model = Transformer::create(*gpu_, m.config, m.tensors, options);
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+    // Prompts of more than 8 rows go through the fp16 GEMM, whose rows a reused prefix computed in other batches.
+    EXPECT_LT(test::check_paged_sequences(**model, 8), 1e-2);
+    auto pool = (*model)->new_kv_pool(32, 4);
+    ASSERT_TRUE(pool.ok()) << pool.status().to_string();
+    EXPECT_LT(test::check_decode_batch(**model, 3, 3, pool->get()), 1e-5);
   }
 }
 

@@ -25,7 +25,8 @@ inline double batch_rel_diff(const float* a, const float* b, size_t n) {
 }
 
 // `rows` sequences; prompt i has 1 + 3i tokens; `steps` batched steps. Returns the largest relative difference.
-inline double check_decode_batch(Transformer& model, int rows, int steps) {
+// With a pool, the batched sequences are paged in it (their blocks interleaved as they grow together).
+inline double check_decode_batch(Transformer& model, int rows, int steps, KvPool* pool = nullptr) {
   const int vocab = model.config().vocab_size;
   std::vector<std::unique_ptr<Sequence>> batched, alone;
   std::vector<float> logits;
@@ -33,7 +34,7 @@ inline double check_decode_batch(Transformer& model, int rows, int steps) {
     std::vector<int32_t> prompt(static_cast<size_t>(1 + 3 * i));
     for (size_t t = 0; t < prompt.size(); ++t) prompt[t] = static_cast<int32_t>((7 * i + 13 * t + 1) % vocab);
     for (auto* set : {&batched, &alone}) {
-      auto seq = model.new_sequence(64);
+      auto seq = set == &batched && pool != nullptr ? model.new_sequence(*pool, 64) : model.new_sequence(64);
       EXPECT_TRUE(seq.ok());
       if (!seq.ok()) return 1e9;
       EXPECT_TRUE(model.forward(**seq, prompt, LogitsFor::kLast, &logits).ok());
