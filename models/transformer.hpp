@@ -212,6 +212,10 @@ class Transformer {
   // whole blocks (but never the last token, whose logits the caller needs) and returns how many tokens they hold;
   // the sequence's length is then that count, and the caller runs the rest.
   int64_t reuse_prefix(Sequence& seq, std::span<const int32_t> tokens);
+  // Takes the blocks the next `tokens` tokens of a paged sequence will need now, so that the passes that run them
+  // cannot find the pool full (a scheduler admitting a prompt it runs in chunks). kOutOfRange when the pool has too
+  // few free blocks or the tokens exceed the capacity; nothing changes then.
+  Status reserve_blocks(Sequence& seq, int64_t tokens);
 
   // Runs `tokens` through the model at `positions` (same length), appending them to the sequence's cache
   // slots [length, length + n). A key is visible to a query when its position is not greater (and within the

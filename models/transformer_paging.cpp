@@ -76,6 +76,14 @@ int64_t Transformer::reuse_prefix(Sequence& seq, std::span<const int32_t> tokens
   return reused;
 }
 
+Status Transformer::reserve_blocks(Sequence& seq, int64_t tokens) {
+  if (tokens < 0 || seq.length_ + tokens > seq.capacity_)
+    return out_of_range("reserve_blocks: " + std::to_string(tokens) + " tokens do not fit the sequence (" +
+                        std::to_string(seq.length_) + " of " + std::to_string(seq.capacity_) + " used)");
+  std::vector<int32_t> rows;
+  return prepare_slots(seq, tokens, &rows);
+}
+
 Status Transformer::prepare_slots(Sequence& seq, int64_t tokens, std::vector<int32_t>* rows) {
   if (seq.pool_ == nullptr) {
     for (int64_t i = 0; i < tokens; ++i) rows->push_back(static_cast<int32_t>(seq.length_ + i));

@@ -317,7 +317,16 @@ std::string HttpServer::metrics_text() const {
   metric("qrt_sequences", "gauge", "Sequences: the most requests decoded together.",
          static_cast<uint64_t>(c.sequences));
   metric("qrt_largest_batch", "gauge", "Most requests one step has decoded.", static_cast<uint64_t>(c.largest_batch));
-  metric("qrt_kv_cache_bytes", "gauge", "KV cache memory of all sequences.", c.kv_cache_bytes);
+  metric("qrt_kv_cache_bytes", "gauge", "KV cache pool memory.", c.kv_cache_bytes);
+  metric("qrt_kv_blocks", "gauge", "KV cache blocks in the pool.", static_cast<uint64_t>(c.kv_blocks));
+  metric("qrt_kv_blocks_used", "gauge", "KV cache blocks held by running requests.",
+         static_cast<uint64_t>(c.kv_blocks_used));
+  metric("qrt_kv_blocks_cached", "gauge", "Free KV cache blocks that keep a prompt prefix for reuse.",
+         static_cast<uint64_t>(c.kv_blocks_cached));
+  metric("qrt_prompt_tokens_reused_total", "counter", "Prompt tokens taken from cached blocks, not computed.",
+         c.reused_prompt_tokens);
+  metric("qrt_preemptions_total", "counter", "Requests sent back to the queue to free KV cache blocks.",
+         c.preemptions);
   return o.str();
 }
 

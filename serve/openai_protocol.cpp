@@ -215,6 +215,11 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_v
     if (!it->is_boolean()) return bad("stream must be a boolean", "stream");
     r.stream = it->get<bool>();
   }
+  // vLLM's extension: go on past the end-of-generation token (benchmarks that need a fixed output length).
+  if (const auto it = j.find("ignore_eos"); it != j.end() && !it->is_null()) {
+    if (!it->is_boolean()) return bad("ignore_eos must be a boolean", "ignore_eos");
+    r.generate.stop_at_end_of_generation = !it->get<bool>();
+  }
   if (const auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) return bad("stream_options must be an object", "stream_options");
     const auto usage = it->find("include_usage");

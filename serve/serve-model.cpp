@@ -1,12 +1,14 @@
 // serve-model: an OpenAI-compatible HTTP server for one model (UQFF, GGUF, Ollama name:tag or HF checkpoint).
 //
-//   serve-model MODEL [--host H] [--port P] [--device cpu|cuda] [--max-seqs N] [--ctx-size T] [--api-key K]
+//   serve-model MODEL [--host H] [--port P] [--device cpu|cuda] [--max-seqs N] [--ctx-size T] [--kv-cache-mem MIB]
+//               [--api-key K]
 //
-// --max-seqs sequences are made at start (each with its own KV cache of --ctx-size tokens), so the memory a server
-// needs is known before the first request. Requests are admitted first come first served (qrt::Engine): each
-// prompt runs on its own, then every step decodes one token of every running request in one batched pass. Logs go
-// to stderr: one line when listening ("serve-model: listening on http://HOST:PORT ..."), one per request.
-// SIGINT/SIGTERM stop it.
+// The KV cache is one pool of blocks made at start (--kv-cache-mem; by default room for --max-seqs full contexts
+// of --ctx-size tokens), so the memory a server needs is known before the first request. Requests are admitted
+// first come first served (qrt::Engine) while the pool has blocks for their prompts; prompts run in chunks between
+// the batched decode steps, prompts that start like an earlier one reuse its cached blocks, and when the pool runs
+// out the latest request is preempted and recomputed later. Logs go to stderr: one line when listening
+// ("serve-model: listening on http://HOST:PORT ..."), one per request. SIGINT/SIGTERM stop it.
 #include <CLI/CLI.hpp>
 
 #include <atomic>
@@ -49,19 +51,26 @@ std::string default_served_name(const std::string& path) {
 int main(int argc, char** argv) {
   CLI::App app{"serve-model: serve a model over the OpenAI HTTP API (chat and text completions, SSE streaming)"};
   std::string model_path, host = "127.0.0.1", device = "cpu", api_key, served_name, kv_type;
-  int port = 8080, max_seqs = 4, max_waiting = 64;
-  int64_t context = 0;
+  int port = 8080, max_seqs = 4, max_waiting = 64, block_size = 16;
+  int64_t context = 0, prompt_chunk = 0;
+  double kv_cache_mib = 0;
   app.add_option("model", model_path, "UQFF directory or shard, GGUF file, Ollama name:tag, or HF checkpoint directory")
       ->required();
   app.add_option("--host", host, "address to listen on (0.0.0.0: every interface)");
   app.add_option("--port", port, "port to listen on (0: any free port, printed when listening)")
       ->check(CLI::Range(0, 65535));
   app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--max-seqs", max_seqs, "requests decoded together (one sequence and KV cache each)")
-      ->check(CLI::Range(1, 1024));
+  app.add_option("--max-seqs", max_seqs, "requests decoded together")->check(CLI::Range(1, 1024));
   app.add_option("--max-waiting", max_waiting, "requests that may wait for a sequence before 503 answers")
       ->check(CLI::Range(0, 100000));
   app.add_option("-c,--ctx-size", context, "context length per sequence in tokens (default: the model's, at most 4096)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--kv-cache-mem", kv_cache_mib,
+                 "KV cache pool in MiB, shared by all requests (default: room for --max-seqs full contexts)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--block-size", block_size, "tokens per KV cache block (a power of two)")
+      ->check(CLI::Range(1, 65536));
+  app.add_option("--prompt-chunk", prompt_chunk, "prompt tokens run per step between decode steps (default 512)")
       ->check(CLI::PositiveNumber);
   app.add_option("--kv-type", kv_type, "KV cache element type: f32, f16 or bf16 (default: f16 on cuda, f32 on cpu)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
@@ -88,6 +97,9 @@ int main(int argc, char** argv) {
   engine_options.max_running = max_seqs;
   engine_options.max_waiting = max_waiting;
   engine_options.context_length = context;
+  engine_options.kv_cache_bytes = static_cast<uint64_t>(kv_cache_mib * 1024.0 * 1024.0);
+  engine_options.block_size = block_size;
+  engine_options.prompt_chunk = prompt_chunk;
   auto engine = qrt::Engine::start(*model, engine_options);
   if (!engine.ok()) return fail(engine.status());
   const qrt::EngineCounts counts = (*engine)->counts();
@@ -109,10 +121,12 @@ int main(int argc, char** argv) {
     server.stop();
   });
   std::fprintf(stderr,
-               "serve-model: listening on http://%s:%d (model %s on %s, %d sequences of %lld tokens, %.1f MB of KV "
-               "cache)\n",
+               "serve-model: listening on http://%s:%d (model %s on %s, %d sequences of up to %lld tokens, KV cache "
+               "%.1f MiB in %lld blocks of %d tokens)\n",
                host.c_str(), *bound, server_options.served_model.c_str(), model->info().device.c_str(), max_seqs,
-               static_cast<long long>((*engine)->context_length()), static_cast<double>(counts.kv_cache_bytes) * 1e-6);
+               static_cast<long long>((*engine)->context_length()),
+               static_cast<double>(counts.kv_cache_bytes) / (1024.0 * 1024.0), static_cast<long long>(counts.kv_blocks),
+               counts.kv_block_size);
   std::fflush(stderr);
   const qrt::Status served = server.serve();
   g_stop = true;

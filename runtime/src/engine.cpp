@@ -1,11 +1,19 @@
-// qrt::Engine: continuous batching over sessions of one model (qrt/engine.hpp).
+// qrt::Engine: continuous batching over a paged KV cache (qrt/engine.hpp).
 //
-// One thread runs the loop: admit waiting requests into free sessions (their prompts run one by one through the
-// session's own prefill), sample each running request's next token on the host from the logits of its last step,
-// decide per request whether it stops (as Session::generate decides: end of generation, stop strings, max tokens,
-// a full context, the callback), then run every continuing request's token through one Transformer::decode_batch.
+// One thread runs the loop; each step:
+//   1. cancellations: a queued request leaves the queue, a running one stops at this step;
+//   2. admission, first come first served: the request at the head of the queue takes a free sequence when the pool
+//      has the blocks for the rest of its context after the cached blocks of its prefix (they are reserved at once,
+//      so its prompt chunks never find the pool full); one that could not fit even an empty pool fails;
+//   3. prompts: up to prompt_chunk tokens of the requests still running their context, in admission order, each
+//      chunk one Transformer::prompt_step on the shared scratch;
+//   4. decoding: each request with logits samples its next token on the host with its own sampler and decides, as
+//      Session::generate decides, whether it stops (end of generation, stop strings, max tokens, a full context, the
+//      callback); when the continuing requests need more blocks than the pool has free, the most recently admitted
+//      requests are preempted until they fit; then one Transformer::decode_batch runs every continuing token.
 #include "qrt/engine.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -14,76 +22,123 @@
 
 #include "kernels/cpu/sampler.hpp"
 #include "runtime/src/logprobs.hpp"
-#include "runtime/src/session_state.hpp"
+#include "runtime/src/model_impl.hpp"
+#include "runtime/src/prompt_tokens.hpp"
 #include "runtime/src/stream_text.hpp"
 
 namespace qrt {
 
 namespace {
 
-struct Queued {
+// A request from submit() to on_done: what it asked for and, once admitted, its context and generation so far
+// (kept while it waits after a preemption).
+struct Request {
+  Request(uint64_t request_id, EngineRequest r) : id(request_id), request(std::move(r)), stream(request.options.stop) {}
   uint64_t id = 0;
   EngineRequest request;
+  StreamText stream;
+  std::optional<Sampler> sampler;  // made at the first admission
+  GenerateResult result;
+  std::vector<int32_t> tokens;     // the context: the prompt, then the generated tokens; empty before admission
+  int64_t prompt_tokens = 0;
+  bool started = false;            // on_started has run
+  bool cancelled = false;
+  uint64_t admitted = 0;           // admission order: the latest admitted is preempted first
+  std::vector<float> logits;       // [vocab] of its last pass; empty while its context is still being run
 };
 
-// A request holding a session: its sampler, streamed-text state, the result so far and its next logits.
-struct Running {
-  uint64_t id = 0;
-  EngineRequest request;
-  std::optional<Sampler> sampler;
-  StreamText stream;
-  GenerateResult result;
-  std::vector<float> logits;  // [vocab] of its last step
-  bool cancelled = false;
-  explicit Running(std::vector<std::string> stops) : stream(std::move(stops)) {}
-};
+enum class Admission { kAdmitted, kNoRoom, kFailed };
 
 }  // namespace
 
 struct Engine::Impl {
-  explicit Impl(const Model& handle) : model(handle) {}
+  explicit Impl(const Model& handle, std::shared_ptr<api_detail::ModelImpl> impl)
+      : model(handle), m(std::move(impl)) {}
   Model model;
+  std::shared_ptr<api_detail::ModelImpl> m;
   EngineOptions options;
-  std::vector<Session> sessions;
-  std::vector<std::unique_ptr<Running>> slots;  // per session: its request, or null when free
+  int64_t context = 0, prompt_chunk = 0;
+  // Device objects, used and freed under m->device_mutex.
+  std::unique_ptr<KvPool> pool;
+  std::vector<std::unique_ptr<Sequence>> seqs;
   std::unique_ptr<DecodeBatch> batch;
+  std::vector<std::unique_ptr<Request>> slots;  // per sequence: its request, or null when free
+  uint64_t admissions = 0;
 
-  mutable std::mutex mutex;
+  mutable std::mutex mutex;  // guards what submit(), cancel() and counts() share with the loop
   std::condition_variable wake;
-  std::deque<Queued> waiting;
+  std::deque<std::unique_ptr<Request>> waiting;
   std::vector<uint64_t> cancels;  // ids to stop at the next step
   bool stopping = false;
   uint64_t next_id = 1;
   EngineCounts counts;
   std::thread thread;
 
-  api_detail::SessionState& state(size_t slot) { return Engine::state_of(sessions[slot]); }
-  api_detail::ModelImpl& m() { return *state(0).m; }
-
+  Transformer& model_pass() { return *m->transformer; }
+  int occupied() const {
+    return static_cast<int>(std::count_if(slots.begin(), slots.end(), [](const auto& r) { return r != nullptr; }));
+  }
   void loop();
-  void admit(size_t slot, Queued q);
-  // Samples and processes the slot's next token; true when the request goes on (its token is then in `tokens`).
-  bool advance(size_t slot, std::vector<Sequence*>& seqs, std::vector<int32_t>& tokens);
+  void admit_waiting();
+  // Tokenizes a first admission, then takes the prefix's cached blocks and reserves the rest; finishes the request
+  // when it can never run (and returns kFailed: r is then null).
+  Admission admit(size_t slot, std::unique_ptr<Request>& r);
+  void run_prompts();
+  void decode();
+  // Samples and processes the slot's next token; true when the request goes on (its token is then the context's
+  // last, to be run).
+  bool advance(size_t slot);
+  void preempt(size_t slot);
   void finish(size_t slot, Result<GenerateResult> result);
+  void finish_unadmitted(std::unique_ptr<Request> r, Result<GenerateResult> result);
+  void release_sequence(size_t slot) {
+    std::lock_guard device(m->device_mutex);
+    seqs[slot]->reset();
+  }
+  void sync_pool_counts() {  // under `mutex`
+    counts.kv_blocks_used = pool->held_blocks();
+    counts.kv_blocks_cached = pool->cached_blocks();
+    counts.reused_prompt_tokens = pool->reused_tokens();
+  }
 };
 
 Result<std::unique_ptr<Engine>> Engine::start(const Model& model, const EngineOptions& options) {
   if (options.max_running < 1) return invalid_argument("engine: max_running must be at least 1");
   if (options.max_waiting < 0) return invalid_argument("engine: max_waiting must not be negative");
+  if (options.context_length < 0 || options.prompt_chunk < 0)
+    return invalid_argument("engine: context_length and prompt_chunk must not be negative");
   if (model.info().tp_world > 1)
     return unsupported("engine: batching a tensor-parallel model is not implemented; use sessions");
-  auto impl = std::make_unique<Impl>(model);
-  impl->options = options;
-  SessionOptions so;
-  so.context_length = options.context_length;
-  for (int i = 0; i < options.max_running; ++i) {
-    QRT_ASSIGN_OR_RETURN(Session s, model.new_session(so));
-    impl->counts.kv_cache_bytes += s.memory().kv_cache;
-    impl->sessions.push_back(std::move(s));
+  auto impl = std::make_unique<Impl>(model, model.impl_);
+  Impl& e = *impl;
+  e.options = options;
+  e.context = options.context_length > 0 ? options.context_length : model.info().default_context;
+  e.prompt_chunk = options.prompt_chunk > 0 ? options.prompt_chunk : e.m->options.prompt_batch;
+  const int block = options.block_size;
+  if (block <= 0) return invalid_argument("engine: block_size must be positive");
+  const uint64_t block_bytes =
+      kv_cache_bytes_per_token(e.m->config, 1, e.model_pass().kv_type()) * static_cast<uint64_t>(block);
+  const int64_t full_contexts = int64_t{options.max_running} * ((e.context + block - 1) / block);
+  const int64_t blocks =
+      options.kv_cache_bytes > 0 ? static_cast<int64_t>(options.kv_cache_bytes / block_bytes) : full_contexts;
+  if (blocks < 1)
+    return invalid_argument("engine: a KV cache of " + std::to_string(options.kv_cache_bytes) +
+                            " bytes holds no block of " + std::to_string(block) + " tokens (" +
+                            std::to_string(block_bytes) + " bytes)");
+  {
+    std::lock_guard device(e.m->device_mutex);
+    QRT_ASSIGN_OR_RETURN(e.pool, e.model_pass().new_kv_pool(blocks, block));
+    for (int i = 0; i < options.max_running; ++i) {
+      QRT_ASSIGN_OR_RETURN(std::unique_ptr<Sequence> seq, e.model_pass().new_sequence(*e.pool, e.context));
+      e.seqs.push_back(std::move(seq));
+    }
+    e.batch = std::make_unique<DecodeBatch>();
   }
-  impl->slots.resize(impl->sessions.size());
-  impl->batch = std::make_unique<DecodeBatch>();
-  impl->counts.sequences = options.max_running;
+  e.slots.resize(e.seqs.size());
+  e.counts.sequences = options.max_running;
+  e.counts.kv_cache_bytes = e.pool->bytes();
+  e.counts.kv_blocks = e.pool->blocks();
+  e.counts.kv_block_size = block;
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->loop(); });
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
@@ -98,9 +153,11 @@ Engine::~Engine() {
   }
   impl_->wake.notify_all();
   impl_->thread.join();
-  // The batch scratch goes back to the backend under its lock, before the sessions and the model.
-  std::lock_guard device(impl_->m().device_mutex);
+  // Device memory goes back to the backend under its lock: the sequences before their pool.
+  std::lock_guard device(impl_->m->device_mutex);
   impl_->batch.reset();
+  impl_->seqs.clear();
+  impl_->pool.reset();
 }
 
 Result<uint64_t> Engine::submit(EngineRequest request) {
@@ -113,7 +170,7 @@ Result<uint64_t> Engine::submit(EngineRequest request) {
     return out_of_range("engine: " + std::to_string(impl_->waiting.size()) + " requests wait already (max_waiting " +
                         std::to_string(impl_->options.max_waiting) + ")");
   const uint64_t id = impl_->next_id++;
-  impl_->waiting.push_back({id, std::move(request)});
+  impl_->waiting.push_back(std::make_unique<Request>(id, std::move(request)));
   impl_->counts.waiting = static_cast<int>(impl_->waiting.size());
   impl_->wake.notify_all();
   return id;
@@ -132,130 +189,223 @@ EngineCounts Engine::counts() const {
   return impl_->counts;
 }
 
-int64_t Engine::context_length() const { return impl_->sessions.front().context_length(); }
+int64_t Engine::context_length() const { return impl_->context; }
 
 void Engine::Impl::loop() {
   for (;;) {
-    std::vector<Queued> admitted, dropped;
+    std::vector<std::unique_ptr<Request>> dropped;
     std::vector<uint64_t> cancel_now;
     {
       std::unique_lock lock(mutex);
       wake.wait(lock, [&] {
         if (stopping || !cancels.empty()) return true;
-        const bool any_running = counts.running > 0;
         const bool can_admit = !waiting.empty() && counts.running < static_cast<int>(slots.size());
-        return any_running || can_admit;
+        return counts.running > 0 || can_admit;
       });
       if (stopping) break;
       cancel_now.swap(cancels);
       for (uint64_t id : cancel_now) {  // a queued request leaves the queue at once
-        for (auto it = waiting.begin(); it != waiting.end(); ++it) {
-          if (it->id == id) {
-            dropped.push_back(std::move(*it));
-            ++counts.finished;
-            waiting.erase(it);
-            break;
-          }
-        }
-      }
-      int free = static_cast<int>(slots.size()) - counts.running;
-      while (free-- > 0 && !waiting.empty()) {
-        admitted.push_back(std::move(waiting.front()));
-        waiting.pop_front();
+        const auto it = std::find_if(waiting.begin(), waiting.end(), [&](const auto& r) { return r->id == id; });
+        if (it == waiting.end()) continue;
+        dropped.push_back(std::move(*it));
+        waiting.erase(it);
       }
       counts.waiting = static_cast<int>(waiting.size());
     }
-    for (Queued& q : dropped) {  // callbacks run outside the lock: they may call counts() or submit()
-      GenerateResult empty;
-      empty.stop_reason = StopReason::kCallback;
-      if (q.request.on_done) q.request.on_done(std::move(empty));
+    for (auto& r : dropped) {  // callbacks run outside the lock: they may call counts() or submit()
+      GenerateResult result = std::move(r->result);  // a preempted request keeps what it produced
+      result.text += r->stream.flush();
+      result.stop_reason = StopReason::kCallback;
+      finish_unadmitted(std::move(r), std::move(result));
     }
-    for (size_t s = 0; s < slots.size(); ++s)
-      if (slots[s])
-        for (uint64_t id : cancel_now) slots[s]->cancelled |= slots[s]->id == id;
-    for (Queued& q : admitted) {
-      size_t s = 0;
-      while (slots[s]) ++s;
-      admit(s, std::move(q));
-    }
-
-    std::vector<Sequence*> seqs;
-    std::vector<int32_t> tokens;
-    std::vector<size_t> order;
-    for (size_t s = 0; s < slots.size(); ++s) {
-      if (slots[s] && advance(s, seqs, tokens)) order.push_back(s);
-    }
-    if (seqs.empty()) continue;
-    std::vector<float> logits;
-    Status st;
-    {
-      std::lock_guard device(m().device_mutex);
-      st = m().transformer->decode_batch(*batch, seqs, tokens, &logits);
-    }
-    {
-      std::lock_guard lock(mutex);
-      ++counts.steps;
-      counts.largest_batch = std::max(counts.largest_batch, static_cast<int>(seqs.size()));
-    }
-    const size_t vocab = static_cast<size_t>(m().config.vocab_size);
-    for (size_t k = 0; k < order.size(); ++k) {
-      const size_t s = order[k];
-      if (!st.ok()) {
-        finish(s, st.with_context("decoding"));
-        continue;
-      }
-      slots[s]->logits.assign(logits.begin() + static_cast<std::ptrdiff_t>(k * vocab),
-                              logits.begin() + static_cast<std::ptrdiff_t>((k + 1) * vocab));
-    }
+    for (auto& r : slots)
+      if (r && std::find(cancel_now.begin(), cancel_now.end(), r->id) != cancel_now.end()) r->cancelled = true;
+    admit_waiting();
+    run_prompts();
+    decode();
+    std::lock_guard lock(mutex);
+    sync_pool_counts();
   }
   // Stopping: every request still here learns it will not be served.
   const Status gone = invalid_argument("the engine was destroyed before the request finished");
   for (size_t s = 0; s < slots.size(); ++s)
     if (slots[s]) finish(s, gone);
-  for (Queued& q : waiting)
-    if (q.request.on_done) q.request.on_done(gone);
-  waiting.clear();
+  while (!waiting.empty()) {
+    std::unique_ptr<Request> r = std::move(waiting.front());
+    waiting.pop_front();
+    finish_unadmitted(std::move(r), gone);
+  }
 }
 
-void Engine::Impl::admit(size_t slot, Queued q) {
-  Session& session = sessions[slot];
-  session.reset();
-  const Status fed = q.request.messages.empty() ? session.add_prompt(q.request.prompt)
-                                                 : session.add_chat(q.request.messages);
-  auto sampler = Sampler::create(q.request.options.sampling);
-  if (!fed.ok() || !sampler.ok()) {
+void Engine::Impl::admit_waiting() {
+  for (size_t s = 0; s < slots.size(); ++s) {
+    if (slots[s]) continue;
+    std::unique_ptr<Request> r;
     {
       std::lock_guard lock(mutex);
-      ++counts.finished;
+      if (waiting.empty()) return;
+      r = std::move(waiting.front());
+      waiting.pop_front();
     }
-    if (q.request.on_done) q.request.on_done(!fed.ok() ? fed : sampler.status());
-    return;
+    switch (admit(s, r)) {
+      case Admission::kAdmitted: {
+        std::lock_guard lock(mutex);
+        slots[s] = std::move(r);
+        ++counts.running;
+        counts.waiting = static_cast<int>(waiting.size());
+        sync_pool_counts();  // its blocks are reserved: a running request always shows its blocks
+        continue;
+      }
+      case Admission::kFailed:
+        continue;  // admit() has finished it
+      case Admission::kNoRoom: {
+        std::lock_guard lock(mutex);  // first come first served: nobody overtakes it
+        waiting.push_front(std::move(r));
+        return;
+      }
+    }
   }
-  auto r = std::make_unique<Running>(q.request.options.stop);
-  r->id = q.id;
-  r->sampler.emplace(std::move(*sampler));
-  api_detail::SessionState& st = state(slot);
-  Status got;
-  {
-    std::lock_guard device(m().device_mutex);
-    got = m().transformer->download_last_logits(*st.sequence, &r->logits);
-  }
-  const int64_t prompt_tokens = static_cast<int64_t>(st.tokens.size());
-  r->request = std::move(q.request);
-  {
-    std::lock_guard lock(mutex);
-    ++counts.running;
-    counts.prompt_tokens += static_cast<uint64_t>(prompt_tokens);
-  }
-  slots[slot] = std::move(r);
-  if (!got.ok()) return finish(slot, got);
-  if (slots[slot]->request.on_started) slots[slot]->request.on_started(prompt_tokens);
-  if (slots[slot]->request.options.max_tokens <= 0) finish(slot, std::move(slots[slot]->result));
 }
 
-bool Engine::Impl::advance(size_t slot, std::vector<Sequence*>& seqs, std::vector<int32_t>& tokens) {
-  Running& r = *slots[slot];
-  api_detail::SessionState& st = state(slot);
+Admission Engine::Impl::admit(size_t slot, std::unique_ptr<Request>& request) {
+  Request& r = *request;
+  const auto fail = [&](Status why) {
+    finish_unadmitted(std::move(request), std::move(why));
+    return Admission::kFailed;
+  };
+  if (r.tokens.empty()) {  // the first admission
+    const GenerateOptions& o = r.request.options;
+    if (o.max_tokens < 0) return fail(invalid_argument("max tokens must be >= 0, got " + std::to_string(o.max_tokens)));
+    auto sampler = Sampler::create(o.sampling);
+    if (!sampler.ok()) return fail(sampler.status());
+    auto ids = r.request.messages.empty() ? api_detail::text_prompt_ids(*m, r.request.prompt, PromptOptions{}, true)
+                                          : api_detail::chat_prompt_ids(model, *m, r.request.messages);
+    if (!ids.ok()) return fail(ids.status());
+    if (ids->empty()) return fail(invalid_argument("nothing to continue: the prompt has no tokens"));
+    if (static_cast<int64_t>(ids->size()) > context)
+      return fail(out_of_range("prompt of " + std::to_string(ids->size()) + " tokens does not fit the context of " +
+                               std::to_string(context) + " tokens"));
+    r.sampler.emplace(std::move(*sampler));
+    r.tokens = std::move(*ids);
+    r.prompt_tokens = static_cast<int64_t>(r.tokens.size());
+    std::lock_guard lock(mutex);
+    counts.prompt_tokens += static_cast<uint64_t>(r.prompt_tokens);
+  }
+  Sequence& seq = *seqs[slot];
+  Status cannot_run;
+  {
+    std::lock_guard device(m->device_mutex);
+    model_pass().reuse_prefix(seq, r.tokens);
+    const int64_t rest = static_cast<int64_t>(r.tokens.size()) - seq.length();
+    const int64_t need = model_pass().blocks_needed(seq, rest);
+    if (need <= pool->free_blocks()) {
+      cannot_run = model_pass().reserve_blocks(seq, rest);
+    } else if (occupied() == 0) {  // the whole pool is free, and it is not enough
+      cannot_run = out_of_range("a context of " + std::to_string(r.tokens.size()) + " tokens needs " +
+                                std::to_string(need + seq.held_blocks()) + " KV cache blocks; the pool has " +
+                                std::to_string(pool->blocks()) + " (raise the KV cache memory)");
+    } else {
+      seq.reset();
+      return Admission::kNoRoom;  // blocks come free as the running requests finish
+    }
+    if (!cannot_run.ok()) seq.reset();
+  }
+  if (!cannot_run.ok()) return fail(std::move(cannot_run));
+  r.admitted = ++admissions;
+  r.logits.clear();
+  return Admission::kAdmitted;
+}
+
+void Engine::Impl::run_prompts() {
+  std::vector<size_t> order;
+  for (size_t s = 0; s < slots.size(); ++s)
+    if (slots[s] && slots[s]->logits.empty()) order.push_back(s);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return slots[a]->admitted < slots[b]->admitted; });
+  int64_t budget = prompt_chunk;
+  for (size_t s : order) {
+    if (budget <= 0) break;
+    Request& r = *slots[s];
+    Sequence& seq = *seqs[s];
+    const int64_t done = seq.length(), n = std::min(budget, static_cast<int64_t>(r.tokens.size()) - done);
+    std::vector<float> logits;
+    Status st;
+    {
+      std::lock_guard device(m->device_mutex);
+      st = model_pass().prompt_step(*batch, seq, std::span(r.tokens).subspan(static_cast<size_t>(done),
+                                                                              static_cast<size_t>(n)), &logits);
+    }
+    if (!st.ok()) {
+      finish(s, st.with_context("running the prompt"));
+      continue;
+    }
+    budget -= n;
+    if (seq.length() < static_cast<int64_t>(r.tokens.size())) continue;
+    r.logits = std::move(logits);
+    if (!r.started) {
+      r.started = true;
+      if (r.request.on_started) r.request.on_started(r.prompt_tokens);
+    }
+    if (r.request.options.max_tokens <= 0) finish(s, std::move(r.result));
+  }
+}
+
+void Engine::Impl::decode() {
+  std::vector<size_t> order;
+  for (size_t s = 0; s < slots.size(); ++s)
+    if (slots[s] && !slots[s]->logits.empty() && advance(s)) order.push_back(s);
+  // Blocks for this step's tokens: preempt the latest admitted requests until the rest fit.
+  const auto needed = [&] {
+    int64_t n = 0;
+    for (size_t s : order) n += model_pass().blocks_needed(*seqs[s], 1);
+    return n;
+  };
+  while (!order.empty() && needed() > pool->free_blocks()) {
+    size_t victim = slots.size();
+    for (size_t s = 0; s < slots.size(); ++s)
+      if (slots[s] && (victim == slots.size() || slots[s]->admitted > slots[victim]->admitted)) victim = s;
+    order.erase(std::remove(order.begin(), order.end(), victim), order.end());
+    if (occupied() == 1) {
+      // Alone and still out of blocks: the pool is its whole context.
+      Request& r = *slots[victim];
+      r.result.text += r.stream.flush();
+      r.result.stop_reason = StopReason::kContextFull;
+      finish(victim, std::move(r.result));
+      break;
+    }
+    preempt(victim);
+  }
+  if (order.empty()) return;
+  std::vector<Sequence*> batch_seqs;
+  std::vector<int32_t> tokens;
+  for (size_t s : order) {
+    batch_seqs.push_back(seqs[s].get());
+    tokens.push_back(slots[s]->tokens.back());
+  }
+  std::vector<float> logits;
+  Status st;
+  {
+    std::lock_guard device(m->device_mutex);
+    st = model_pass().decode_batch(*batch, batch_seqs, tokens, &logits);
+  }
+  {
+    std::lock_guard lock(mutex);
+    ++counts.steps;
+    counts.largest_batch = std::max(counts.largest_batch, static_cast<int>(order.size()));
+  }
+  const size_t vocab = static_cast<size_t>(m->config.vocab_size);
+  for (size_t k = 0; k < order.size(); ++k) {
+    const size_t s = order[k];
+    if (!st.ok()) {
+      finish(s, st.with_context("decoding"));
+      continue;
+    }
+    slots[s]->logits.assign(logits.begin() + static_cast<std::ptrdiff_t>(k * vocab),
+                            logits.begin() + static_cast<std::ptrdiff_t>((k + 1) * vocab));
+  }
+}
+
+bool Engine::Impl::advance(size_t slot) {
+  Request& r = *slots[slot];
   const GenerateOptions& o = r.request.options;
   GenerateResult& res = r.result;
   if (r.cancelled) {
@@ -264,8 +414,8 @@ bool Engine::Impl::advance(size_t slot, std::vector<Sequence*>& seqs, std::vecto
     finish(slot, std::move(res));
     return false;
   }
-  const Tokenizer& tok = *st.m->tokenizer;
-  const int32_t id = r.sampler->sample(r.logits, st.tokens);
+  const Tokenizer& tok = *m->tokenizer;
+  const int32_t id = r.sampler->sample(r.logits, r.tokens);
   if (o.stop_at_end_of_generation && tok.is_end_of_generation(id)) {
     const std::string rest = r.stream.flush();
     res.text += rest;
@@ -279,7 +429,7 @@ bool Engine::Impl::advance(size_t slot, std::vector<Sequence*>& seqs, std::vecto
     if (o.on_logprobs) o.on_logprobs(lp);
     res.logprobs.push_back(std::move(lp));
   }
-  st.tokens.push_back(id);
+  r.tokens.push_back(id);
   res.tokens.push_back(id);
   const bool control = tok.token_type(id) == TokenType::kControl;
   std::string text = r.stream.push(control ? std::string_view() : tok.token_to_piece(id));
@@ -288,8 +438,8 @@ bool Engine::Impl::advance(size_t slot, std::vector<Sequence*>& seqs, std::vecto
     stop = StopReason::kStopString;
   } else if (static_cast<int>(res.tokens.size()) >= o.max_tokens) {
     stop = StopReason::kMaxTokens;
-  } else if (st.sequence->length() >= st.sequence->capacity()) {
-    stop = StopReason::kContextFull;
+  } else if (seqs[slot]->length() >= context) {
+    stop = StopReason::kContextFull;  // no slot to run this token through
   }
   if (stop == StopReason::kMaxTokens || stop == StopReason::kContextFull) text += r.stream.flush();
   res.text += text;
@@ -302,17 +452,38 @@ bool Engine::Impl::advance(size_t slot, std::vector<Sequence*>& seqs, std::vecto
     finish(slot, std::move(res));
     return false;
   }
-  seqs.push_back(st.sequence.get());
-  tokens.push_back(id);
   return true;
 }
 
+void Engine::Impl::preempt(size_t slot) {
+  release_sequence(slot);
+  std::unique_ptr<Request> r = std::move(slots[slot]);
+  r->logits.clear();  // its context runs again from the prompt when it is admitted again
+  std::lock_guard lock(mutex);
+  --counts.running;
+  ++counts.preemptions;
+  waiting.push_front(std::move(r));
+  counts.waiting = static_cast<int>(waiting.size());
+  sync_pool_counts();
+}
+
 void Engine::Impl::finish(size_t slot, Result<GenerateResult> result) {
-  std::unique_ptr<Running> r = std::move(slots[slot]);
+  release_sequence(slot);
+  std::unique_ptr<Request> r = std::move(slots[slot]);
   {
-    // Counted before on_done, so that whoever on_done wakes sees the sequence free.
+    // Counted before on_done, so that whoever on_done wakes sees the sequence and its blocks free.
     std::lock_guard lock(mutex);
     --counts.running;
+    ++counts.finished;
+    counts.generated_tokens += result.ok() ? result->tokens.size() : 0;
+    sync_pool_counts();
+  }
+  if (r->request.on_done) r->request.on_done(std::move(result));
+}
+
+void Engine::Impl::finish_unadmitted(std::unique_ptr<Request> r, Result<GenerateResult> result) {
+  {
+    std::lock_guard lock(mutex);
     ++counts.finished;
     counts.generated_tokens += result.ok() ? result->tokens.size() : 0;
   }

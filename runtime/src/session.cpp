@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "runtime/src/logprobs.hpp"
+#include "runtime/src/prompt_tokens.hpp"
 #include "runtime/src/session_state.hpp"
 #include "runtime/src/stream_text.hpp"
 #include "kernels/cpu/sampler.hpp"
@@ -173,8 +174,7 @@ Status Session::add_tokens(std::span<const int32_t> ids_in) {
 
 Status Session::add_prompt(std::string_view text, const PromptOptions& options) {
   SessionState& s = *state_;
-  const bool add_special = options.add_special && s.tokens.empty();
-  QRT_ASSIGN_OR_RETURN(std::vector<int32_t> ids, s.m->tokenizer->encode(text, add_special, options.parse_special));
+  QRT_ASSIGN_OR_RETURN(std::vector<int32_t> ids, api_detail::text_prompt_ids(*s.m, text, options, s.tokens.empty()));
   return add_tokens(ids);
 }
 
@@ -182,12 +182,7 @@ Status Session::add_chat(const std::vector<ChatMessage>& messages) {
   SessionState& s = *state_;
   if (!s.tokens.empty())
     return invalid_argument("add_chat renders a whole conversation and needs an empty session: call reset() first");
-  QRT_ASSIGN_OR_RETURN(std::string text, s.model.render_chat(messages, /*add_generation_prompt=*/true));
-  const Tokenizer& tok = *s.m->tokenizer;
-  QRT_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.encode(text, /*add_special=*/true, /*parse_special=*/true));
-  // Templates that write the BOS text themselves would get a second BOS from add_special.
-  if (ids.size() >= 2 && tok.bos_id() >= 0 && ids[0] == tok.bos_id() && ids[1] == tok.bos_id())
-    ids.erase(ids.begin());
+  QRT_ASSIGN_OR_RETURN(std::vector<int32_t> ids, api_detail::chat_prompt_ids(s.model, *s.m, messages));
   return add_tokens(ids);
 }
 

@@ -1,7 +1,10 @@
-// Continuous batching over one model: requests join and leave at every step, and every step decodes one token of
-// every running request in one pass (Transformer::decode_batch: each weight matrix is read once per step for all
-// of them). A request is admitted first come first served when a sequence is free, its prompt runs on its own,
-// then it decodes together with the others until it stops.
+// Continuous batching over one model with a paged KV cache: requests join and leave at every step, and every step
+// decodes one token of every running request in one pass (Transformer::decode_batch: each weight matrix is read
+// once per step for all of them). Requests are admitted first come first served while a sequence is free and the
+// pool has blocks for the prompt; prompts run in chunks between the decode passes (a long prompt does not stall
+// the others), starting from cached blocks of earlier requests with the same first tokens. When the pool runs out
+// of blocks, the most recently admitted request is preempted: its blocks are returned and it waits at the front of
+// the queue to be recomputed from its prompt and the tokens it has produced (its sampler state is kept).
 //
 //   auto engine = qrt::Engine::start(model, {.max_running = 8});
 //   qrt::EngineRequest r;
@@ -26,9 +29,13 @@
 namespace qrt {
 
 struct EngineOptions {
-  int max_running = 8;          // requests decoded together; each holds a sequence (KV cache) of context_length
+  int max_running = 8;          // requests decoded together
   int max_waiting = 64;         // requests queued beyond the running ones; submit() refuses more
-  int64_t context_length = 0;   // tokens per sequence; 0 = the model's default
+  int64_t context_length = 0;   // the most tokens of one request (prompt and output); 0 = the model's default
+  // Memory of the KV cache pool shared by all requests; 0 = room for max_running full contexts.
+  uint64_t kv_cache_bytes = 0;
+  int block_size = 16;          // tokens per KV cache block (a power of two)
+  int64_t prompt_chunk = 0;     // prompt tokens run per step, over all prompts; 0 = the model's prompt_batch
 };
 
 struct EngineRequest {
@@ -48,11 +55,17 @@ struct EngineCounts {
   int waiting = 0;
   int sequences = 0;            // max_running
   uint64_t steps = 0;           // batched decode passes
-  uint64_t prompt_tokens = 0;
+  uint64_t prompt_tokens = 0;   // of admitted requests (each counted once)
+  uint64_t reused_prompt_tokens = 0;  // prompt tokens taken from cached blocks instead of computed
   uint64_t generated_tokens = 0;
   uint64_t finished = 0;        // requests whose on_done has run
+  uint64_t preemptions = 0;     // requests sent back to the queue to free KV blocks
   int largest_batch = 0;        // most requests one step decoded
-  uint64_t kv_cache_bytes = 0;  // all sequences together
+  uint64_t kv_cache_bytes = 0;  // the pool
+  int64_t kv_blocks = 0;        // in the pool
+  int64_t kv_blocks_used = 0;   // held by running requests
+  int64_t kv_blocks_cached = 0; // free, holding a prefix a later request may reuse
+  int kv_block_size = 0;        // tokens per block
 };
 
 class Engine {
@@ -74,7 +87,6 @@ class Engine {
 
  private:
   explicit Engine(std::unique_ptr<Impl> impl);
-  static api_detail::SessionState& state_of(Session& session) { return *session.state_; }
   std::unique_ptr<Impl> impl_;
 };
 

@@ -220,6 +220,7 @@ class Model {
 
  private:
   friend class Session;
+  friend class Engine;  // schedules requests on the model's transformer
   explicit Model(std::shared_ptr<api_detail::ModelImpl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<api_detail::ModelImpl> impl_;
 };
@@ -258,7 +259,6 @@ class Session {
 
  private:
   friend class Model;
-  friend class Engine;  // runs its sessions' decode steps together
   explicit Session(std::unique_ptr<api_detail::SessionState> state);
   std::unique_ptr<api_detail::SessionState> state_;
 };

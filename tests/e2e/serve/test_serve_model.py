@@ -6,7 +6,10 @@
 * 32 concurrent clients with different prompts each get exactly the text they get alone, decoded 4 at a time in
   one batched step (serve-model's engine, --max-seqs 4);
 * while one long request generates, a second one starts and finishes first (requests interleave);
-* a client that drops a stream frees its session (/metrics: nothing running, one cancelled);
+* a client that drops a stream frees its session and its KV cache blocks (/metrics: nothing running, one
+  cancelled, no block held);
+* a KV cache pool too small for all clients (--kv-cache-mem): requests are preempted and recomputed, each still
+  gets the text it gets alone, every block comes back; a repeated long prompt reuses its cached prefix blocks;
 * errors in OpenAI's shape with the right status: bad JSON and bad parameters 400, unknown model 404, a prompt
   longer than the context 400 context_length_exceeded, a wrong API key 401, every session busy and no room to
   wait 503; and the server keeps serving after each.
@@ -222,13 +225,15 @@ try:
     t.join()
     check("a short request finishes while a long one generates", events == ["short done", "long done"], events)
 
-    # A client that drops its stream frees the session.
+    # A client that drops its stream frees the session and its KV cache blocks.
     before = server.metrics()
     req = urllib.request.Request(server.base + "/v1/completions", method="POST",
-                                 data=json.dumps({"prompt": PROMPT, "max_tokens": 3000, "stream": True}).encode(),
+                                 data=json.dumps({"prompt": PROMPT, "max_tokens": 3000, "stream": True,
+                                                  "ignore_eos": True}).encode(),
                                  headers={"Content-Type": "application/json"})
     resp = urllib.request.urlopen(req, timeout=30)
     resp.readline()
+    streaming = server.metrics()
     resp.close()
     deadline, m = time.time() + 20, {}
     while time.time() < deadline:
@@ -239,6 +244,9 @@ try:
         time.sleep(0.1)
     check("a dropped stream frees its session", m.get("qrt_requests_running") == 0 and
           m.get("qrt_requests_cancelled_total", 0) == before.get("qrt_requests_cancelled_total", 0) + 1, m)
+    check("a dropped stream returns its KV blocks to the pool",
+          before["qrt_kv_blocks_used"] == 0 and streaming["qrt_kv_blocks_used"] > 0 and m["qrt_kv_blocks_used"] == 0,
+          (before, streaming, m))
 
     # Errors, each followed by a request that works.
     status, body = server.post_raw("/v1/completions", b"{not json")
@@ -268,6 +276,34 @@ try:
     m = server.metrics()
     check("metrics count the requests", m["qrt_sequences"] == 4 and m["qrt_requests_failed_total"] >= 6 and
           m["qrt_generation_tokens_total"] > 0, m)
+finally:
+    server.stop()
+
+# A KV cache pool too small for every client at once (--kv-cache-mem): requests are preempted and recomputed later,
+# and each still gets exactly the text it gets alone; a repeated long prompt reuses the cached blocks of its prefix.
+PRE_CLIENTS, N_PRE, PRE_MEM = (4, 24, "0.05") if SIMULATED else (8, 120, "0.25")
+server = Server(GGUF, "--max-seqs", str(PRE_CLIENTS), "--ctx-size", "512", "--kv-cache-mem", PRE_MEM,
+                "--block-size", "16")
+try:
+    client = server.client()
+    prompts = [f"{w} day, a {x}" for w in ("One", "Every") for x in ("girl", "boy", "dog", "cat")][:PRE_CLIENTS]
+    full = {"ignore_eos": True}  # every request runs its N_PRE tokens, so that together they overflow the pool
+    alone = [completion_text(client, p, N_PRE, extra_body=full).choices[0].text for p in prompts]
+    check("the pool fits one request at a time", server.metrics()["qrt_preemptions_total"] == 0, server.metrics())
+    with concurrent.futures.ThreadPoolExecutor(PRE_CLIENTS) as pool:
+        together = list(pool.map(lambda p: completion_text(client, p, N_PRE, extra_body=full).choices[0].text,
+                                 prompts))
+    m = server.metrics()
+    check("requests preempted for KV blocks give the text they give alone", together == alone,
+          [(a == b) for a, b in zip(together, alone)])
+    check("preemptions happened and every block came back", m["qrt_preemptions_total"] > 0 and
+          m["qrt_kv_blocks_used"] == 0 and m["qrt_kv_blocks"] * 16 < PRE_CLIENTS * N_PRE, m)
+    story = "Once upon a time, there was a little girl named Lily. She loved to play outside with her dog."
+    first = completion_text(client, story, N_TEXT).choices[0].text
+    reused_before = server.metrics()["qrt_prompt_tokens_reused_total"]
+    again = completion_text(client, story, N_TEXT).choices[0].text
+    reused = server.metrics()["qrt_prompt_tokens_reused_total"] - reused_before
+    check("a repeated prompt reuses its cached blocks", again == first and reused >= 16, (reused, first, again))
 finally:
     server.stop()
 

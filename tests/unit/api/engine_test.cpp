@@ -1,7 +1,9 @@
 // qrt::Engine on stories260K: requests decoded together give what each gives alone through Session::generate
 // (greedy and seeded sampling, stop strings, max tokens, logprobs), more requests than sequences wait and are served
 // in turn, streamed text joins to the result, cancellation from either side, a full queue, a prompt too long for
-// the context, and an engine destroyed with requests pending.
+// the context, and an engine destroyed with requests pending. The paged KV cache: preemption and recomputation
+// when the pool is short, reuse of cached prompt prefixes, prompts in chunks between decode steps, and the pool's
+// limits reported as errors or kContextFull.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -184,6 +186,127 @@ TEST_F(EngineStories, CancellationQueueLimitsAndErrors) {
   EXPECT_EQ(too_long.status.code(), ErrorCode::kOutOfRange) << too_long.status.to_string();
   ASSERT_TRUE(after.wait());
   EXPECT_EQ(after.result.tokens, test::first_n(golden_.generated, 5));
+}
+
+// Bytes of `blocks` KV cache blocks of `block_size` tokens of this model (from an engine's own report).
+uint64_t pool_bytes(const Model& model, int block_size, int64_t blocks) {
+  auto probe = Engine::start(model, {.max_running = 1, .context_length = 64, .block_size = block_size});
+  EXPECT_TRUE(probe.ok());
+  if (!probe.ok()) return 0;
+  const EngineCounts c = (*probe)->counts();
+  return c.kv_cache_bytes / static_cast<uint64_t>(c.kv_blocks) * static_cast<uint64_t>(blocks);
+}
+
+// A pool too small for all requests at once: the latest admitted ones are preempted (their blocks freed) and
+// recomputed later from their prompt and the tokens they had produced, and every request still gets exactly what
+// it gets alone (greedy and seeded sampling: the sampler's state survives the preemption).
+TEST_F(EngineStories, PreemptedRequestsRecomputeAndGiveWhatTheyGiveAlone) {
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "One day, a girl", "Tom and his mom",
+                                            "A bird", "It was a sunny day"};
+  EngineOptions eo{.max_running = 4, .context_length = 128, .block_size = 4};
+  eo.kv_cache_bytes = pool_bytes(*model_, 4, 48);  // 192 tokens for 4 requests of up to ~70
+  auto engine = Engine::start(*model_, eo);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  EXPECT_EQ((*engine)->counts().kv_blocks, 48);
+  std::vector<std::unique_ptr<Outcome>> outcomes;
+  std::vector<GenerateOptions> opts;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerateOptions o = options(60, i % 2 == 1 ? 0.9f : 0.0f, 11 + i);
+    o.stop_at_end_of_generation = false;  // every request runs its 60 tokens, so that the pool fills
+    opts.push_back(o);
+    outcomes.push_back(std::make_unique<Outcome>());
+    ASSERT_TRUE((*engine)->submit(outcomes.back()->request(prompts[i], o)).ok());
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Outcome& out = *outcomes[i];
+    ASSERT_TRUE(out.wait()) << "request " << i;
+    ASSERT_TRUE(out.status.ok()) << out.status.to_string();
+    const GenerateResult want = alone(prompts[i], opts[i]);
+    EXPECT_EQ(out.result.tokens, want.tokens) << "request " << i;
+    EXPECT_EQ(out.result.text, want.text) << "request " << i;
+    EXPECT_EQ(out.streamed, out.result.text) << "request " << i << ": preemption must not repeat streamed text";
+  }
+  const EngineCounts c = (*engine)->counts();
+  EXPECT_GT(c.preemptions, 0u);
+  EXPECT_EQ(c.running, 0);
+  EXPECT_EQ(c.kv_blocks_used, 0) << "every block is back in the pool";
+}
+
+// Prompt prefixes: a second request whose prompt starts like the first one's takes the first one's cached blocks
+// (also after the first has finished) and still gets what it gets alone.
+TEST_F(EngineStories, RepeatedPromptPrefixesReuseCachedBlocks) {
+  auto engine = Engine::start(*model_, {.max_running = 2, .context_length = 256, .block_size = 8});
+  ASSERT_TRUE(engine.ok());
+  std::string shared = "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun.";
+  Outcome first, second;
+  ASSERT_TRUE((*engine)->submit(first.request(shared, options(20))).ok());
+  ASSERT_TRUE(first.wait());
+  const EngineCounts after_first = (*engine)->counts();
+  EXPECT_EQ(after_first.kv_blocks_used, 0);
+  EXPECT_GT(after_first.kv_blocks_cached, 0);
+  const std::string longer = shared + " One day, she saw a big";
+  ASSERT_TRUE((*engine)->submit(second.request(longer, options(20))).ok());
+  ASSERT_TRUE(second.wait());
+  const EngineCounts c = (*engine)->counts();
+  EXPECT_GE(c.reused_prompt_tokens, static_cast<uint64_t>(first.started_with / 8 * 8 - 8));
+  EXPECT_GT(c.reused_prompt_tokens, 0u);
+  EXPECT_EQ(second.result.tokens, alone(longer, options(20)).tokens);
+}
+
+// Chunked prompts: while a long prompt runs in chunks of 8 tokens, a request already decoding keeps getting tokens.
+TEST_F(EngineStories, LongPromptRunsInChunksBetweenDecodeSteps) {
+  auto engine = Engine::start(*model_, {.max_running = 2, .context_length = 512, .prompt_chunk = 8});
+  ASSERT_TRUE(engine.ok());
+  std::atomic<int> a_tokens{0}, a_tokens_at_b_start{-1}, a_tokens_at_b_submit{-1};
+  Outcome a, b;
+  GenerateOptions long_run = options(200);
+  long_run.stop_at_end_of_generation = false;
+  EngineRequest ra = a.request("Once upon a time", long_run);
+  ra.on_token = [&](int32_t, std::string_view) { return ++a_tokens < 1000; };
+  ASSERT_TRUE((*engine)->submit(std::move(ra)).ok());
+  while (a_tokens < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::string prompt;
+  for (int i = 0; i < 40; ++i) prompt += "The dog ran to the park. ";
+  EngineRequest rb = b.request(prompt, options(5));
+  rb.on_started = [&](int64_t n) {
+    a_tokens_at_b_start = a_tokens.load();
+    b.started_with = n;
+  };
+  a_tokens_at_b_submit = a_tokens.load();
+  ASSERT_TRUE((*engine)->submit(std::move(rb)).ok());
+  ASSERT_TRUE(b.wait());
+  ASSERT_TRUE(a.wait());
+  EXPECT_GT(b.started_with, 200);
+  // At least one decode step per chunk of B's prompt (the submission may land in the middle of a step).
+  EXPECT_GE(a_tokens_at_b_start - a_tokens_at_b_submit, b.started_with / 8 - 2)
+      << "A decoded while B's prompt of " << b.started_with << " tokens ran";
+  EXPECT_EQ(a.result.tokens.size(), 200u);
+}
+
+// The pool bounds what runs: a context that needs more blocks than the whole pool fails alone with a message
+// naming the KV cache, and a request that fills the pool while running alone stops with kContextFull.
+TEST_F(EngineStories, PoolLimitsAreReportedNotCrashed) {
+  EngineOptions eo{.max_running = 2, .context_length = 256, .block_size = 4};
+  eo.kv_cache_bytes = pool_bytes(*model_, 4, 4);  // 16 tokens
+  auto engine = Engine::start(*model_, eo);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  Outcome too_big, fills;
+  std::string prompt;
+  for (int i = 0; i < 10; ++i) prompt += "tree ";
+  ASSERT_TRUE((*engine)->submit(too_big.request(prompt, options(5))).ok());
+  ASSERT_TRUE(too_big.wait());
+  EXPECT_EQ(too_big.status.code(), ErrorCode::kOutOfRange);
+  EXPECT_NE(too_big.status.message().find("KV cache blocks"), std::string::npos) << too_big.status.to_string();
+  GenerateOptions o = options(40);
+  o.stop_at_end_of_generation = false;
+  ASSERT_TRUE((*engine)->submit(fills.request("Once upon a time", o)).ok());
+  ASSERT_TRUE(fills.wait());
+  ASSERT_TRUE(fills.status.ok()) << fills.status.to_string();
+  EXPECT_EQ(fills.result.stop_reason, StopReason::kContextFull);
+  EXPECT_EQ(static_cast<int64_t>(fills.result.tokens.size()) + fills.started_with, 17)
+      << "16 tokens in the pool, and the last one sampled";
+  EXPECT_EQ(fills.result.tokens, test::first_n(alone("Once upon a time", o).tokens, fills.result.tokens.size()));
+  EXPECT_EQ(Engine::start(*model_, {.block_size = 12}).status().code(), ErrorCode::kInvalidArgument);
 }
 
 TEST_F(EngineStories, DestroyedWithRequestsPendingTellsThem) {

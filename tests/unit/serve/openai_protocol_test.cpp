@@ -38,6 +38,7 @@ TEST(OpenAiRequest, CompletionDefaults) {
   EXPECT_FALSE(r.stream);
   EXPECT_FALSE(r.include_usage);
   EXPECT_TRUE(r.generate.stop.empty());
+  EXPECT_TRUE(r.generate.stop_at_end_of_generation);
 }
 
 TEST(OpenAiRequest, EveryParameterReachesTheOptions) {
@@ -45,7 +46,7 @@ TEST(OpenAiRequest, EveryParameterReachesTheOptions) {
       R"({"model": "tiny", "prompt": ["Hi"], "max_tokens": 7, "temperature": 0, "top_p": 0.5, "top_k": 40,
           "min_p": 0.1, "seed": 1234, "stop": ["a", "b"], "presence_penalty": 0.5, "frequency_penalty": -1.5,
           "repetition_penalty": 1.1, "n": 1, "logprobs": false, "stream": true,
-          "stream_options": {"include_usage": true}, "user": "ignored"})");
+          "stream_options": {"include_usage": true}, "user": "ignored", "ignore_eos": true})");
   EXPECT_EQ(r.prompt, "Hi");
   EXPECT_EQ(r.generate.max_tokens, 7);
   EXPECT_TRUE(r.max_tokens_given);
@@ -60,6 +61,7 @@ TEST(OpenAiRequest, EveryParameterReachesTheOptions) {
   EXPECT_FLOAT_EQ(r.generate.sampling.repetition_penalty, 1.1f);
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
+  EXPECT_FALSE(r.generate.stop_at_end_of_generation);
 }
 
 TEST(OpenAiRequest, ChatMessagesWithStringAndTextParts) {
@@ -93,6 +95,7 @@ TEST(OpenAiRequest, BadBodiesAndFieldsAre400NamingTheField) {
       {R"({"prompt": ["a", "b"]})", "prompt"},
       {R"({"prompt": 5})", "prompt"},
       {R"({"prompt": "x", "max_tokens": 0})", "max_tokens"},
+      {R"({"prompt": "x", "ignore_eos": 1})", "ignore_eos"},
       {R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens"},
       {R"({"prompt": "x", "max_completion_tokens": -3})", "max_completion_tokens"},
       {R"({"prompt": "x", "temperature": 2.5})", "temperature"},
