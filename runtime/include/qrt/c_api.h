@@ -12,10 +12,24 @@
  *   qrt_session_free(session);
  *   qrt_model_free(model);
  *
+ * Serving many requests at once goes through an engine (continuous batching over a paged KV cache, qrt/engine.hpp):
+ *
+ *   qrt_engine* engine = NULL;
+ *   qrt_engine_start(model, NULL, &engine);           (NULL: the default qrt_engine_params)
+ *   qrt_request request;
+ *   qrt_request_init(&request);
+ *   request.prompt = "Once upon a time";
+ *   request.on_token = on_token;                       (streams text; runs on the engine's thread)
+ *   request.on_done = on_done;                         (exactly once, with the whole result or the error)
+ *   uint64_t id;
+ *   qrt_engine_submit(engine, &request, &id);
+ *   ...
+ *   qrt_engine_free(engine);                           (requests still pending end with an error first)
+ *
  * Every function returning int returns QRT_OK (0) or one of the QRT_ERR_* codes, and then qrt_last_error()
- * describes the failure. The error text is kept per thread (the only state outside the objects). A session
- * keeps its model alive: the two may be freed in any order. One session must not be used from two threads at
- * once; different sessions may. */
+ * describes the failure. The error text is kept per thread (the only state outside the objects). Sessions and
+ * engines keep their model alive: they may be freed in any order. One session must not be used from two threads
+ * at once; different sessions may, and an engine's functions may be called from any thread. */
 #ifndef QRT_C_API_H
 #define QRT_C_API_H
 
@@ -50,6 +64,13 @@ enum {
 
 typedef struct qrt_model qrt_model;
 typedef struct qrt_session qrt_session;
+typedef struct qrt_engine qrt_engine;
+
+/* One turn of a conversation, for the model's chat template. */
+typedef struct qrt_chat_message {
+  const char* role;    /* "system", "user", "assistant", ... (NUL-terminated) */
+  const char* content; /* NUL-terminated */
+} qrt_chat_message;
 
 typedef struct qrt_generate_params {
   int32_t max_tokens;
@@ -82,6 +103,17 @@ void qrt_model_free(qrt_model* model); /* NULL is ignored */
 int32_t qrt_model_vocab_size(const qrt_model* model);
 int64_t qrt_model_context_length(const qrt_model* model);
 
+/* The tokenizer. Both write at most `capacity` elements (ids) or bytes (text: NUL-terminated when it fits) and set
+ * *count / *length to the full size, so a caller may ask once with capacity 0 and again with room. */
+int qrt_model_tokenize(const qrt_model* model, const char* text, int add_special, int parse_special, int32_t* ids,
+                       size_t capacity, size_t* count);
+int qrt_model_detokenize(const qrt_model* model, const int32_t* ids, size_t n_ids, int skip_special, char* text,
+                         size_t capacity, size_t* length);
+/* The model's chat template applied to `messages` (ending with the assistant's turn when add_generation_prompt);
+ * QRT_ERR_NOT_FOUND when the model has none. Output as qrt_model_detokenize. */
+int qrt_model_render_chat(const qrt_model* model, const qrt_chat_message* messages, size_t n_messages,
+                          int add_generation_prompt, char* text, size_t capacity, size_t* length);
+
 /* context_length 0 = the model's default. On success *out is a new session, else NULL. */
 int qrt_session_create(qrt_model* model, int64_t context_length, qrt_session** out);
 void qrt_session_free(qrt_session* session); /* NULL is ignored */
@@ -94,6 +126,65 @@ int qrt_session_generate(qrt_session* session, const qrt_generate_params* params
 void qrt_session_reset(qrt_session* session);
 /* The context's tokens: returns how many there are and copies up to `capacity` of them into `ids` (may be NULL). */
 size_t qrt_session_tokens(const qrt_session* session, int32_t* ids, size_t capacity);
+
+/* ---- Engine: continuous batching (qrt::Engine) ---- */
+
+typedef struct qrt_engine_params {
+  int32_t max_running;     /* requests decoded together */
+  int32_t max_waiting;     /* requests queued beyond the running ones; qrt_engine_submit refuses more */
+  int64_t context_length;  /* the most tokens of one request; 0 = the model's default */
+  uint64_t kv_cache_bytes; /* the KV cache pool; 0 = room for max_running full contexts */
+  int32_t block_size;      /* tokens per KV cache block (a power of two) */
+  int64_t prompt_chunk;    /* prompt tokens run per step; 0 = 512 */
+} qrt_engine_params;
+
+/* What a request ended with (valid during the on_done call only). */
+typedef struct qrt_request_result {
+  uint64_t id;
+  int status;          /* QRT_OK, or the QRT_ERR_* code of why it failed (then `error` says why) */
+  const char* error;   /* NUL-terminated, "" when status is QRT_OK */
+  int stop_reason;     /* QRT_STOP_* (when status is QRT_OK) */
+  const int32_t* tokens;
+  size_t n_tokens;
+  const char* text;    /* the generated text, `text_length` bytes, NUL-terminated */
+  size_t text_length;
+  int64_t prompt_tokens; /* the prompt's length in tokens; -1 when it never ran */
+} qrt_request_result;
+
+typedef void (*qrt_done_callback)(const qrt_request_result* result, void* user_data);
+
+typedef struct qrt_request {
+  const char* prompt;                /* text to continue (BOS first), used when n_messages is 0 */
+  const qrt_chat_message* messages;  /* or a conversation for the chat template */
+  size_t n_messages;
+  qrt_generate_params params;
+  qrt_token_callback on_token; /* may be NULL; returning 0 cancels the request */
+  qrt_done_callback on_done;   /* may be NULL */
+  void* user_data;             /* passed to both */
+} qrt_request;
+
+/* The defaults of qrt::EngineOptions and an empty request with qrt_generate_params_init's parameters. */
+void qrt_engine_params_init(qrt_engine_params* params);
+void qrt_request_init(qrt_request* request);
+
+/* params may be NULL (the defaults). On success *out is a new engine, else NULL. */
+int qrt_engine_start(qrt_model* model, const qrt_engine_params* params, qrt_engine** out);
+/* Stops the engine: requests still queued or running get on_done with an error first. NULL is ignored. */
+void qrt_engine_free(qrt_engine* engine);
+/* Queues a request (its strings are copied before this returns); *id identifies it. QRT_ERR_OUT_OF_RANGE when
+ * max_waiting requests wait already. Callbacks run on the engine's thread and must not block it for long. */
+int qrt_engine_submit(qrt_engine* engine, const qrt_request* request, uint64_t* id);
+/* Stops a request at the engine's next step (on_done: QRT_STOP_CALLBACK), or drops it from the queue. */
+void qrt_engine_cancel(qrt_engine* engine, uint64_t id);
+
+typedef struct qrt_engine_counts {
+  int32_t running, waiting;
+  uint64_t steps, prompt_tokens, reused_prompt_tokens, generated_tokens, finished, preemptions;
+  int64_t kv_blocks, kv_blocks_used, kv_blocks_cached;
+  int32_t kv_block_size;
+  uint64_t kv_cache_bytes;
+} qrt_engine_counts;
+int qrt_engine_get_counts(const qrt_engine* engine, qrt_engine_counts* out);
 
 /* The message of this thread's last failed call ("" when none); valid until the thread's next failing call. */
 const char* qrt_last_error(void);

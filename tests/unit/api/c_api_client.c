@@ -2,6 +2,7 @@
  * from a model and collects the ids and text. */
 #include "c_api_client.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "qrt/c_api.h"
@@ -57,5 +58,77 @@ int c_client_generate(const char* model_path, const char* prompt, int max_tokens
     rc = qrt_session_generate(session, &params, collect, &state, &out->stop_reason);
   }
   qrt_session_free(session);
+  return rc;
+}
+
+typedef struct {
+  struct c_engine_result* out;
+  atomic_int* pending;
+} engine_state;
+
+static int engine_token(int32_t token, const char* text, size_t length, void* user_data) {
+  struct c_engine_result* out = ((engine_state*)user_data)->out;
+  (void)token;
+  if (out->streamed_length + length < sizeof(out->streamed)) {
+    memcpy(out->streamed + out->streamed_length, text, length);
+    out->streamed_length += length;
+  }
+  return 1;
+}
+
+static void engine_done(const qrt_request_result* result, void* user_data) {
+  engine_state* state = (engine_state*)user_data;
+  struct c_engine_result* out = state->out;
+  size_t i;
+  out->status = result->status;
+  out->stop_reason = result->stop_reason;
+  out->done_id = result->id;
+  out->prompt_tokens = result->prompt_tokens;
+  for (i = 0; i < result->n_tokens && i < C_CLIENT_MAX_IDS; ++i) out->ids[i] = result->tokens[i];
+  out->n_ids = i;
+  if (result->text_length < sizeof(out->text)) {
+    memcpy(out->text, result->text, result->text_length + 1);
+    out->text_length = result->text_length;
+  }
+  atomic_fetch_sub(state->pending, 1);
+}
+
+int c_client_engine(const char* model_path, const char* const* prompts, int n, int max_tokens, int max_running,
+                    int cancel_index, struct c_engine_result* out) {
+  qrt_model* model = NULL;
+  qrt_engine* engine = NULL;
+  qrt_engine_params params;
+  engine_state states[16];
+  atomic_int pending;
+  int i, rc;
+  if (n > 16) return QRT_ERR_INVALID_ARGUMENT;
+  memset(out, 0, sizeof(*out) * (size_t)n);
+  rc = qrt_model_open(model_path, "cpu", &model);
+  if (rc != QRT_OK) return rc;
+  qrt_engine_params_init(&params);
+  params.max_running = max_running;
+  rc = qrt_engine_start(model, &params, &engine);
+  qrt_model_free(model); /* the engine keeps the model alive */
+  if (rc != QRT_OK) return rc;
+  atomic_init(&pending, n);
+  for (i = 0; i < n; ++i) {
+    qrt_request request;
+    qrt_request_init(&request);
+    request.prompt = prompts[i];
+    request.params.max_tokens = max_tokens;
+    request.on_token = engine_token;
+    request.on_done = engine_done;
+    states[i].out = &out[i];
+    states[i].pending = &pending;
+    request.user_data = &states[i];
+    rc = qrt_engine_submit(engine, &request, &out[i].id);
+    if (rc != QRT_OK) break;
+    if (i == cancel_index) qrt_engine_cancel(engine, out[i].id);
+  }
+  if (rc == QRT_OK) {
+    while (atomic_load(&pending) > 0) {
+    }
+  }
+  qrt_engine_free(engine);
   return rc;
 }
