@@ -281,6 +281,7 @@ class Backend {
   // ids[r] = sample_with_uniform(penalized row r of logits, step.params, step.u01[r]): penalties, then greedy or
   // top-k / softmax / top-p / min-p and the given draw, so decode copies back one id per row.
   //   logits: [rows, vocab] (not modified); ids: [rows, 1] (int32). Unsupported unless the backend overrides it.
+  virtual bool supports_sample() const { return false; }  // whether sample() is implemented
   virtual Status sample(ConstF32View logits, const SampleStep& step, I32View ids) {
     return unsupported(name() + ": sample is not implemented by this backend");
   }

@@ -74,6 +74,7 @@ class CudaBackend final : public Backend {
                    const AttentionParams& params, F32View out) override;
   Status silu_mul(ConstF32View gate, ConstF32View up, F32View out) override;
   bool supports_graphs() const override { return true; }
+  bool supports_sample() const override { return true; }
   Result<std::unique_ptr<BackendGraph>> capture(const std::function<Status()>& issue) override;
   Status launch(const BackendGraph& graph) override;
   Status add(ConstF32View a, ConstF32View b, F32View out) override;

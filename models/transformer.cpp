@@ -437,6 +437,7 @@ Status Transformer::prompt_step(DecodeBatch& batch, Sequence& seq, std::span<con
   QRT_TRY(check_pass(seq, tokens, positions));
   const int64_t n = static_cast<int64_t>(tokens.size());
   QRT_TRY(ensure_scratch_buffers(batch.scratch_, batch.scratch_tokens_, n));
+  batch.logits_rows_ = 0;  // this pass overwrites them
   bool at_slots = true;
   QRT_TRY(stage_pass(batch.scratch_, seq, tokens, positions, &at_slots));
   seq.has_last_logits_ = false;
@@ -486,6 +487,15 @@ Status Transformer::run_forward(Sequence& seq, std::span<const int32_t> tokens, 
 
 Status Transformer::decode_batch(DecodeBatch& batch, std::span<Sequence* const> seqs, std::span<const int32_t> tokens,
                                  std::vector<float>* logits) {
+  QRT_TRY(decode_batch_keep_logits(batch, seqs, tokens));
+  const F32View out = batch.scratch_[kLogits].view<float>(batch.logits_rows_, config_.vocab_size);
+  logits->resize(static_cast<size_t>(out.numel()));
+  return backend_.download(out.data, logits->data(), logits->size() * sizeof(float));
+}
+
+Status Transformer::decode_batch_keep_logits(DecodeBatch& batch, std::span<Sequence* const> seqs,
+                                             std::span<const int32_t> tokens) {
+  batch.logits_rows_ = 0;
   const int64_t n = static_cast<int64_t>(seqs.size());
   if (n == 0) return invalid_argument("decode_batch: no sequences");
   if (tokens.size() != seqs.size())
@@ -536,8 +546,7 @@ Status Transformer::decode_batch(DecodeBatch& batch, std::span<Sequence* const> 
   QRT_TRY(backend_.upload(step.data(), batch.scratch_[kStep].buffer().ptr, step.size() * sizeof(int32_t)));
   const F32View out = batch.scratch_[kLogits].view<float>(n, config_.vocab_size);
   QRT_TRY(issue_forward(batch.scratch_, groups, n, 0, out));
-  logits->resize(static_cast<size_t>(n * config_.vocab_size));
-  QRT_TRY(backend_.download(out.data, logits->data(), logits->size() * sizeof(float)));
+  batch.logits_rows_ = n;
   for (size_t i = 0; i < seqs.size(); ++i) {
     Sequence* seq = seqs[i];
     ++seq->length_;
@@ -545,6 +554,28 @@ Status Transformer::decode_batch(DecodeBatch& batch, std::span<Sequence* const> 
     record_tokens(*seq, tokens.subspan(i, 1), true);
   }
   return ok_status();
+}
+
+Status Transformer::sample_batch_rows(DecodeBatch& batch, int64_t first, const SampleStep& step,
+                                      std::span<int32_t> ids) {
+  const int64_t rows = static_cast<int64_t>(step.u01.size());
+  if (first < 0 || rows <= 0 || first + rows > batch.logits_rows_ || ids.size() != step.u01.size())
+    return invalid_argument("sample_batch_rows: rows [" + std::to_string(first) + ", " + std::to_string(first + rows) +
+                            ") of a step with " + std::to_string(batch.logits_rows_) + " rows of logits, " +
+                            std::to_string(ids.size()) + " ids");
+  const ConstF32View logits = batch.scratch_[kLogits].view<float>(batch.logits_rows_, config_.vocab_size);
+  const I32View out = batch.scratch_[kStep].view<int32_t>(rows, 1);  // the step's inputs are spent
+  QRT_TRY(backend_.sample(logits.row_range(first, rows), step, out));
+  return backend_.download(out.data, ids.data(), ids.size() * sizeof(int32_t));
+}
+
+Status Transformer::download_batch_row(DecodeBatch& batch, int64_t row, std::vector<float>* logits) {
+  if (row < 0 || row >= batch.logits_rows_)
+    return invalid_argument("download_batch_row: row " + std::to_string(row) + " of " +
+                            std::to_string(batch.logits_rows_) + " rows of logits");
+  logits->resize(static_cast<size_t>(config_.vocab_size));
+  const ConstF32View all = batch.scratch_[kLogits].view<float>(batch.logits_rows_, config_.vocab_size);
+  return backend_.download(all.row_range(row, 1).data, logits->data(), logits->size() * sizeof(float));
 }
 
 Status Transformer::issue_forward(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int64_t n,

@@ -166,6 +166,7 @@ class DecodeBatch {
   friend class Transformer;
   int64_t scratch_tokens_ = 0;
   std::vector<ScopedBuffer> scratch_;
+  int64_t logits_rows_ = 0;  // rows of the last decode step's logits still in the scratch (0: none)
 };
 
 // KV cache bytes per token of a model with `config` split among `tp_world` ranks (each rank's share): K and V of
@@ -239,6 +240,14 @@ class Transformer {
   // changes. The same numbers as one forward per sequence, up to the summation order of the batched GEMMs.
   Status decode_batch(DecodeBatch& batch, std::span<Sequence* const> seqs, std::span<const int32_t> tokens,
                       std::vector<float>* logits);
+  // The same step leaving the logits on the device, in the batch's scratch until its next pass: sample_batch_rows
+  // turns rows of them into ids with the backend's sample op (kUnsupported without one), copying back one id per
+  // row instead of a row of logits; download_batch_row copies one row back.
+  Status decode_batch_keep_logits(DecodeBatch& batch, std::span<Sequence* const> seqs,
+                                  std::span<const int32_t> tokens);
+  // Rows [first, first + step.u01.size()) of the kept logits, sampled with the step's shared parameters.
+  Status sample_batch_rows(DecodeBatch& batch, int64_t first, const SampleStep& step, std::span<int32_t> ids);
+  Status download_batch_row(DecodeBatch& batch, int64_t row, std::vector<float>* logits);
   // A prompt pass at the sequence's next positions on the batch's scratch instead of the sequence's own (so that
   // many sequences share one set, sized for the largest pass), copying back the last token's logits [vocab]. No
   // captured graph. On error the sequence keeps its length.

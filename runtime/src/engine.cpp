@@ -7,10 +7,12 @@
 //      so its prompt chunks never find the pool full); one that could not fit even an empty pool fails;
 //   3. prompts: up to prompt_chunk tokens of the requests still running their context, in admission order, each
 //      chunk one Transformer::prompt_step on the shared scratch;
-//   4. decoding: each request with logits samples its next token on the host with its own sampler and decides, as
-//      Session::generate decides, whether it stops (end of generation, stop strings, max tokens, a full context, the
-//      callback); when the continuing requests need more blocks than the pool has free, the most recently admitted
-//      requests are preempted until they fit; then one Transformer::decode_batch runs every continuing token.
+//   4. decoding: each ready request takes its next token (sampled on the device after the last step, or on the host
+//      from its logits with its own sampler) and decides, as Session::generate decides, whether it stops (end of
+//      generation, stop strings, max tokens, a full context, the callback); when the continuing requests need more
+//      blocks than the pool has free, the most recently admitted requests are preempted until they fit; then one
+//      Transformer::decode_batch runs every continuing token, and on a backend with a sample op the rows are sampled
+//      there in groups of equal parameters (one id per row comes back instead of a row of logits).
 #include "qrt/engine.hpp"
 
 #include <algorithm>
@@ -44,8 +46,18 @@ struct Request {
   bool started = false;            // on_started has run
   bool cancelled = false;
   uint64_t admitted = 0;           // admission order: the latest admitted is preempted first
-  std::vector<float> logits;       // [vocab] of its last pass; empty while its context is still being run
+  // After its last pass: ready, with the logits [vocab] copied back (the host samples, and logprobs read them) and/or
+  // the next token already sampled on the device (next_id >= 0). Not ready while its context is being run.
+  bool ready = false;
+  std::vector<float> logits;
+  int32_t next_id = -1;
 };
+
+bool same_sampling(const SamplingParams& a, const SamplingParams& b) {  // the seed aside
+  return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p && a.min_p == b.min_p &&
+         a.repetition_penalty == b.repetition_penalty && a.presence_penalty == b.presence_penalty &&
+         a.frequency_penalty == b.frequency_penalty && a.penalty_last_n == b.penalty_last_n;
+}
 
 enum class Admission { kAdmitted, kNoRoom, kFailed };
 
@@ -64,6 +76,7 @@ struct Engine::Impl {
   std::unique_ptr<DecodeBatch> batch;
   std::vector<std::unique_ptr<Request>> slots;  // per sequence: its request, or null when free
   uint64_t admissions = 0;
+  bool device_sampling = false;  // the backend samples decode rows (Backend::supports_sample)
 
   mutable std::mutex mutex;  // guards what submit(), cancel() and counts() share with the loop
   std::condition_variable wake;
@@ -85,6 +98,11 @@ struct Engine::Impl {
   Admission admit(size_t slot, std::unique_ptr<Request>& r);
   void run_prompts();
   void decode();
+  // After a decode step of `order`'s requests: each one's next token sampled on the device (rows grouped by equal
+  // sampling parameters, one sample op per group) and its logits copied back when it wants logprobs; without a
+  // device sampler, every row's logits copied back for the host.
+  Status take_step_results(const std::vector<size_t>& order);
+  const SamplingParams& sampling(size_t slot) const { return slots[slot]->request.options.sampling; }
   // Samples and processes the slot's next token; true when the request goes on (its token is then the context's
   // last, to be run).
   bool advance(size_t slot);
@@ -139,6 +157,7 @@ Result<std::unique_ptr<Engine>> Engine::start(const Model& model, const EngineOp
   e.counts.kv_cache_bytes = e.pool->bytes();
   e.counts.kv_blocks = e.pool->blocks();
   e.counts.kv_block_size = block;
+  e.device_sampling = e.m->backend->supports_sample();
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->loop(); });
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
@@ -246,13 +265,13 @@ void Engine::Impl::admit_waiting() {
       if (waiting.empty()) return;
       r = std::move(waiting.front());
       waiting.pop_front();
+      counts.waiting = static_cast<int>(waiting.size());
     }
     switch (admit(s, r)) {
       case Admission::kAdmitted: {
         std::lock_guard lock(mutex);
         slots[s] = std::move(r);
         ++counts.running;
-        counts.waiting = static_cast<int>(waiting.size());
         sync_pool_counts();  // its blocks are reserved: a running request always shows its blocks
         continue;
       }
@@ -261,6 +280,7 @@ void Engine::Impl::admit_waiting() {
       case Admission::kNoRoom: {
         std::lock_guard lock(mutex);  // first come first served: nobody overtakes it
         waiting.push_front(std::move(r));
+        counts.waiting = static_cast<int>(waiting.size());
         return;
       }
     }
@@ -312,14 +332,14 @@ Admission Engine::Impl::admit(size_t slot, std::unique_ptr<Request>& request) {
   }
   if (!cannot_run.ok()) return fail(std::move(cannot_run));
   r.admitted = ++admissions;
-  r.logits.clear();
+  r.ready = false;
   return Admission::kAdmitted;
 }
 
 void Engine::Impl::run_prompts() {
   std::vector<size_t> order;
   for (size_t s = 0; s < slots.size(); ++s)
-    if (slots[s] && slots[s]->logits.empty()) order.push_back(s);
+    if (slots[s] && !slots[s]->ready) order.push_back(s);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return slots[a]->admitted < slots[b]->admitted; });
   int64_t budget = prompt_chunk;
   for (size_t s : order) {
@@ -341,6 +361,7 @@ void Engine::Impl::run_prompts() {
     budget -= n;
     if (seq.length() < static_cast<int64_t>(r.tokens.size())) continue;
     r.logits = std::move(logits);
+    r.ready = true;
     if (!r.started) {
       r.started = true;
       if (r.request.on_started) r.request.on_started(r.prompt_tokens);
@@ -352,7 +373,7 @@ void Engine::Impl::run_prompts() {
 void Engine::Impl::decode() {
   std::vector<size_t> order;
   for (size_t s = 0; s < slots.size(); ++s)
-    if (slots[s] && !slots[s]->logits.empty() && advance(s)) order.push_back(s);
+    if (slots[s] && slots[s]->ready && advance(s)) order.push_back(s);
   // Blocks for this step's tokens: preempt the latest admitted requests until the rest fit.
   const auto needed = [&] {
     int64_t n = 0;
@@ -375,33 +396,75 @@ void Engine::Impl::decode() {
     preempt(victim);
   }
   if (order.empty()) return;
+  // Rows with equal sampling parameters next to each other, first come first within a group.
+  std::vector<size_t> grouped;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (std::find(grouped.begin(), grouped.end(), order[i]) != grouped.end()) continue;
+    for (size_t j = i; j < order.size(); ++j)
+      if (same_sampling(sampling(order[i]), sampling(order[j]))) grouped.push_back(order[j]);
+  }
+  order.swap(grouped);
   std::vector<Sequence*> batch_seqs;
   std::vector<int32_t> tokens;
   for (size_t s : order) {
     batch_seqs.push_back(seqs[s].get());
     tokens.push_back(slots[s]->tokens.back());
+    slots[s]->ready = false;
   }
-  std::vector<float> logits;
   Status st;
   {
     std::lock_guard device(m->device_mutex);
-    st = model_pass().decode_batch(*batch, batch_seqs, tokens, &logits);
+    st = model_pass().decode_batch_keep_logits(*batch, batch_seqs, tokens);
   }
   {
     std::lock_guard lock(mutex);
     ++counts.steps;
     counts.largest_batch = std::max(counts.largest_batch, static_cast<int>(order.size()));
   }
+  if (st.ok()) st = take_step_results(order);
+  if (!st.ok())
+    for (size_t s : order) finish(s, st.with_context("decoding"));
+}
+
+Status Engine::Impl::take_step_results(const std::vector<size_t>& order) {
+  std::lock_guard device(m->device_mutex);
   const size_t vocab = static_cast<size_t>(m->config.vocab_size);
-  for (size_t k = 0; k < order.size(); ++k) {
-    const size_t s = order[k];
-    if (!st.ok()) {
-      finish(s, st.with_context("decoding"));
-      continue;
+  for (size_t g0 = 0, g1 = 0; g0 < order.size(); g0 = g1) {
+    g1 = g0 + 1;
+    while (g1 < order.size() && same_sampling(sampling(order[g0]), sampling(order[g1]))) ++g1;
+    if (device_sampling) {
+      // Session::generate's device step for each row: its own draw and penalty counts, the group's parameters.
+      const SamplingParams& p = sampling(order[g0]);
+      SampleStep step;
+      step.params = p;
+      std::vector<std::vector<PenaltyCount>> counts_of(g1 - g0);
+      bool penalties = false;
+      for (size_t k = g0; k < g1; ++k) {
+        Request& r = *slots[order[k]];
+        step.u01.push_back(p.temperature > 0.0f ? r.sampler->next_uniform() : 0.0);
+        counts_of[k - g0] = count_penalty_tokens(r.tokens, vocab, p);
+        penalties |= !counts_of[k - g0].empty();
+      }
+      if (penalties) {
+        step.penalty_offsets.push_back(0);
+        for (const auto& c : counts_of) {
+          step.penalties.insert(step.penalties.end(), c.begin(), c.end());
+          step.penalty_offsets.push_back(static_cast<int32_t>(step.penalties.size()));
+        }
+      }
+      std::vector<int32_t> ids(g1 - g0);
+      QRT_TRY(model_pass().sample_batch_rows(*batch, static_cast<int64_t>(g0), step, ids));
+      for (size_t k = g0; k < g1; ++k) slots[order[k]]->next_id = ids[k - g0];
     }
-    slots[s]->logits.assign(logits.begin() + static_cast<std::ptrdiff_t>(k * vocab),
-                            logits.begin() + static_cast<std::ptrdiff_t>((k + 1) * vocab));
+    for (size_t k = g0; k < g1; ++k) {
+      Request& r = *slots[order[k]];
+      r.logits.clear();
+      if (!device_sampling || r.request.options.logprobs >= 0)
+        QRT_TRY(model_pass().download_batch_row(*batch, static_cast<int64_t>(k), &r.logits));
+      r.ready = true;
+    }
   }
+  return ok_status();
 }
 
 bool Engine::Impl::advance(size_t slot) {
@@ -415,7 +478,8 @@ bool Engine::Impl::advance(size_t slot) {
     return false;
   }
   const Tokenizer& tok = *m->tokenizer;
-  const int32_t id = r.sampler->sample(r.logits, r.tokens);
+  const int32_t id = r.next_id >= 0 ? r.next_id : r.sampler->sample(r.logits, r.tokens);
+  r.next_id = -1;
   if (o.stop_at_end_of_generation && tok.is_end_of_generation(id)) {
     const std::string rest = r.stream.flush();
     res.text += rest;
@@ -458,7 +522,9 @@ bool Engine::Impl::advance(size_t slot) {
 void Engine::Impl::preempt(size_t slot) {
   release_sequence(slot);
   std::unique_ptr<Request> r = std::move(slots[slot]);
-  r->logits.clear();  // its context runs again from the prompt when it is admitted again
+  r->ready = false;  // its context runs again from the prompt when it is admitted again
+  r->logits.clear();
+  r->next_id = -1;
   std::lock_guard lock(mutex);
   --counts.running;
   ++counts.preemptions;

@@ -4,7 +4,9 @@
 // pool has blocks for the prompt; prompts run in chunks between the decode passes (a long prompt does not stall
 // the others), starting from cached blocks of earlier requests with the same first tokens. When the pool runs out
 // of blocks, the most recently admitted request is preempted: its blocks are returned and it waits at the front of
-// the queue to be recomputed from its prompt and the tokens it has produced (its sampler state is kept).
+// the queue to be recomputed from its prompt and the tokens it has produced (its sampler state is kept). On a
+// backend with a sample op (CUDA) the rows of a step are sampled on the device, one op per group of requests with
+// equal sampling parameters, so one id per row comes back instead of a row of logits.
 //
 //   auto engine = qrt::Engine::start(model, {.max_running = 8});
 //   qrt::EngineRequest r;
