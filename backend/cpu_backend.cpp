@@ -39,14 +39,21 @@ void store_kv_row(const KvView& cache, int64_t slot, const float* row) {
     case KvType::kBF16:
       for (int64_t i = 0; i < n; ++i) cache.as<uint16_t>()[slot * n + i] = quant::f32_to_bf16(row[i]);
       return;
+    case KvType::kFp8:
+      for (int64_t i = 0; i < n; ++i) cache.as<uint8_t>()[slot * n + i] = quant::f32_to_e4m3(row[i]);
+      return;
   }
 }
 
-// Rows [0, rows) of a 16-bit cache array as floats.
 // Rows [first, first + rows) of a cache as floats.
 void load_kv_rows(const KvView& cache, int64_t first, int64_t rows, float* out) {
   if (cache.type == KvType::kF32) {
     std::copy_n(cache.as<const float>() + first * cache.cols, rows * cache.cols, out);
+    return;
+  }
+  if (cache.type == KvType::kFp8) {
+    const uint8_t* in = cache.as<const uint8_t>() + first * cache.cols;
+    for (int64_t i = 0; i < rows * cache.cols; ++i) out[i] = quant::e4m3_to_f32(in[i]);
     return;
   }
   const uint16_t* in = cache.as<const uint16_t>() + first * cache.cols;

@@ -72,8 +72,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65536));
   app.add_option("--prompt-chunk", prompt_chunk, "prompt tokens run per step between decode steps (default 512)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--kv-type", kv_type, "KV cache element type: f32, f16 or bf16 (default: f16 on cuda, f32 on cpu)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  app.add_option("--kv-type", kv_type,
+                 "KV cache element type: f32, f16, bf16 or fp8 (E4M3; default: f16 on cuda, f32 on cpu)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "fp8"}));
   app.add_option("--api-key", api_key, "require \"Authorization: Bearer KEY\" on /v1/ routes (or QRT_API_KEY)");
   app.add_option("--served-model-name", served_name, "the model name clients use (default: the file or folder name)");
   CLI11_PARSE(app, argc, argv);

@@ -268,7 +268,7 @@ bool attention_prefill_tc_applies(const AttentionShape& s, uint64_t shared_optin
 
 Status attention_prefill_tc(const float* q, const int32_t* q_pos, const void* k, const void* v, const int32_t* key_pos,
                             const int32_t* key_count, const AttentionShape& s, float* out, cudaStream_t stream) {
-  if (s.kv_type == KvType::kF32 || s.head_dim <= 0 || s.head_dim % 16 != 0 || s.head_dim > kMaxHeadDim ||
+  if ((s.kv_type != KvType::kF16 && s.kv_type != KvType::kBF16) || s.head_dim <= 0 || s.head_dim % 16 != 0 || s.head_dim > kMaxHeadDim ||
       s.tokens < 0 || s.heads <= 0 || s.kv_heads <= 0 || s.heads % s.kv_heads != 0)
     return invalid_argument("attention_prefill_tc: needs a 16-bit cache and head_dim a multiple of 16 up to 256 (" +
                             std::string(kv_type_name(s.kv_type)) + ", head_dim " + std::to_string(s.head_dim) + ")");
@@ -277,8 +277,8 @@ Status attention_prefill_tc(const float* q, const int32_t* q_pos, const void* k,
   const dim3 grid(static_cast<unsigned>((s.tokens + kRows - 1) / kRows), static_cast<unsigned>(s.heads));
   return with_kv_element(s.kv_type, [&](auto element) -> Status {
     using T = decltype(element);
-    if constexpr (std::is_same_v<T, float>) {
-      return invalid_argument("attention_prefill_tc: an f32 cache");
+    if constexpr (!std::is_same_v<T, __half> && !std::is_same_v<T, __nv_bfloat16>) {
+      return invalid_argument("attention_prefill_tc: not a 16-bit cache");
     } else {
       const auto kernel = attention_prefill_tc_kernel<T>;
       QRT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <list>
 #include <memory>
@@ -14,6 +15,8 @@
 
 #include "decode_only_blocks.hpp"
 #include "kernels/cpu/quant_reference.hpp"
+#include "kernels/quant/common.hpp"
+#include "kernels/quant/mx.hpp"
 #include "kernels/linear/gemv_dp4a.hpp"
 #include "backend/cpu_backend.hpp"
 #include "backend/cuda_backend.hpp"
@@ -26,6 +29,23 @@ struct Dual {
   DeviceView<T> cpu;
   DeviceView<T> gpu;
 };
+
+// `values` rounded to a KV cache element type (round to nearest even; fp8 saturating), as the bytes of a cache of
+// `elements` elements of that type (past values.size(): zeros).
+inline std::vector<uint8_t> kv_type_bits(KvType type, const std::vector<float>& values, size_t elements) {
+  std::vector<uint8_t> bits(elements * static_cast<size_t>(kv_type_bytes(type)));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (type == KvType::kF32) {
+      std::memcpy(bits.data() + 4 * i, &values[i], 4);
+    } else if (type == KvType::kFp8) {
+      bits[i] = quant::f32_to_e4m3(values[i]);
+    } else {
+      const uint16_t h = type == KvType::kF16 ? quant::f32_to_fp16(values[i]) : quant::f32_to_bf16(values[i]);
+      std::memcpy(bits.data() + 2 * i, &h, 2);
+    }
+  }
+  return bits;
+}
 
 // A weight on both backends.
 struct DualWeight {

@@ -1,4 +1,4 @@
-// KV caches of every element type (f32, f16, bf16) on the CUDA backend against the CPU backend: the stored bits
+// KV caches of every element type (f32, f16, bf16, fp8) on the CUDA backend against the CPU backend: the stored bits
 // after kv_write and rope_kv_write, known IEEE encodings of rounding ties and out-of-range values, and attention
 // (the split decode kernel and the per-head kernel) over the same 16-bit bits on both backends.
 #include <cmath>
@@ -7,6 +7,7 @@
 
 #include "backend_pair.hpp"
 #include "kernels/quant/common.hpp"
+#include "kernels/quant/mx.hpp"
 
 #if defined(QRT_SIMT)
 #include "simt/simt.hpp"
@@ -34,15 +35,7 @@ class CudaKvTypes : public test::BackendPair {
   }
   // The same bits on both backends: `values` rounded to `type` on the host.
   DualKv kv_values(KvType type, const std::vector<float>& values, int64_t capacity, int64_t kv_dim) {
-    std::vector<uint8_t> bits(static_cast<size_t>(capacity * kv_dim * kv_type_bytes(type)));
-    for (size_t i = 0; i < values.size(); ++i) {
-      if (type == KvType::kF32) {
-        std::memcpy(bits.data() + 4 * i, &values[i], 4);
-        continue;
-      }
-      const uint16_t h = type == KvType::kF16 ? quant::f32_to_fp16(values[i]) : quant::f32_to_bf16(values[i]);
-      std::memcpy(bits.data() + 2 * i, &h, 2);
-    }
+    const std::vector<uint8_t> bits = test::kv_type_bits(type, values, static_cast<size_t>(capacity * kv_dim));
     const Dual<uint8_t> d = input_values(bits, capacity, kv_dim * kv_type_bytes(type));
     return {KvView{d.cpu.data, capacity, kv_dim, type}, KvView{d.gpu.data, capacity, kv_dim, type}};
   }
@@ -62,7 +55,7 @@ class CudaKvTypes : public test::BackendPair {
   }
 };
 
-constexpr KvType kAllTypes[] = {KvType::kF32, KvType::kF16, KvType::kBF16};
+constexpr KvType kAllTypes[] = {KvType::kF32, KvType::kF16, KvType::kBF16, KvType::kFp8};
 
 // kv_write rounds each element to nearest even on the GPU exactly as the CPU backend does; a few values with known
 // encodings pin the rounding independently of both (ties, subnormals, the f16 range).
@@ -73,8 +66,8 @@ TEST_F(CudaKvTypes, KvWriteStoresTheCpuBitsAndKnownEncodings) {
   const float specials[] = {
       1.0f + 0x1p-11f,      // f16 tie between 1 and 1 + 2^-10: to even, 1.0 (0x3C00)
       1.0f + 3 * 0x1p-11f,  // f16 tie: to even, 1 + 2^-9 (0x3C02)
-      70000.0f,             // past f16's 65504: +inf (0x7C00); bf16 0x4789 (69888)
-      -1e-6f,               // an f16 subnormal: -17 * 2^-24 (0x8011)
+      70000.0f,             // past f16's 65504: +inf (0x7C00); bf16 0x4789 (69888); fp8 saturates to 448 (0x7E)
+      -1e-6f,               // an f16 subnormal: -17 * 2^-24 (0x8011); below fp8's 2^-10: -0 (0x80)
       1.0f + 0x1p-8f,       // bf16 tie between 1 and 1 + 2^-7: to even, 1.0 (0x3F80)
       1.0f + 3 * 0x1p-8f,   // bf16 tie: to even, 1 + 2^-6 (0x3F82)
   };
@@ -107,11 +100,15 @@ TEST_F(CudaKvTypes, KvWriteStoresTheCpuBitsAndKnownEncodings) {
       EXPECT_EQ(element16(gk, first + 2), 0x4789) << "bf16 of 70000";
       EXPECT_EQ(element16(gk, first + 4), 0x3F80) << "bf16 tie to even (down)";
       EXPECT_EQ(element16(gk, first + 5), 0x3F82) << "bf16 tie to even (up)";
+    } else if (type == KvType::kFp8) {
+      EXPECT_EQ(gk[static_cast<size_t>(first)], 0x38) << "fp8 of 1 + 2^-11: 1.0";
+      EXPECT_EQ(gk[static_cast<size_t>(first + 2)], 0x7E) << "fp8 of 70000: saturated at 448";
+      EXPECT_EQ(gk[static_cast<size_t>(first + 3)], 0x80) << "fp8 of -1e-6: -0";
     }
   }
 }
 
-// rope_kv_write into a 16-bit cache: one kernel, bit for bit the CUDA backend's rope + rope + kv_write, and the
+// rope_kv_write into a 16-bit or fp8 cache: one kernel, bit for bit the CUDA backend's rope + rope + kv_write, and the
 // CPU backend's fused op up to the rare element whose fp32 rope differs by an ulp across a rounding boundary.
 TEST_F(CudaKvTypes, RopeKvWriteRoundsTheRotatedKeys) {
   const int heads = 8, kv_heads = 2, hd = 64;
@@ -123,7 +120,7 @@ TEST_F(CudaKvTypes, RopeKvWriteRoundsTheRotatedKeys) {
   const RopeParams gp{RopeLayout::kHalfSplit, hd, hd, 1.0f, inv_freq.gpu};
   const auto positions = input_values(std::vector<int32_t>{7, 300, 12345}, tokens, 1);
   const auto slots = input_values(std::vector<int32_t>{1, 2, 0}, tokens, 1);
-  for (KvType type : {KvType::kF16, KvType::kBF16}) {
+  for (KvType type : {KvType::kF16, KvType::kBF16, KvType::kFp8}) {
     const std::string what(kv_type_name(type));
     const auto q = input(tokens, q_dim, 60), k = input(tokens, kv_dim, 61), v = input(tokens, kv_dim, 62);
     const auto q2 = input_values(gpu_values(q.gpu), tokens, q_dim);
@@ -146,15 +143,21 @@ TEST_F(CudaKvTypes, RopeKvWriteRoundsTheRotatedKeys) {
     expect_close(k, 1e-5, what + ": k (fp32 in the activations)");
     // The cache against the CPU's, decoded: equal but for a flipped last bit here and there.
     auto decode = [&](const std::vector<uint8_t>& bytes) {
-      std::vector<float> out(bytes.size() / 2);
+      std::vector<float> out(bytes.size() / static_cast<size_t>(kv_type_bytes(type)));
       for (size_t i = 0; i < out.size(); ++i) {
+        if (type == KvType::kFp8) {
+          out[i] = quant::e4m3_to_f32(bytes[i]);
+          continue;
+        }
         const uint16_t h = element16(bytes, static_cast<int64_t>(i));
         out[i] = type == KvType::kF16 ? quant::fp16_to_f32(h) : quant::bf16_to_f32(h);
       }
       return out;
     };
     const auto gk = decode(gpu_bytes(kc.gpu)), ck = decode(cpu_bytes(kc.cpu));
-    EXPECT_LE(test::relative_l2(gk.data(), ck.data(), gk.size()), 1e-4) << what << ": cache k";
+    // A flipped last bit is 2^-11 of an f16, 2^-8 of a bf16 and 2^-4 of an fp8 element.
+    const double flip_bound = type == KvType::kFp8 ? 2e-2 : 1e-4;
+    EXPECT_LE(test::relative_l2(gk.data(), ck.data(), gk.size()), flip_bound) << what << ": cache k";
     EXPECT_EQ(gpu_bytes(vc.gpu), cpu_bytes(vc.cpu)) << what << ": cache v (rounded from the same floats)";
     // The unfused CUDA ops write the same bits.
     const KvLayerView gpu_cache2{kc2.gpu, vc2.gpu, cache_pos2.gpu, {}};

@@ -87,6 +87,7 @@ std::vector<TinyCase> tiny_cases() {
   wide.expert_ffn = 64;
   wide.mlp_bias = false;
   cases.push_back({"q8_0_moe", wide, quant::FormatId::kQ8_0, std::nullopt});
+  cases.push_back({"llama_fp8_cache", c, quant::FormatId::kF32, KvType::kFp8});
   return cases;
 }
 
@@ -125,14 +126,16 @@ TEST_F(CudaModel, TinyModelsMatchCpuLogits) {
     ASSERT_TRUE(s.ok()) << s.to_string();
     ASSERT_EQ(got.size(), want.size());
     // The prompt's projections round their inputs to fp16 (kGemmTolerance), and so do the K and V rows the decode
-    // steps then attend to; the steps' own arithmetic is fp32. Both caches round K and V to the same type.
-    EXPECT_LE(test::relative_l2(got.data(), want.data(), got.size()), kGemmTolerance) << "prompt logits";
+    // steps then attend to; the steps' own arithmetic is fp32. Both caches round K and V to the same type; in an fp8
+    // cache a K or V element that the fp16 GEMM moved by an ulp can cross an fp8 rounding boundary (a 2^-4 step).
+    const double bound = tc.kv_type == KvType::kFp8 ? 1e-2 : kGemmTolerance;
+    EXPECT_LE(test::relative_l2(got.data(), want.data(), got.size()), bound) << "prompt logits";
     // Decode steps: one row each (the GEMV path, split attention), attending to the cached prompt.
     for (size_t i = 40; i < tokens.size(); ++i) {
       ASSERT_TRUE((*cpu_model)->forward(**cpu_seq, std::span(tokens).subspan(i, 1), LogitsFor::kLast, &want).ok());
       ASSERT_TRUE((*gpu_model)->forward(**gpu_seq, std::span(tokens).subspan(i, 1), LogitsFor::kLast, &got).ok());
       ASSERT_EQ(got.size(), static_cast<size_t>(m.config.vocab_size));
-      EXPECT_LE(test::relative_l2(got.data(), want.data(), got.size()), kGemmTolerance) << "decode step " << i;
+      EXPECT_LE(test::relative_l2(got.data(), want.data(), got.size()), bound) << "decode step " << i;
     }
     // A 3-token batch (the GEMV path at batch 3) after a reset.
     (*cpu_seq)->reset();
@@ -145,8 +148,11 @@ TEST_F(CudaModel, TinyModelsMatchCpuLogits) {
 
 // Several sequences decoding together on the CUDA backend equal each decoding alone (which runs its captured
 // one-token graph): up to 8 rows the GEMVs take every row at once with per-row sums in the same order as one row;
-// 11 rows go through the fp16 tensor-core GEMM, which rounds its inputs to fp16.
-TEST_F(CudaModel, DecodeBatchEqualsEachSequenceAlone) {
+// 11 rows go through the fp16 tensor-core GEMM, which rounds its inputs to fp16. Paged sequences: the KV write
+// through the slots' pool rows, every attention kernel through the block table (prompt chunks on the tensor-core
+// kernel for 16-bit caches, decode on the split kernel), reused prefix blocks, and decode_batch over sequences
+// whose blocks interleave in one pool.
+TEST_F(CudaModel, DecodeBatchAndPagedSequencesEqualEachSequenceAlone) {
   for (const TinyCase& tc : tiny_cases()) {
     SCOPED_TRACE(tc.name);
     std::list<quant::QuantBuffers> storage;
@@ -158,22 +164,6 @@ TEST_F(CudaModel, DecodeBatchEqualsEachSequenceAlone) {
     ASSERT_TRUE(model.ok()) << model.status().to_string();
     EXPECT_LT(test::check_decode_batch(**model, 3, 3), 1e-5);  // measured under the SIMT layer: 0
     EXPECT_LT(test::check_decode_batch(**model, 11, 2), 1e-2);  // measured: 6.7e-4 .. 2.4e-3 (bf16 cache)
-  }
-}
-
-// Paged sequences on the CUDA backend: the KV write through the slots' pool rows, every attention kernel through
-// the block table (prompt chunks on the tensor-core kernel for 16-bit caches, decode on the split kernel), reused
-// prefix blocks, and decode_batch over sequences whose blocks interleave in one pool.
-TEST_F(CudaModel, PagedSequencesEqualOwnCacheSequences) {
-  for (const TinyCase& tc : tiny_cases()) {
-    SCOPED_TRACE(tc.name);
-    std::list<quant::QuantBuffers> storage;
-    test::TinyModel m = tiny_model_of(tc, storage);
-    ASSERT_FALSE(HasFatalFailure());
-    TransformerOptions options;
-    options.kv_type = tc.kv_type;
-    auto model = Transformer::create(*gpu_, m.config, m.tensors, options);
-    ASSERT_TRUE(model.ok()) << model.status().to_string();
     // Prompts of more than 8 rows go through the fp16 GEMM, whose rows a reused prefix computed in other batches.
     EXPECT_LT(test::check_paged_sequences(**model, 8), 1e-2);
     auto pool = (*model)->new_kv_pool(32, 4);

@@ -1,5 +1,6 @@
 // Attention over a paged KV cache (KvLayerView::block_table): a sequence's slots scattered over a pool of blocks in
-// a shuffled order, among blocks of other sequences that hold NaN at positions every query could see. The CPU
+// a shuffled order, among blocks of other sequences that hold NaN at positions every query could see; f32, f16,
+// bf16 and fp8 caches. The CPU
 // backend's paged attention must equal its attention over the same slots stored contiguously, bit for bit, and the
 // CUDA backend's (each of its three kernels: per-head, split decode, tensor-core prompt) must match the CPU's.
 #include <algorithm>
@@ -34,16 +35,8 @@ class CudaPagedAttention : public test::BackendPair {
  protected:
   // [rows, kv_dim] values rounded to `type`, the same bits on both backends.
   Dual<uint8_t> kv_bits(KvType type, const std::vector<float>& values, int64_t rows, int64_t kv_dim) {
-    std::vector<uint8_t> bits(static_cast<size_t>(rows * kv_dim) * kv_type_bytes(type));
-    for (size_t i = 0; i < values.size(); ++i) {
-      if (type == KvType::kF32) {
-        std::memcpy(bits.data() + 4 * i, &values[i], 4);
-        continue;
-      }
-      const uint16_t h = type == KvType::kF16 ? quant::f32_to_fp16(values[i]) : quant::f32_to_bf16(values[i]);
-      std::memcpy(bits.data() + 2 * i, &h, 2);
-    }
-    return input_values(bits, rows, kv_dim * static_cast<int64_t>(kv_type_bytes(type)));
+    return input_values(test::kv_type_bits(type, values, static_cast<size_t>(rows * kv_dim)), rows,
+                        kv_dim * static_cast<int64_t>(kv_type_bytes(type)));
   }
 
   void check(const PagedCase& c) {
@@ -142,6 +135,8 @@ TEST_F(CudaPagedAttention, MatchesContiguousForEveryKernel) {
            PagedCase{32, 4, 128, 0, 1, 1025, 16, KvType::kF16, true},
            PagedCase{8, 8, 64, 0, 1, 300, 32, KvType::kF32, true},
            PagedCase{16, 2, 64, 7, 1, 200, 16, KvType::kBF16, true},
+           PagedCase{16, 4, 64, 0, 1, 77, 16, KvType::kFp8, true},
+           PagedCase{8, 2, 32, 0, 20, 60, 16, KvType::kFp8, false},
            // prompts: tensor-core kernel on 16-bit caches, per-head kernel on f32
            PagedCase{8, 2, 64, 0, 40, 90, 16, KvType::kF16, false},
            PagedCase{4, 4, 128, 0, 70, 70, 32, KvType::kBF16, false},

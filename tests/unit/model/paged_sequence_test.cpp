@@ -61,14 +61,7 @@ TEST(KvBlockAllocator, HoldersFreeBlocksAndPrefixCache) {
 class PagedSequences : public testing::TestWithParam<bool> {};
 
 TEST_P(PagedSequences, EqualOwnCacheSequencesAndReusePrefixes) {
-  ModelConfig c = tiny_llama_config();
-  if (GetParam()) {
-    c.experts = 4;
-    c.experts_used = 2;
-    c.expert_ffn = 32;
-    c.qk_norm = true;
-  }
-  auto m = make_tiny_model(c);
+  auto m = make_tiny_model(GetParam() ? test::tiny_moe_config() : tiny_llama_config());
   CpuBackend backend;
   auto model = Transformer::create(backend, m.config, m.tensors);
   ASSERT_TRUE(model.ok()) << model.status().to_string();

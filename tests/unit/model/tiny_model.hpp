@@ -100,4 +100,14 @@ inline ModelConfig tiny_llama_config() {
   return c;
 }
 
+// The tiny llama turned into a mixture of experts (4 experts, 2 per token) with per-head q/k norms.
+inline ModelConfig tiny_moe_config() {
+  ModelConfig c = tiny_llama_config();
+  c.experts = 4;
+  c.experts_used = 2;
+  c.expert_ffn = 32;
+  c.qk_norm = true;
+  return c;
+}
+
 }  // namespace qrt::test

@@ -36,14 +36,8 @@ std::vector<int32_t> some_tokens(int n, int vocab) {
 
 TEST(Transformer, BatchEqualsTokenByTokenAndLastEqualsAll) {
   for (bool moe : {false, true}) {
-    ModelConfig c = tiny_llama_config();
-    if (moe) {
-      c.experts = 4;
-      c.experts_used = 2;
-      c.expert_ffn = 32;
-      c.qk_norm = true;
-      c.attention_bias = true;
-    }
+    ModelConfig c = moe ? test::tiny_moe_config() : tiny_llama_config();
+    c.attention_bias = moe;
     auto m = make_tiny_model(c);
     CpuBackend backend;
     auto model = Transformer::create(backend, m.config, m.tensors);
@@ -81,14 +75,8 @@ TEST(Transformer, BatchEqualsTokenByTokenAndLastEqualsAll) {
 // from 1 row to more rows than the GEMV batch limit; bad batches are refused without touching any sequence.
 TEST(Transformer, DecodeBatchEqualsEachSequenceAlone) {
   for (bool moe : {false, true}) {
-    ModelConfig c = tiny_llama_config();
+    ModelConfig c = moe ? test::tiny_moe_config() : tiny_llama_config();
     c.attention_bias = true;
-    if (moe) {
-      c.experts = 4;
-      c.experts_used = 2;
-      c.expert_ffn = 32;
-      c.qk_norm = true;
-    }
     auto m = make_tiny_model(c);
     CpuBackend backend;
     auto model = Transformer::create(backend, m.config, m.tensors);
@@ -295,10 +283,11 @@ TEST(Transformer, ForwardErrorsLeaveTheSequenceUnchanged) {
   EXPECT_FALSE((*model)->new_sequence(int64_t{1} << 50).ok());
 }
 
-// A 16-bit KV cache (TransformerOptions::kv_type): half the bytes of f32 per element, positions still int32; a
-// batch still equals token-by-token steps (both attend to the rounded rows of the cache), and the logits stay within
-// the type's rounding of the f32 cache's without being equal to them (the rounding happens).
-TEST(Transformer, SixteenBitKvCachesHalveTheMemoryAndStayCloseToF32) {
+// A 16-bit or fp8 KV cache (TransformerOptions::kv_type): half (a quarter of) the bytes of f32 per element,
+// positions still int32; a batch still equals token-by-token steps (both attend to the rounded rows of the cache),
+// and the logits stay within the type's rounding of the f32 cache's without being equal to them (the rounding
+// happens).
+TEST(Transformer, NarrowKvCachesShrinkTheMemoryAndStayCloseToF32) {
   ModelConfig c = tiny_llama_config();
   auto m = make_tiny_model(c);
   CpuBackend backend;
@@ -325,19 +314,19 @@ TEST(Transformer, SixteenBitKvCachesHalveTheMemoryAndStayCloseToF32) {
   uint64_t f32_bytes = 0;
   run(KvType::kF32, &f32_batch, &f32_steps, &f32_bytes);
   EXPECT_EQ(f32_bytes, 16 * kv_cache_bytes_per_token(c));
-  for (KvType type : {KvType::kF16, KvType::kBF16}) {
+  for (KvType type : {KvType::kF16, KvType::kBF16, KvType::kFp8}) {
     SCOPED_TRACE(std::string(kv_type_name(type)));
     std::vector<float> batch, steps;
     uint64_t bytes = 0;
     run(type, &batch, &steps, &bytes);
     ASSERT_FALSE(testing::Test::HasFatalFailure());
     EXPECT_EQ(bytes, 16 * kv_cache_bytes_per_token(c, 1, type));
-    EXPECT_EQ(bytes - 16 * sizeof(int32_t), (f32_bytes - 16 * sizeof(int32_t)) / 2);
+    EXPECT_EQ(bytes - 16 * sizeof(int32_t), (f32_bytes - 16 * sizeof(int32_t)) / (4 / kv_type_bytes(type)));
     EXPECT_LT(max_rel_diff(steps, batch), 1e-5);
-    // f16 keeps 11 significant bits, bf16 8: about 2^-11 and 2^-8 relative per cached element.
+    // f16 keeps 11 significant bits, bf16 8, fp8 4: about 2^-11, 2^-8 and 2^-4 relative per cached element.
     const double diff = max_rel_diff(batch, f32_batch);
     EXPECT_GT(diff, 0.0);
-    EXPECT_LT(diff, type == KvType::kF16 ? 2e-3 : 2e-2);
+    EXPECT_LT(diff, type == KvType::kF16 ? 2e-3 : (type == KvType::kBF16 ? 2e-2 : 2e-1));
   }
 }
 
