@@ -174,6 +174,17 @@ class DecodeBatch {
 // this.
 uint64_t kv_cache_bytes_per_token(const ModelConfig& config, int tp_world = 1, KvType kv_type = KvType::kF32);
 
+// What Transformer::reuse_prefix would do for a sequence's first tokens, without doing it (plan_prefix): the tokens
+// its cached blocks hold, how many of those blocks nobody holds now (taking them lowers the pool's free count), and
+// the blocks the rest of the tokens still need.
+struct PrefixPlan {
+  int64_t reused_tokens = 0;
+  int64_t blocks_taken_from_free = 0;
+  int64_t new_blocks = 0;
+  // Whether the pool can hold all the tokens now.
+  bool fits(const KvPool& pool) const { return blocks_taken_from_free + new_blocks <= pool.free_blocks(); }
+};
+
 enum class LogitsFor {
   kLast,  // logits of the last token: [vocab]
   kAll,   // logits of every token of the call: [tokens, vocab]
@@ -213,6 +224,7 @@ class Transformer {
   // whole blocks (but never the last token, whose logits the caller needs) and returns how many tokens they hold;
   // the sequence's length is then that count, and the caller runs the rest.
   int64_t reuse_prefix(Sequence& seq, std::span<const int32_t> tokens);
+  PrefixPlan plan_prefix(const Sequence& seq, std::span<const int32_t> tokens) const;
   // Takes the blocks the next `tokens` tokens of a paged sequence will need now, so that the passes that run them
   // cannot find the pool full (a scheduler admitting a prompt it runs in chunks). kOutOfRange when the pool has too
   // few free blocks or the tokens exceed the capacity; nothing changes then.
@@ -279,6 +291,9 @@ class Transformer {
   // After a pass: the tokens recorded, and blocks that became full offered to the prefix cache.
   void record_tokens(Sequence& seq, std::span<const int32_t> tokens, bool at_slots);
   KvLayerView cache_view(Sequence& seq, int layer_index) const;
+  // The pool's cached blocks holding the longest prefix of whole blocks of `tokens` (never the last token) of an
+  // empty paged sequence, with their chain hashes.
+  std::vector<std::pair<int32_t, uint64_t>> cached_prefix(const Sequence& seq, std::span<const int32_t> tokens) const;
   Status ensure_scratch_buffers(std::vector<ScopedBuffer>& scratch, int64_t& have, int64_t tokens);
   // The forward pass up to the logits, left on the device: [rows, vocab], rows = 1 for kLast, n for kAll.
   Status run_forward(Sequence& seq, std::span<const int32_t> tokens, std::span<const int32_t> positions,

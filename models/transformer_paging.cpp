@@ -50,24 +50,47 @@ int64_t Transformer::blocks_needed(const Sequence& seq, int64_t tokens) const {
   return want > 0 ? want : 0;
 }
 
-int64_t Transformer::reuse_prefix(Sequence& seq, std::span<const int32_t> tokens) {
-  if (seq.pool_ == nullptr || seq.length_ != 0 || tokens.empty()) return 0;
-  KvPool& pool = *seq.pool_;
+std::vector<std::pair<int32_t, uint64_t>> Transformer::cached_prefix(const Sequence& seq,
+                                                                     std::span<const int32_t> tokens) const {
+  std::vector<std::pair<int32_t, uint64_t>> found;  // (block, chain hash)
+  if (seq.pool_ == nullptr || seq.length_ != 0 || tokens.empty()) return found;
+  const KvPool& pool = *seq.pool_;
   const size_t b = static_cast<size_t>(pool.block_size());
   const size_t limit = std::min((tokens.size() - 1) / b, static_cast<size_t>(seq.capacity_) / b);
   uint64_t parent = 0;
-  size_t matched = 0;
-  for (; matched < limit; ++matched) {
-    const std::span<const int32_t> block = tokens.subspan(matched * b, b);
+  for (size_t i = 0; i < limit; ++i) {
+    const std::span<const int32_t> block = tokens.subspan(i * b, b);
     const uint64_t hash = KvBlockAllocator::chain_hash(parent, block);
-    const std::optional<int32_t> found = pool.blocks_.find(hash, parent, block);
-    if (!found) break;
-    pool.blocks_.hold(*found);
-    seq.blocks_.push_back(*found);
-    seq.block_hashes_.push_back(hash);
+    const std::optional<int32_t> hit = pool.blocks_.find(hash, parent, block);
+    if (!hit) break;
+    found.emplace_back(*hit, hash);
     parent = hash;
   }
-  const int64_t reused = static_cast<int64_t>(matched * b);
+  return found;
+}
+
+PrefixPlan Transformer::plan_prefix(const Sequence& seq, std::span<const int32_t> tokens) const {
+  PrefixPlan plan;
+  if (seq.pool_ == nullptr) return plan;
+  const auto found = cached_prefix(seq, tokens);
+  const int64_t b = seq.pool_->block_size();
+  plan.reused_tokens = static_cast<int64_t>(found.size()) * b;
+  for (const auto& [block, hash] : found) plan.blocks_taken_from_free += seq.pool_->blocks_.holders(block) == 0;
+  const int64_t blocks = (static_cast<int64_t>(tokens.size()) + b - 1) / b;
+  plan.new_blocks = blocks - static_cast<int64_t>(found.size());
+  return plan;
+}
+
+int64_t Transformer::reuse_prefix(Sequence& seq, std::span<const int32_t> tokens) {
+  if (seq.pool_ == nullptr || seq.length_ != 0 || tokens.empty()) return 0;
+  KvPool& pool = *seq.pool_;
+  const auto found = cached_prefix(seq, tokens);
+  for (const auto& [block, hash] : found) {
+    pool.blocks_.hold(block);
+    seq.blocks_.push_back(block);
+    seq.block_hashes_.push_back(hash);
+  }
+  const int64_t reused = static_cast<int64_t>(found.size()) * pool.block_size();
   seq.tokens_.assign(tokens.begin(), tokens.begin() + reused);
   seq.length_ = reused;
   seq.table_dirty_ = true;

@@ -9,6 +9,9 @@
 // the batched decode steps, prompts that start like an earlier one reuse its cached blocks, and when the pool runs
 // out the latest request is preempted and recomputed later. Logs go to stderr: one line when listening
 // ("serve-model: listening on http://HOST:PORT ..."), one per request. SIGINT/SIGTERM stop it.
+//
+// Tensor parallelism: --tp N splits the model among N ranks in this process; under mpirun every rank loads its
+// share, rank 0 serves HTTP and schedules, and the other ranks follow its steps (qrt::Engine::follow).
 #include <CLI/CLI.hpp>
 
 #include <atomic>
@@ -32,10 +35,6 @@ int fail(const qrt::Status& s) {
   std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
   return 1;
 }
-int fail(const std::string& message) {
-  std::fprintf(stderr, "error: %s\n", message.c_str());
-  return 1;
-}
 
 // The name clients put in "model": the file or folder name without a GGUF extension, or an Ollama name as given.
 std::string default_served_name(const std::string& path) {
@@ -53,6 +52,7 @@ int main(int argc, char** argv) {
   std::string model_path, host = "127.0.0.1", device = "cpu", api_key, served_name, kv_type;
   int port = 8080, max_seqs = 4, max_waiting = 64, block_size = 16;
   int64_t context = 0, prompt_chunk = 0;
+  int tensor_parallel = 0;
   double kv_cache_mib = 0;
   app.add_option("model", model_path, "UQFF directory or shard, GGUF file, Ollama name:tag, or HF checkpoint directory")
       ->required();
@@ -75,24 +75,32 @@ int main(int argc, char** argv) {
   app.add_option("--kv-type", kv_type,
                  "KV cache element type: f32, f16, bf16 or fp8 (E4M3; default: f16 on cuda, f32 on cpu)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "fp8"}));
+  app.add_option("--tp", tensor_parallel, "split the model among N ranks in this process (one GPU each on cuda)")
+      ->check(CLI::Range(0, 64));
   app.add_option("--api-key", api_key, "require \"Authorization: Bearer KEY\" on /v1/ routes (or QRT_API_KEY)");
   app.add_option("--served-model-name", served_name, "the model name clients use (default: the file or folder name)");
   CLI11_PARSE(app, argc, argv);
   if (api_key.empty()) {
     if (const char* env = std::getenv("QRT_API_KEY")) api_key = env;
   }
-  if (qrt::launcher_rank() != 0 || std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr)
-    return fail("serve-model does not run under mpirun yet (tensor-parallel serving is not implemented)");
+  // Under mpirun every rank loads its share of the model; rank 0 serves HTTP and runs the engine, the others
+  // follow its steps. Errors agreed by all ranks are printed once, by rank 0.
+  const bool leader = qrt::launcher_rank() == 0;
+  const auto fail_once = [&](const qrt::Status& s) { return leader ? fail(s) : 1; };
 
   qrt::ModelOptions options;
   auto parsed_device = qrt::device_from_name(device);
-  if (!parsed_device.ok()) return fail(parsed_device.status());
+  if (!parsed_device.ok()) return fail_once(parsed_device.status());
   options.device = *parsed_device;
   options.context_length = context;
-  options.use_launcher_ranks = false;
+  options.tensor_parallel = tensor_parallel;
   if (!kv_type.empty()) options.kv_type = qrt::kv_type_from_name(kv_type);
   auto model = qrt::Model::open(model_path, options);
-  if (!model.ok()) return fail(model.status());
+  if (!model.ok()) return fail_once(model.status());
+  if (model->info().tp_rank != 0) {
+    const qrt::Status followed = qrt::Engine::follow(*model);
+    return followed.ok() ? 0 : 1;  // rank 0 reports why
+  }
 
   qrt::EngineOptions engine_options;
   engine_options.max_running = max_seqs;
@@ -121,13 +129,15 @@ int main(int argc, char** argv) {
     while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     server.stop();
   });
+  const int world = model->info().tp_world;
+  const std::string split = world > 1 ? ", split among " + std::to_string(world) + " ranks" : std::string();
   std::fprintf(stderr,
-               "serve-model: listening on http://%s:%d (model %s on %s, %d sequences of up to %lld tokens, KV cache "
-               "%.1f MiB in %lld blocks of %d tokens)\n",
-               host.c_str(), *bound, server_options.served_model.c_str(), model->info().device.c_str(), max_seqs,
-               static_cast<long long>((*engine)->context_length()),
-               static_cast<double>(counts.kv_cache_bytes) / (1024.0 * 1024.0), static_cast<long long>(counts.kv_blocks),
-               counts.kv_block_size);
+               "serve-model: listening on http://%s:%d (model %s on %s%s, %d sequences of up to %lld tokens, KV cache "
+               "%.1f MiB%s in %lld blocks of %d tokens)\n",
+               host.c_str(), *bound, server_options.served_model.c_str(), model->info().device.c_str(), split.c_str(),
+               max_seqs, static_cast<long long>((*engine)->context_length()),
+               static_cast<double>(counts.kv_cache_bytes) / (1024.0 * 1024.0), world > 1 ? " per rank" : "",
+               static_cast<long long>(counts.kv_blocks), counts.kv_block_size);
   std::fflush(stderr);
   const qrt::Status served = server.serve();
   g_stop = true;

@@ -23,6 +23,8 @@
 #include <thread>
 
 #include "kernels/cpu/sampler.hpp"
+#include "qrt/log.hpp"
+#include "runtime/src/engine_ranks.hpp"
 #include "runtime/src/logprobs.hpp"
 #include "runtime/src/model_impl.hpp"
 #include "runtime/src/prompt_tokens.hpp"
@@ -70,10 +72,8 @@ struct Engine::Impl {
   std::shared_ptr<api_detail::ModelImpl> m;
   EngineOptions options;
   int64_t context = 0, prompt_chunk = 0;
-  // Device objects, used and freed under m->device_mutex.
-  std::unique_ptr<KvPool> pool;
-  std::vector<std::unique_ptr<Sequence>> seqs;
-  std::unique_ptr<DecodeBatch> batch;
+  // The pools, sequences and scratch of every rank, used and freed under m->device_mutex.
+  std::unique_ptr<api_detail::EngineRanks> ranks;
   std::vector<std::unique_ptr<Request>> slots;  // per sequence: its request, or null when free
   uint64_t admissions = 0;
   bool device_sampling = false;  // the backend samples decode rows (Backend::supports_sample)
@@ -87,7 +87,9 @@ struct Engine::Impl {
   EngineCounts counts;
   std::thread thread;
 
-  Transformer& model_pass() { return *m->transformer; }
+  Transformer& model_pass() { return ranks->model(); }
+  KvPool& pool() { return ranks->pool(); }
+  Sequence& seq(size_t slot) { return ranks->sequence(slot); }
   int occupied() const {
     return static_cast<int>(std::count_if(slots.begin(), slots.end(), [](const auto& r) { return r != nullptr; }));
   }
@@ -111,51 +113,70 @@ struct Engine::Impl {
   void finish_unadmitted(std::unique_ptr<Request> r, Result<GenerateResult> result);
   void release_sequence(size_t slot) {
     std::lock_guard device(m->device_mutex);
-    seqs[slot]->reset();
+    const Status reset = ranks->reset(slot);
+    if (!reset.ok()) log_warn("engine: ", reset.to_string());  // host bookkeeping only: nothing to undo
   }
   void sync_pool_counts() {  // under `mutex`
-    counts.kv_blocks_used = pool->held_blocks();
-    counts.kv_blocks_cached = pool->cached_blocks();
-    counts.reused_prompt_tokens = pool->reused_tokens();
+    counts.kv_blocks_used = pool().held_blocks();
+    counts.kv_blocks_cached = pool().cached_blocks();
+    counts.reused_prompt_tokens = pool().reused_tokens();
   }
 };
 
-Result<std::unique_ptr<Engine>> Engine::start(const Model& model, const EngineOptions& options) {
+namespace {
+
+// The pool and sequences `options` ask for on `model`, or why they cannot be made.
+Result<api_detail::EngineShape> engine_shape(const Model& model, const api_detail::ModelImpl& m,
+                                             const EngineOptions& options) {
   if (options.max_running < 1) return invalid_argument("engine: max_running must be at least 1");
   if (options.max_waiting < 0) return invalid_argument("engine: max_waiting must not be negative");
   if (options.context_length < 0 || options.prompt_chunk < 0)
     return invalid_argument("engine: context_length and prompt_chunk must not be negative");
-  if (model.info().tp_world > 1)
-    return unsupported("engine: batching a tensor-parallel model is not implemented; use sessions");
-  auto impl = std::make_unique<Impl>(model, model.impl_);
-  Impl& e = *impl;
-  e.options = options;
-  e.context = options.context_length > 0 ? options.context_length : model.info().default_context;
-  e.prompt_chunk = options.prompt_chunk > 0 ? options.prompt_chunk : e.m->options.prompt_batch;
-  const int block = options.block_size;
+  const int64_t block = options.block_size;
   if (block <= 0) return invalid_argument("engine: block_size must be positive");
-  const uint64_t block_bytes =
-      kv_cache_bytes_per_token(e.m->config, 1, e.model_pass().kv_type()) * static_cast<uint64_t>(block);
-  const int64_t full_contexts = int64_t{options.max_running} * ((e.context + block - 1) / block);
+  const int64_t context = options.context_length > 0 ? options.context_length : model.info().default_context;
+  // Each rank of a split model holds its share of every block: the memory option is per rank (per GPU).
+  const uint64_t token_bytes = kv_cache_bytes_per_token(m.config, model.info().tp_world, m.transformer->kv_type());
+  const uint64_t block_bytes = token_bytes * static_cast<uint64_t>(block);
+  const int64_t full_contexts = int64_t{options.max_running} * ((context + block - 1) / block);
   const int64_t blocks =
       options.kv_cache_bytes > 0 ? static_cast<int64_t>(options.kv_cache_bytes / block_bytes) : full_contexts;
   if (blocks < 1)
     return invalid_argument("engine: a KV cache of " + std::to_string(options.kv_cache_bytes) +
                             " bytes holds no block of " + std::to_string(block) + " tokens (" +
                             std::to_string(block_bytes) + " bytes)");
+  return api_detail::EngineShape{blocks, block, options.max_running, context};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::start(const Model& model, const EngineOptions& options) {
+  if (model.impl_->comm && model.impl_->comm->rank() != 0)
+    return invalid_argument("engine: rank " + std::to_string(model.impl_->comm->rank()) +
+                            " of an MPI launch follows rank 0's engine (Engine::follow)");
+  auto impl = std::make_unique<Impl>(model, model.impl_);
+  Impl& e = *impl;
+  auto planned = engine_shape(model, *e.m, options);
+  // The followers build what rank 0 describes; blocks = 0 tells them rank 0 gave up.
+  api_detail::EngineShape shape = planned.ok() ? *planned : api_detail::EngineShape{};
+  if (e.m->comm) QRT_TRY(e.m->comm->broadcast(&shape, sizeof shape, 0));
+  if (!planned.ok()) return planned.status();
+  e.options = options;
+  e.context = shape.context;
+  e.prompt_chunk = options.prompt_chunk > 0 ? options.prompt_chunk : e.m->options.prompt_batch;
+  const int block = static_cast<int>(shape.block_size);
   {
     std::lock_guard device(e.m->device_mutex);
-    QRT_ASSIGN_OR_RETURN(e.pool, e.model_pass().new_kv_pool(blocks, block));
-    for (int i = 0; i < options.max_running; ++i) {
-      QRT_ASSIGN_OR_RETURN(std::unique_ptr<Sequence> seq, e.model_pass().new_sequence(*e.pool, e.context));
-      e.seqs.push_back(std::move(seq));
-    }
-    e.batch = std::make_unique<DecodeBatch>();
+    auto ranks = api_detail::EngineRanks::create(*e.m, shape);
+    Status built = ranks.status();
+    if (e.m->comm) built = e.m->comm->agree(built);
+    if (!built.ok()) return built;
+    e.ranks = std::move(*ranks);
   }
-  e.slots.resize(e.seqs.size());
+  e.slots.resize(static_cast<size_t>(options.max_running));
   e.counts.sequences = options.max_running;
-  e.counts.kv_cache_bytes = e.pool->bytes();
-  e.counts.kv_blocks = e.pool->blocks();
+  e.counts.kv_cache_bytes = e.pool().bytes();
+  e.counts.kv_blocks = e.pool().blocks();
   e.counts.kv_block_size = block;
   e.device_sampling = e.m->backend->supports_sample();
   Impl* raw = impl.get();
@@ -172,12 +193,13 @@ Engine::~Engine() {
   }
   impl_->wake.notify_all();
   impl_->thread.join();
-  // Device memory goes back to the backend under its lock: the sequences before their pool.
+  // Device memory goes back to the backend under its lock; the MPI followers stop too.
   std::lock_guard device(impl_->m->device_mutex);
-  impl_->batch.reset();
-  impl_->seqs.clear();
-  impl_->pool.reset();
+  impl_->ranks->stop();
+  impl_->ranks.reset();
 }
+
+Status Engine::follow(const Model& model) { return api_detail::EngineRanks::follow(*model.impl_); }
 
 Result<uint64_t> Engine::submit(EngineRequest request) {
   std::lock_guard lock(impl_->mutex);
@@ -311,26 +333,21 @@ Admission Engine::Impl::admit(size_t slot, std::unique_ptr<Request>& request) {
     std::lock_guard lock(mutex);
     counts.prompt_tokens += static_cast<uint64_t>(r.prompt_tokens);
   }
-  Sequence& seq = *seqs[slot];
-  Status cannot_run;
+  const PrefixPlan plan = model_pass().plan_prefix(seq(slot), r.tokens);
+  if (!plan.fits(pool())) {
+    if (occupied() > 0) return Admission::kNoRoom;  // blocks come free as the running requests finish
+    const int64_t blocks = plan.new_blocks + plan.reused_tokens / pool().block_size();
+    return fail(out_of_range("a context of " + std::to_string(r.tokens.size()) + " tokens needs " +
+                             std::to_string(blocks) + " KV cache blocks; the pool has " +
+                             std::to_string(pool().blocks()) + " (raise the KV cache memory)"));
+  }
+  Status admitted;
   {
     std::lock_guard device(m->device_mutex);
-    model_pass().reuse_prefix(seq, r.tokens);
-    const int64_t rest = static_cast<int64_t>(r.tokens.size()) - seq.length();
-    const int64_t need = model_pass().blocks_needed(seq, rest);
-    if (need <= pool->free_blocks()) {
-      cannot_run = model_pass().reserve_blocks(seq, rest);
-    } else if (occupied() == 0) {  // the whole pool is free, and it is not enough
-      cannot_run = out_of_range("a context of " + std::to_string(r.tokens.size()) + " tokens needs " +
-                                std::to_string(need + seq.held_blocks()) + " KV cache blocks; the pool has " +
-                                std::to_string(pool->blocks()) + " (raise the KV cache memory)");
-    } else {
-      seq.reset();
-      return Admission::kNoRoom;  // blocks come free as the running requests finish
-    }
-    if (!cannot_run.ok()) seq.reset();
+    admitted = ranks->admit(slot, r.tokens);
+    if (!admitted.ok()) (void)ranks->reset(slot);
   }
-  if (!cannot_run.ok()) return fail(std::move(cannot_run));
+  if (!admitted.ok()) return fail(std::move(admitted));
   r.admitted = ++admissions;
   r.ready = false;
   return Admission::kAdmitted;
@@ -345,22 +362,19 @@ void Engine::Impl::run_prompts() {
   for (size_t s : order) {
     if (budget <= 0) break;
     Request& r = *slots[s];
-    Sequence& seq = *seqs[s];
-    const int64_t done = seq.length(), n = std::min(budget, static_cast<int64_t>(r.tokens.size()) - done);
-    std::vector<float> logits;
+    const int64_t n = std::min(budget, static_cast<int64_t>(r.tokens.size()) - seq(s).length());
     Status st;
     {
       std::lock_guard device(m->device_mutex);
-      st = model_pass().prompt_step(*batch, seq, std::span(r.tokens).subspan(static_cast<size_t>(done),
-                                                                              static_cast<size_t>(n)), &logits);
+      st = ranks->prompt(s, n);
+      if (st.ok() && seq(s).length() == static_cast<int64_t>(r.tokens.size())) r.logits = ranks->prompt_logits();
     }
     if (!st.ok()) {
       finish(s, st.with_context("running the prompt"));
       continue;
     }
     budget -= n;
-    if (seq.length() < static_cast<int64_t>(r.tokens.size())) continue;
-    r.logits = std::move(logits);
+    if (seq(s).length() < static_cast<int64_t>(r.tokens.size())) continue;
     r.ready = true;
     if (!r.started) {
       r.started = true;
@@ -377,10 +391,10 @@ void Engine::Impl::decode() {
   // Blocks for this step's tokens: preempt the latest admitted requests until the rest fit.
   const auto needed = [&] {
     int64_t n = 0;
-    for (size_t s : order) n += model_pass().blocks_needed(*seqs[s], 1);
+    for (size_t s : order) n += model_pass().blocks_needed(seq(s), 1);
     return n;
   };
-  while (!order.empty() && needed() > pool->free_blocks()) {
+  while (!order.empty() && needed() > pool().free_blocks()) {
     size_t victim = slots.size();
     for (size_t s = 0; s < slots.size(); ++s)
       if (slots[s] && (victim == slots.size() || slots[s]->admitted > slots[victim]->admitted)) victim = s;
@@ -404,17 +418,15 @@ void Engine::Impl::decode() {
       if (same_sampling(sampling(order[i]), sampling(order[j]))) grouped.push_back(order[j]);
   }
   order.swap(grouped);
-  std::vector<Sequence*> batch_seqs;
   std::vector<int32_t> tokens;
   for (size_t s : order) {
-    batch_seqs.push_back(seqs[s].get());
     tokens.push_back(slots[s]->tokens.back());
     slots[s]->ready = false;
   }
   Status st;
   {
     std::lock_guard device(m->device_mutex);
-    st = model_pass().decode_batch_keep_logits(*batch, batch_seqs, tokens);
+    st = ranks->decode(order, tokens);
   }
   {
     std::lock_guard lock(mutex);
@@ -453,14 +465,14 @@ Status Engine::Impl::take_step_results(const std::vector<size_t>& order) {
         }
       }
       std::vector<int32_t> ids(g1 - g0);
-      QRT_TRY(model_pass().sample_batch_rows(*batch, static_cast<int64_t>(g0), step, ids));
+      QRT_TRY(model_pass().sample_batch_rows(ranks->batch(), static_cast<int64_t>(g0), step, ids));
       for (size_t k = g0; k < g1; ++k) slots[order[k]]->next_id = ids[k - g0];
     }
     for (size_t k = g0; k < g1; ++k) {
       Request& r = *slots[order[k]];
       r.logits.clear();
       if (!device_sampling || r.request.options.logprobs >= 0)
-        QRT_TRY(model_pass().download_batch_row(*batch, static_cast<int64_t>(k), &r.logits));
+        QRT_TRY(model_pass().download_batch_row(ranks->batch(), static_cast<int64_t>(k), &r.logits));
       r.ready = true;
     }
   }
@@ -502,7 +514,7 @@ bool Engine::Impl::advance(size_t slot) {
     stop = StopReason::kStopString;
   } else if (static_cast<int>(res.tokens.size()) >= o.max_tokens) {
     stop = StopReason::kMaxTokens;
-  } else if (seqs[slot]->length() >= context) {
+  } else if (seq(slot).length() >= context) {
     stop = StopReason::kContextFull;  // no slot to run this token through
   }
   if (stop == StopReason::kMaxTokens || stop == StopReason::kContextFull) text += r.stream.flush();

@@ -17,7 +17,9 @@
 //
 // Callbacks run on the engine's thread and must not block it for long. Greedy results equal Session::generate's
 // (the batched linear layers sum each row in its own order); a request's output does not depend on what else runs.
-// Not under tensor parallelism (start() refuses a split model).
+// A tensor-parallel model is served by all its ranks: the ranks of an in-process group step together on the
+// group's threads; under an MPI launch rank 0 runs the engine and every other rank calls Engine::follow, which
+// applies rank 0's steps until rank 0's engine is destroyed.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +36,8 @@ struct EngineOptions {
   int max_running = 8;          // requests decoded together
   int max_waiting = 64;         // requests queued beyond the running ones; submit() refuses more
   int64_t context_length = 0;   // the most tokens of one request (prompt and output); 0 = the model's default
-  // Memory of the KV cache pool shared by all requests; 0 = room for max_running full contexts.
+  // Memory of the KV cache pool shared by all requests (on each rank of a split model); 0 = room for max_running
+  // full contexts.
   uint64_t kv_cache_bytes = 0;
   int block_size = 16;          // tokens per KV cache block (a power of two)
   int64_t prompt_chunk = 0;     // prompt tokens run per step, over all prompts; 0 = the model's prompt_batch
@@ -73,6 +76,9 @@ struct EngineCounts {
 class Engine {
  public:
   static Result<std::unique_ptr<Engine>> start(const Model& model, const EngineOptions& options = {});
+  // Ranks 1.. of an MPI launch: mirrors rank 0's engine (its pools, passes and all-reduces) until rank 0 destroys
+  // it. Returns an error when the model is not one rank of an MPI launch, or rank 0 failed to start.
+  static Status follow(const Model& model);
   // Stops the thread; requests still waiting or running end with an error.
   ~Engine();
   Engine(const Engine&) = delete;

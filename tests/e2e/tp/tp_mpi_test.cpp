@@ -1,13 +1,17 @@
 // Tensor parallelism across MPI ranks on the CPU backend (run under mpirun -np 2 and -np 4): every rank's logits
 // equal the single-rank model's within 1e-5 relative, for random models of every architecture's features and
 // several formats (MoE experts split and replicated) and for the real stories260K; through the public API, the
-// split model reproduces stories260K's recorded greedy continuation and calls back on rank 0 only.
+// split model reproduces stories260K's recorded greedy continuation and calls back on rank 0 only; the batching
+// engine runs on rank 0 with the other ranks following its steps.
 //
 // Every rank runs every test and issues the same collectives in the same order; outcomes that decide whether a
 // rank goes on are agreed first, so a failure never leaves the other ranks waiting.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -16,6 +20,8 @@
 #include "models/arch/arch.hpp"
 #include "models/arch/gguf_metadata_view.hpp"
 #include "models/tensor_names.hpp"
+#include "models/transformer.hpp"
+#include "qrt/engine.hpp"
 #include "qrt/runtime.hpp"
 #include "backend/cpu_backend.hpp"
 #include "stories_golden.hpp"
@@ -129,6 +135,66 @@ TEST(MultiRank, PublicApiSplitsTheModelAndReproducesGoldenGreedy) {
   std::vector<int32_t> too_long(static_cast<size_t>(session->context_length()) + 1, 5);
   if (world().rank() != 0) too_long.assign(2, 5);
   EXPECT_FALSE(session->add_tokens(too_long).ok()) << "rank " << world().rank();
+}
+
+// The batching engine on a model split among the MPI ranks: rank 0 schedules, the others follow its steps
+// (Engine::follow). Five requests on two sequences over a pool small enough to preempt give rank 0 what a session
+// on the same split model gives each one alone.
+TEST(MultiRank, EngineOnRankZeroAndFollowersServeTheSplitModel) {
+  QRT_REQUIRE_TEST_DATA(data);
+  auto model = Model::open((data / "stories260K/stories260K.gguf").string());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "One day, a girl", "Tom and his mom",
+                                            "A bird"};
+  GenerateOptions gen;
+  gen.max_tokens = 40;
+  gen.stop_at_end_of_generation = false;
+  std::vector<std::vector<int32_t>> served(prompts.size());
+  if (world().rank() == 0) {
+    EngineOptions eo;
+    eo.max_running = 2;
+    eo.context_length = 64;
+    eo.block_size = 8;
+    // 10 blocks of 8 tokens (this rank's share of them) for two requests of 45 tokens: one gets preempted.
+    ModelConfig shape;
+    shape.layers = model->info().layers;
+    shape.heads = model->info().heads;
+    shape.kv_heads = model->info().kv_heads;
+    shape.hidden = model->info().hidden;
+    eo.kv_cache_bytes = 10 * 8 * kv_cache_bytes_per_token(shape, world().world(), model->info().kv_type);
+    auto engine = Engine::start(*model, eo);
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+    std::mutex m;
+    std::condition_variable cv;
+    size_t done = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EngineRequest r;
+      r.prompt = prompts[i];
+      r.options = gen;
+      r.on_done = [&, i](Result<GenerateResult> res) {
+        std::lock_guard lock(m);
+        if (res.ok()) served[i] = res->tokens;
+        ++done;
+        cv.notify_all();
+      };
+      ASSERT_TRUE((*engine)->submit(std::move(r)).ok());
+    }
+    std::unique_lock lock(m);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::minutes(2), [&] { return done == prompts.size(); }));
+    EXPECT_EQ((*engine)->counts().kv_blocks, 10);
+    EXPECT_GT((*engine)->counts().preemptions, 0u);
+  } else {
+    const Status followed = Engine::follow(*model);
+    EXPECT_TRUE(followed.ok()) << followed.to_string();
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto session = model->new_session({.context_length = 64});
+    ASSERT_TRUE(session.ok());
+    ASSERT_TRUE(session->add_prompt(prompts[i]).ok());
+    auto alone = session->generate(gen);
+    ASSERT_TRUE(alone.ok()) << alone.status().to_string();
+    if (world().rank() == 0) EXPECT_EQ(served[i], alone->tokens) << prompts[i];
+  }
 }
 
 }  // namespace

@@ -309,6 +309,44 @@ TEST_F(EngineStories, PoolLimitsAreReportedNotCrashed) {
   EXPECT_EQ(Engine::start(*model_, {.block_size = 12}).status().code(), ErrorCode::kInvalidArgument);
 }
 
+// A model split among two ranks inside the process (threads): every engine command runs on both ranks, their pools
+// stay in step through preemption, and each request gets what a session on the same split model gives it alone.
+TEST_F(EngineStories, InProcessTensorParallelRanksStepTogether) {
+  ModelOptions mo;
+  mo.tensor_parallel = 2;
+  auto split = Model::open(test::stories_gguf(data_), mo);
+  ASSERT_TRUE(split.ok()) << split.status().to_string();
+  ASSERT_EQ(split->info().tp_world, 2);
+  EngineOptions eo{.max_running = 3, .context_length = 128, .block_size = 8};
+  auto probe = Engine::start(*split, {.max_running = 1, .context_length = 64, .block_size = 8});
+  ASSERT_TRUE(probe.ok()) << probe.status().to_string();
+  const uint64_t block_bytes = (*probe)->counts().kv_cache_bytes / static_cast<uint64_t>((*probe)->counts().kv_blocks);
+  probe->reset();
+  eo.kv_cache_bytes = 16 * block_bytes;  // three requests of ~65 tokens need 27 blocks: preemption
+  auto engine = Engine::start(*split, eo);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "One day, a girl", "A bird"};
+  GenerateOptions o = options(60, 0.7f, 5);
+  o.stop_at_end_of_generation = false;
+  std::vector<std::unique_ptr<Outcome>> outcomes;
+  for (const std::string& p : prompts) {
+    outcomes.push_back(std::make_unique<Outcome>());
+    ASSERT_TRUE((*engine)->submit(outcomes.back()->request(p, o)).ok());
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE(outcomes[i]->wait());
+    ASSERT_TRUE(outcomes[i]->status.ok()) << outcomes[i]->status.to_string();
+    auto s = split->new_session();
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(s->add_prompt(prompts[i]).ok());
+    auto alone = s->generate(o);
+    ASSERT_TRUE(alone.ok());
+    EXPECT_EQ(outcomes[i]->result.tokens, alone->tokens) << prompts[i];
+  }
+  EXPECT_GT((*engine)->counts().preemptions, 0u);
+  EXPECT_EQ((*engine)->counts().kv_blocks_used, 0);
+}
+
 TEST_F(EngineStories, DestroyedWithRequestsPendingTellsThem) {
   Outcome a, b;
   {
