@@ -248,6 +248,11 @@ class Backend {
   // out = a + b (the residual add).  All [n, d].
   virtual Status add(ConstF32View a, ConstF32View b, F32View out) = 0;
 
+  // out[i] = x[rows[i]]: the rows of a pass whose logits are wanted, gathered before the output head. The row
+  // indices are device values (each inside [0, x.rows): the CPU backend reports one that is not, a GPU leaves that
+  // output row unwritten).  x: [n, d]; rows: [k, 1]; out: [k, d], not overlapping x.
+  virtual Status gather_rows(ConstF32View x, ConstI32View rows, F32View out) = 0;
+
   // The residual add and the RMSNorm that always follows it: x += delta, then out = rms_norm(x, weight, eps).
   // x, delta, out: [rows, dim]. Backends may fuse the two; the default runs them as two ops, and a fused version
   // must give the same values.

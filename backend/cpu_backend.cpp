@@ -349,6 +349,21 @@ Status CpuBackend::add(ConstF32View a, ConstF32View b, F32View out) {
   return ok_status();
 }
 
+Status CpuBackend::gather_rows(ConstF32View x, ConstI32View rows, F32View out) {
+  const char* op = "gather_rows";
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_TRY(check_view(rows, op, "rows"));
+  QRT_TRY(check_view(out, op, "out"));
+  QRT_TRY(op_checks::gather_rows(x, rows, out));
+  for (int64_t i = 0; i < rows.rows; ++i) {
+    const int32_t r = rows.data[i];
+    if (r < 0 || r >= x.rows)
+      return out_of_range("gather_rows: row " + std::to_string(r) + " outside x " + op_checks::view_string(x));
+  }
+  for (int64_t i = 0; i < rows.rows; ++i) std::copy_n(x.data + rows.data[i] * x.cols, x.cols, out.data + i * x.cols);
+  return ok_status();
+}
+
 Status CpuBackend::moe_route(ConstF32View logits, bool renormalize, I32View ids, F32View weights) {
   const char* op = "moe_route";
   QRT_TRY(check_view(logits, op, "logits"));

@@ -46,6 +46,7 @@ class CpuBackend final : public Backend {
                    const AttentionParams& params, F32View out) override;
   Status silu_mul(ConstF32View gate, ConstF32View up, F32View out) override;
   Status add(ConstF32View a, ConstF32View b, F32View out) override;
+  Status gather_rows(ConstF32View x, ConstI32View rows, F32View out) override;
   Status moe_route(ConstF32View logits, bool renormalize, I32View ids, F32View weights) override;
   Status linear_experts(ConstF32View x, WeightHandle w, ConstI32View ids, F32View y) override;
   Status moe_combine(ConstF32View y, ConstF32View weights, F32View out) override;

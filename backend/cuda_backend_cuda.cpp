@@ -607,6 +607,17 @@ Status CudaBackend::add(ConstF32View a, ConstF32View b, F32View out) {
   return kernels::add(a.data, b.data, a.numel(), out.data, ctx_->compute_stream());
 }
 
+Status CudaBackend::gather_rows(ConstF32View x, ConstI32View rows, F32View out) {
+  forget_q8_source();
+  const char* op = "gather_rows";
+  QRT_TRY(op_checks::gather_rows(x, rows, out));
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_TRY(check_view(rows, op, "rows"));
+  QRT_TRY(check_view(out, op, "out"));
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  return kernels::gather_rows(x.data, x.rows, x.cols, rows.data, rows.rows, out.data, ctx_->compute_stream());
+}
+
 Status CudaBackend::moe_route(ConstF32View logits, bool renormalize, I32View ids, F32View weights) {
   forget_q8_source();
   const char* op = "moe_route";

@@ -154,6 +154,15 @@ Status same_shape3(const char* op, const char* a_name, ConstF32View a, const cha
   return check_non_negative(a, op, a_name);
 }
 
+Status gather_rows(ConstF32View x, ConstI32View rows, F32View out) {
+  const char* op = "gather_rows";
+  if (rows.cols != 1 || out.rows != rows.rows || out.cols != x.cols)
+    return shape_error(op, "x " + view_string(x) + ", rows " + view_string(rows) + ", out " + view_string(out));
+  QRT_TRY(check_non_negative(x, op, "x"));
+  if (overlaps(x, out)) return shape_error(op, "out overlaps x");
+  return ok_status();
+}
+
 Status moe_route(ConstF32View logits, I32View ids, F32View weights) {
   const char* op = "moe_route";
   if (ids.rows != logits.rows || weights.rows != logits.rows || ids.cols != weights.cols || ids.cols <= 0 ||

@@ -77,6 +77,8 @@ Status moe_route(ConstF32View logits, I32View ids, F32View weights);
 Status linear_experts(ConstF32View x, const WeightInfo& w, ConstI32View ids, F32View y);
 // y: [tokens * top_k, d]; weights: [tokens, top_k]; out: [tokens, d], overlapping neither input.
 Status moe_combine(ConstF32View y, ConstF32View weights, F32View out);
+// x: [n, d]; rows: [k, 1]; out: [k, d], not overlapping x. The row values are the CPU backend's to check.
+Status gather_rows(ConstF32View x, ConstI32View rows, F32View out);
 // logits: [rows, vocab]; ids: [rows, 1].
 Status argmax(ConstF32View logits, I32View ids);
 // logits: [rows, vocab < 2^31]; ids: [rows, 1]; the step's parameters, u01 in [0, 1) for every row, and penalty

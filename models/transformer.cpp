@@ -9,11 +9,15 @@
 
 #include "kernels/cpu/quant_reference.hpp"
 #include "kernels/quant/slicing.hpp"
+#include "models/transformer_scratch.hpp"
 #include "loader/tensor_slice.hpp"
 #include "qrt/log.hpp"
 #include "models/tensor_names.hpp"
 
 namespace qrt {
+
+using namespace transformer_scratch;  // NOLINT: the scratch names read as the buffers they are
+
 namespace {
 
 using names::LayerTensor;
@@ -24,25 +28,6 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-// Scratch buffers of a Sequence, each with room for `rows` tokens of `per_token` elements.
-enum Scratch : int {
-  kX,            // residual stream [n, hidden]
-  kH,            // normed input of a sublayer [n, hidden]
-  kQ,            // [n, heads * hd]
-  kK,            // [n, kv_heads * hd]
-  kV,            // [n, kv_heads * hd]
-  kAttn,         // attention output [n, heads * hd]
-  kProj,         // output of o / down / expert combine [n, hidden]
-  kGate,         // [n, ffn] or [n * top_k, expert_ffn]
-  kUp,           // same as kGate
-  kExpertOut,    // [n * top_k, hidden]
-  kRouter,       // router logits [n, experts]
-  kExpertIds,    // int32 [n, top_k]
-  kExpertW,      // [n, top_k]
-  kStep,         // int32: token ids [n], positions [n], cache slots [n], key count [1] (4 per token for room)
-  kLogits,       // [n, vocab]
-  kScratchCount,
-};
 
 }  // namespace
 
@@ -331,7 +316,7 @@ Status Transformer::ensure_scratch_buffers(std::vector<ScopedBuffer>& scratch, i
   per_token[kExpertOut] = top_k * c.hidden;
   per_token[kRouter] = c.experts;
   per_token[kExpertIds] = per_token[kExpertW] = top_k;
-  per_token[kStep] = 4;
+  per_token[kStep] = 5;
   per_token[kLogits] = c.vocab_size;
   scratch.clear();
   have = 0;
@@ -430,27 +415,6 @@ Status Transformer::stage_pass(std::vector<ScopedBuffer>& scratch, Sequence& seq
   return backend_.upload(step.data(), scratch[kStep].buffer().ptr, step.size() * sizeof(int32_t));
 }
 
-Status Transformer::prompt_step(DecodeBatch& batch, Sequence& seq, std::span<const int32_t> tokens,
-                                std::vector<float>* last_logits) {
-  std::vector<int32_t> positions(tokens.size());
-  for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int32_t>(seq.length_ + static_cast<int64_t>(i));
-  QRT_TRY(check_pass(seq, tokens, positions));
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  QRT_TRY(ensure_scratch_buffers(batch.scratch_, batch.scratch_tokens_, n));
-  batch.logits_rows_ = 0;  // this pass overwrites them
-  bool at_slots = true;
-  QRT_TRY(stage_pass(batch.scratch_, seq, tokens, positions, &at_slots));
-  seq.has_last_logits_ = false;
-  const F32View out = batch.scratch_[kLogits].view<float>(1, config_.vocab_size);
-  const CacheRows all_rows[] = {{&seq, 0, n}};
-  QRT_TRY(issue_forward(batch.scratch_, all_rows, n, n - 1, out));
-  last_logits->resize(static_cast<size_t>(config_.vocab_size));
-  QRT_TRY(backend_.download(out.data, last_logits->data(), last_logits->size() * sizeof(float)));
-  seq.length_ += n;
-  record_tokens(seq, tokens, at_slots);
-  return ok_status();
-}
-
 Status Transformer::run_forward(Sequence& seq, std::span<const int32_t> tokens, std::span<const int32_t> positions,
                                 LogitsFor which, F32View* logits) {
   QRT_TRY(check_pass(seq, tokens, positions));
@@ -485,101 +449,8 @@ Status Transformer::run_forward(Sequence& seq, std::span<const int32_t> tokens, 
   return ok_status();
 }
 
-Status Transformer::decode_batch(DecodeBatch& batch, std::span<Sequence* const> seqs, std::span<const int32_t> tokens,
-                                 std::vector<float>* logits) {
-  QRT_TRY(decode_batch_keep_logits(batch, seqs, tokens));
-  const F32View out = batch.scratch_[kLogits].view<float>(batch.logits_rows_, config_.vocab_size);
-  logits->resize(static_cast<size_t>(out.numel()));
-  return backend_.download(out.data, logits->data(), logits->size() * sizeof(float));
-}
-
-Status Transformer::decode_batch_keep_logits(DecodeBatch& batch, std::span<Sequence* const> seqs,
-                                             std::span<const int32_t> tokens) {
-  batch.logits_rows_ = 0;
-  const int64_t n = static_cast<int64_t>(seqs.size());
-  if (n == 0) return invalid_argument("decode_batch: no sequences");
-  if (tokens.size() != seqs.size())
-    return invalid_argument("decode_batch: " + std::to_string(tokens.size()) + " tokens for " + std::to_string(n) +
-                            " sequences");
-  for (int64_t i = 0; i < n; ++i) {
-    const Sequence* seq = seqs[static_cast<size_t>(i)];
-    if (seq == nullptr) return invalid_argument("decode_batch: sequence " + std::to_string(i) + " is null");
-    for (int64_t j = 0; j < i; ++j)
-      if (seqs[static_cast<size_t>(j)] == seq)
-        return invalid_argument("decode_batch: sequence " + std::to_string(i) + " is also sequence " +
-                                std::to_string(j) + " (one token per sequence and step)");
-    if (seq->length_ >= seq->capacity_)
-      return out_of_range("decode_batch: sequence " + std::to_string(i) + " is full (" +
-                          std::to_string(seq->capacity_) + " tokens)");
-    const int32_t id = tokens[static_cast<size_t>(i)];
-    if (id < 0 || id >= config_.vocab_size)
-      return out_of_range("decode_batch: token id " + std::to_string(id) + " outside the vocabulary of " +
-                          std::to_string(config_.vocab_size));
-  }
-  // Blocks the step takes from each pool, all checked before any is taken so that on error no sequence changes.
-  std::vector<std::pair<const KvPool*, int64_t>> takes;
-  for (const Sequence* seq : seqs) {
-    if (blocks_needed(*seq, 1) == 0) continue;
-    auto it = std::find_if(takes.begin(), takes.end(), [&](const auto& t) { return t.first == seq->pool_; });
-    if (it == takes.end()) it = takes.insert(takes.end(), {seq->pool_, 0});
-    ++it->second;
-  }
-  for (const auto& [pool, blocks] : takes)
-    if (blocks > pool->free_blocks())
-      return out_of_range("decode_batch: KV cache pool full: the step needs " + std::to_string(blocks) +
-                          " blocks, " + std::to_string(pool->free_blocks()) + " are free");
-  QRT_TRY(ensure_scratch_buffers(batch.scratch_, batch.scratch_tokens_, n));
-  std::vector<int32_t> step(static_cast<size_t>(4 * n));
-  std::vector<CacheRows> groups;
-  groups.reserve(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    Sequence& seq = *seqs[static_cast<size_t>(i)];
-    const auto at = [&](int64_t part) { return static_cast<size_t>(part * n + i); };
-    step[at(0)] = tokens[static_cast<size_t>(i)];
-    std::vector<int32_t> row;
-    QRT_TRY(prepare_slots(seq, 1, &row));
-    step[at(1)] = static_cast<int32_t>(seq.length_);  // position = slot = the next one
-    step[at(2)] = row[0];
-    step[at(3)] = static_cast<int32_t>(seq.length_ + 1);  // keys visible after the write
-    groups.push_back({&seq, i, 1});
-  }
-  QRT_TRY(backend_.upload(step.data(), batch.scratch_[kStep].buffer().ptr, step.size() * sizeof(int32_t)));
-  const F32View out = batch.scratch_[kLogits].view<float>(n, config_.vocab_size);
-  QRT_TRY(issue_forward(batch.scratch_, groups, n, 0, out));
-  batch.logits_rows_ = n;
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    Sequence* seq = seqs[i];
-    ++seq->length_;
-    seq->has_last_logits_ = false;  // its own logits scratch does not hold this step's logits
-    record_tokens(*seq, tokens.subspan(i, 1), true);
-  }
-  return ok_status();
-}
-
-Status Transformer::sample_batch_rows(DecodeBatch& batch, int64_t first, const SampleStep& step,
-                                      std::span<int32_t> ids) {
-  const int64_t rows = static_cast<int64_t>(step.u01.size());
-  if (first < 0 || rows <= 0 || first + rows > batch.logits_rows_ || ids.size() != step.u01.size())
-    return invalid_argument("sample_batch_rows: rows [" + std::to_string(first) + ", " + std::to_string(first + rows) +
-                            ") of a step with " + std::to_string(batch.logits_rows_) + " rows of logits, " +
-                            std::to_string(ids.size()) + " ids");
-  const ConstF32View logits = batch.scratch_[kLogits].view<float>(batch.logits_rows_, config_.vocab_size);
-  const I32View out = batch.scratch_[kStep].view<int32_t>(rows, 1);  // the step's inputs are spent
-  QRT_TRY(backend_.sample(logits.row_range(first, rows), step, out));
-  return backend_.download(out.data, ids.data(), ids.size() * sizeof(int32_t));
-}
-
-Status Transformer::download_batch_row(DecodeBatch& batch, int64_t row, std::vector<float>* logits) {
-  if (row < 0 || row >= batch.logits_rows_)
-    return invalid_argument("download_batch_row: row " + std::to_string(row) + " of " +
-                            std::to_string(batch.logits_rows_) + " rows of logits");
-  logits->resize(static_cast<size_t>(config_.vocab_size));
-  const ConstF32View all = batch.scratch_[kLogits].view<float>(batch.logits_rows_, config_.vocab_size);
-  return backend_.download(all.row_range(row, 1).data, logits->data(), logits->size() * sizeof(float));
-}
-
 Status Transformer::issue_forward(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int64_t n,
-                                  int64_t first_row, F32View logits) {
+                                  int64_t first_row, F32View logits, ConstI32View gather) {
   const F32View x = scratch[kX].view<float>(n, config_.hidden);
   const F32View h = scratch[kH].view<float>(n, config_.hidden);
   QRT_TRY(backend_.embed(token_embd_, scratch[kStep].view<int32_t>(n, 1), x));
@@ -590,6 +461,12 @@ Status Transformer::issue_forward(std::vector<ScopedBuffer>& scratch, std::span<
   for (int l = 0; l < config_.layers; ++l) {
     Status s = run_layer(scratch, groups, l, n, x);
     if (!s.ok()) return s.with_context("layer " + std::to_string(l));
+  }
+  if (gather.data != nullptr) {
+    // The wanted rows of h side by side (kProj is free after the last layer), then the output head on them only.
+    const F32View picked = scratch[kProj].view<float>(gather.rows, config_.hidden);
+    QRT_TRY(backend_.gather_rows(h, gather, picked));
+    return backend_.linear(picked, output_, WeightHandle{}, logits);
   }
   const int64_t rows = n - first_row;
   return backend_.linear(h.row_range(first_row, rows), output_, WeightHandle{}, logits);

@@ -148,7 +148,7 @@ class Sequence {
   std::unique_ptr<BackendGraph> decode_graph_;
 };
 
-// Scratch buffers of passes that do not use a sequence's own (Transformer::decode_batch, Transformer::prompt_step),
+// Scratch buffers of passes that do not use a sequence's own (Transformer::step_keep_logits, decode_batch),
 // sized for the largest pass so far: one set serves every sequence of a scheduler. Must not outlive the Transformer
 // (and its Backend).
 class DecodeBatch {
@@ -257,14 +257,18 @@ class Transformer {
   // row instead of a row of logits; download_batch_row copies one row back.
   Status decode_batch_keep_logits(DecodeBatch& batch, std::span<Sequence* const> seqs,
                                   std::span<const int32_t> tokens);
+  // One pass of several sequences, each continuing with its own tokens at its next positions (one decode token, or a
+  // chunk of its prompt): every linear layer on all the rows at once, RoPE, the KV write and attention per sequence
+  // on its own cache. The logits of each span's last token stay on the device, row i for spans[i], like
+  // decode_batch_keep_logits's. On error no sequence changes.
+  struct StepSpan {
+    Sequence* seq;
+    std::span<const int32_t> tokens;
+  };
+  Status step_keep_logits(DecodeBatch& batch, std::span<const StepSpan> spans);
   // Rows [first, first + step.u01.size()) of the kept logits, sampled with the step's shared parameters.
   Status sample_batch_rows(DecodeBatch& batch, int64_t first, const SampleStep& step, std::span<int32_t> ids);
   Status download_batch_row(DecodeBatch& batch, int64_t row, std::vector<float>* logits);
-  // A prompt pass at the sequence's next positions on the batch's scratch instead of the sequence's own (so that
-  // many sequences share one set, sized for the largest pass), copying back the last token's logits [vocab]. No
-  // captured graph. On error the sequence keeps its length.
-  Status prompt_step(DecodeBatch& batch, Sequence& seq, std::span<const int32_t> tokens,
-                     std::vector<float>* last_logits);
   Status sample_last(Sequence& seq, const SampleStep& step, int32_t* id);
   Status download_last_logits(Sequence& seq, std::vector<float>* logits);
 
@@ -299,9 +303,10 @@ class Transformer {
   Status run_forward(Sequence& seq, std::span<const int32_t> tokens, std::span<const int32_t> positions,
                      LogitsFor which, F32View* logits);
   // The device ops of a pass whose token ids, positions, slots and key counts are already in the step scratch;
-  // `groups` says which rows go to which sequence's cache.
+  // `groups` says which rows go to which sequence's cache. The logits are those of rows [first_row, tokens), or
+  // with `gather`, of the rows it names (device values).
   Status issue_forward(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int64_t tokens,
-                       int64_t first_row, F32View logits);
+                       int64_t first_row, F32View logits, ConstI32View gather = {});
   Status run_layer(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int layer_index,
                    int64_t tokens, F32View x);
   AttentionParams attention_params() const;

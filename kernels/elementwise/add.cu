@@ -21,7 +21,25 @@ __global__ void add_bias_rows_kernel(float* y, const float* __restrict__ bias, i
     y[i] += bias[i % cols];
 }
 
+__global__ void gather_rows_kernel(const float* __restrict__ x, int64_t x_rows, int64_t cols,
+                                   const int32_t* __restrict__ rows, int64_t k, float* __restrict__ out) {
+  const int64_t n = k * cols;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t r = rows[i / cols];
+    if (r >= 0 && r < x_rows) out[i] = x[r * cols + i % cols];
+  }
+}
+
 }  // namespace
+
+Status gather_rows(const float* x, int64_t x_rows, int64_t cols, const int32_t* rows, int64_t k, float* out,
+                   cudaStream_t stream) {
+  if (x_rows < 0 || cols < 0 || k < 0) return invalid_argument("gather_rows: negative shape");
+  if (k == 0 || cols == 0) return ok_status();
+  gather_rows_kernel<<<grid_for(k * cols, kThreads), kThreads, 0, stream>>>(x, x_rows, cols, rows, k, out);
+  return cuda_launch_status("gather_rows_kernel");
+}
 
 Status add(const float* a, const float* b, int64_t n, float* out, cudaStream_t stream) {
   if (n < 0) return invalid_argument("add: negative length " + std::to_string(n));

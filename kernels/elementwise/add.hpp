@@ -1,4 +1,4 @@
-// Elementwise adds: the residual add and a bias broadcast over rows.
+// Elementwise adds (the residual add, a bias broadcast over rows) and the row gather before the output head.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,5 +14,10 @@ Status add(const float* a, const float* b, int64_t n, float* out, cudaStream_t s
 
 // y[r, c] += bias[c].  y: [rows, cols]; bias: [cols].
 Status add_bias_rows(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream);
+
+// out[i, :] = x[rows[i], :] for i < k; a row index outside [0, x_rows) leaves out row i unwritten (the host checks
+// them; a kernel cannot report).  x: [x_rows, cols]; rows: [k] (device values); out: [k, cols].
+Status gather_rows(const float* x, int64_t x_rows, int64_t cols, const int32_t* rows, int64_t k, float* out,
+                   cudaStream_t stream);
 
 }  // namespace qrt::kernels

@@ -5,14 +5,14 @@
 //   2. admission, first come first served: the request at the head of the queue takes a free sequence when the pool
 //      has the blocks for the rest of its context after the cached blocks of its prefix (they are reserved at once,
 //      so its prompt chunks never find the pool full); one that could not fit even an empty pool fails;
-//   3. prompts: up to prompt_chunk tokens of the requests still running their context, in admission order, each
-//      chunk one Transformer::prompt_step on the shared scratch;
-//   4. decoding: each ready request takes its next token (sampled on the device after the last step, or on the host
-//      from its logits with its own sampler) and decides, as Session::generate decides, whether it stops (end of
-//      generation, stop strings, max tokens, a full context, the callback); when the continuing requests need more
-//      blocks than the pool has free, the most recently admitted requests are preempted until they fit; then one
-//      Transformer::decode_batch runs every continuing token, and on a backend with a sample op the rows are sampled
-//      there in groups of equal parameters (one id per row comes back instead of a row of logits).
+//   3. one pass for everything that runs: each ready request takes its next token (sampled on the device after the
+//      last pass, or on the host from its logits with its own sampler) and decides, as Session::generate decides,
+//      whether it stops (end of generation, stop strings, max tokens, a full context, the callback); when the
+//      continuing requests need more blocks than the pool has free, the most recently admitted requests are
+//      preempted until they fit; then one Transformer::step_keep_logits runs every continuing token together with
+//      up to prompt_chunk tokens of the prompts still running (admission order), so a long prompt neither waits for
+//      the decoding requests nor stalls them. On a backend with a sample op the decode rows are sampled there in
+//      groups of equal parameters (one id per row comes back instead of a row of logits).
 #include "qrt/engine.hpp"
 
 #include <algorithm>
@@ -98,8 +98,8 @@ struct Engine::Impl {
   // Tokenizes a first admission, then takes the prefix's cached blocks and reserves the rest; finishes the request
   // when it can never run (and returns kFailed: r is then null).
   Admission admit(size_t slot, std::unique_ptr<Request>& r);
-  void run_prompts();
-  void decode();
+  // One pass: the next token of every running request and chunks of the prompts still running, together.
+  void step();
   // After a decode step of `order`'s requests: each one's next token sampled on the device (rows grouped by equal
   // sampling parameters, one sample op per group) and its logits copied back when it wants logprobs; without a
   // device sampler, every row's logits copied back for the host.
@@ -262,8 +262,7 @@ void Engine::Impl::loop() {
     for (auto& r : slots)
       if (r && std::find(cancel_now.begin(), cancel_now.end(), r->id) != cancel_now.end()) r->cancelled = true;
     admit_waiting();
-    run_prompts();
-    decode();
+    step();
     std::lock_guard lock(mutex);
     sync_pool_counts();
   }
@@ -353,42 +352,13 @@ Admission Engine::Impl::admit(size_t slot, std::unique_ptr<Request>& request) {
   return Admission::kAdmitted;
 }
 
-void Engine::Impl::run_prompts() {
-  std::vector<size_t> order;
-  for (size_t s = 0; s < slots.size(); ++s)
-    if (slots[s] && !slots[s]->ready) order.push_back(s);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return slots[a]->admitted < slots[b]->admitted; });
-  int64_t budget = prompt_chunk;
-  for (size_t s : order) {
-    if (budget <= 0) break;
-    Request& r = *slots[s];
-    const int64_t n = std::min(budget, static_cast<int64_t>(r.tokens.size()) - seq(s).length());
-    Status st;
-    {
-      std::lock_guard device(m->device_mutex);
-      st = ranks->prompt(s, n);
-      if (st.ok() && seq(s).length() == static_cast<int64_t>(r.tokens.size())) r.logits = ranks->prompt_logits();
-    }
-    if (!st.ok()) {
-      finish(s, st.with_context("running the prompt"));
-      continue;
-    }
-    budget -= n;
-    if (seq(s).length() < static_cast<int64_t>(r.tokens.size())) continue;
-    r.ready = true;
-    if (!r.started) {
-      r.started = true;
-      if (r.request.on_started) r.request.on_started(r.prompt_tokens);
-    }
-    if (r.request.options.max_tokens <= 0) finish(s, std::move(r.result));
-  }
-}
-
-void Engine::Impl::decode() {
+void Engine::Impl::step() {
+  // Decode rows: every ready request takes its next token; those that go on need a row.
   std::vector<size_t> order;
   for (size_t s = 0; s < slots.size(); ++s)
     if (slots[s] && slots[s]->ready && advance(s)) order.push_back(s);
-  // Blocks for this step's tokens: preempt the latest admitted requests until the rest fit.
+  // Blocks for the decode tokens (prompts reserved theirs at admission): preempt the latest admitted requests until
+  // the rest fit.
   const auto needed = [&] {
     int64_t n = 0;
     for (size_t s : order) n += model_pass().blocks_needed(seq(s), 1);
@@ -409,33 +379,69 @@ void Engine::Impl::decode() {
     }
     preempt(victim);
   }
-  if (order.empty()) return;
-  // Rows with equal sampling parameters next to each other, first come first within a group.
+  // Decode rows with equal sampling parameters next to each other, first come first within a group.
   std::vector<size_t> grouped;
   for (size_t i = 0; i < order.size(); ++i) {
     if (std::find(grouped.begin(), grouped.end(), order[i]) != grouped.end()) continue;
     for (size_t j = i; j < order.size(); ++j)
       if (same_sampling(sampling(order[i]), sampling(order[j]))) grouped.push_back(order[j]);
   }
-  order.swap(grouped);
-  std::vector<int32_t> tokens;
-  for (size_t s : order) {
-    tokens.push_back(slots[s]->tokens.back());
+  const size_t decoding = grouped.size();
+  std::vector<size_t> spans = grouped;
+  std::vector<std::span<const int32_t>> tokens;
+  for (size_t s : grouped) {
+    tokens.push_back(std::span(slots[s]->tokens).last(1));
     slots[s]->ready = false;
   }
+  // Prompt chunks in the same pass: up to prompt_chunk tokens of the requests still running their context, in
+  // admission order.
+  std::vector<size_t> prompts;
+  for (size_t s = 0; s < slots.size(); ++s)
+    if (slots[s] && !slots[s]->ready && std::find(grouped.begin(), grouped.end(), s) == grouped.end())
+      prompts.push_back(s);
+  std::sort(prompts.begin(), prompts.end(),
+            [&](size_t a, size_t b) { return slots[a]->admitted < slots[b]->admitted; });
+  int64_t budget = prompt_chunk;
+  for (size_t s : prompts) {
+    if (budget <= 0) break;
+    const std::vector<int32_t>& context = slots[s]->tokens;
+    const int64_t done = seq(s).length(), n = std::min(budget, static_cast<int64_t>(context.size()) - done);
+    spans.push_back(s);
+    tokens.push_back(std::span(context).subspan(static_cast<size_t>(done), static_cast<size_t>(n)));
+    budget -= n;
+  }
+  if (spans.empty()) return;
   Status st;
   {
     std::lock_guard device(m->device_mutex);
-    st = ranks->decode(order, tokens);
+    st = ranks->step(spans, tokens);
   }
   {
     std::lock_guard lock(mutex);
-    ++counts.steps;
-    counts.largest_batch = std::max(counts.largest_batch, static_cast<int>(order.size()));
+    ++counts.passes;
+    counts.steps += decoding > 0 ? 1 : 0;
+    counts.largest_batch = std::max(counts.largest_batch, static_cast<int>(decoding));
   }
-  if (st.ok()) st = take_step_results(order);
+  if (st.ok()) st = take_step_results(grouped);
+  for (size_t i = decoding; i < spans.size() && st.ok(); ++i) {
+    const size_t s = spans[i];
+    Request& r = *slots[s];
+    if (seq(s).length() < static_cast<int64_t>(r.tokens.size())) continue;
+    {
+      std::lock_guard device(m->device_mutex);
+      st = model_pass().download_batch_row(ranks->batch(), static_cast<int64_t>(i), &r.logits);
+    }
+    if (!st.ok()) break;
+    r.ready = true;  // its context has run: the next step samples its first (or next) token
+    if (!r.started) {
+      r.started = true;
+      if (r.request.on_started) r.request.on_started(r.prompt_tokens);
+    }
+    if (r.request.options.max_tokens <= 0) finish(s, std::move(r.result));
+  }
   if (!st.ok())
-    for (size_t s : order) finish(s, st.with_context("decoding"));
+    for (size_t s : spans)
+      if (slots[s]) finish(s, st.with_context("running the model"));
 }
 
 Status Engine::Impl::take_step_results(const std::vector<size_t>& order) {

@@ -7,8 +7,8 @@ namespace qrt::api_detail {
 namespace {
 
 // A command is int64 words: its kind, then its arguments.
-//   kAdmit slot n t0 .. t(n-1) | kReset slot | kPrompt slot n | kDecode k slot0 .. slot(k-1) t0 .. t(k-1) | kStop
-enum Kind : int64_t { kAdmit = 1, kReset, kPrompt, kDecode, kStop };
+//   kAdmit slot n t0 .. t(n-1) | kReset slot | kStep k (slot n t0 .. t(n-1)) x k | kStop
+enum Kind : int64_t { kAdmit = 1, kReset, kStep, kStop };
 
 // Command words are checked before use: a follower must not index past its slots on a garbled message.
 Status bad_command(const std::string& what) { return internal_error("engine command: " + what); }
@@ -42,7 +42,6 @@ Status EngineRanks::build(const EngineShape& shape) {
       l.seqs.push_back(std::move(seq));
     }
     l.batch = std::make_unique<DecodeBatch>();
-    l.contexts.resize(static_cast<size_t>(shape.sequences));
     local_.push_back(std::move(l));
   }
   return ok_status();
@@ -56,12 +55,13 @@ Status EngineRanks::admit(size_t slot, std::span<const int32_t> context) {
 
 Status EngineRanks::reset(size_t slot) { return run({kReset, static_cast<int64_t>(slot)}); }
 
-Status EngineRanks::prompt(size_t slot, int64_t tokens) { return run({kPrompt, static_cast<int64_t>(slot), tokens}); }
-
-Status EngineRanks::decode(std::span<const size_t> slots, std::span<const int32_t> tokens) {
-  std::vector<int64_t> c = {kDecode, static_cast<int64_t>(slots.size())};
-  for (size_t s : slots) c.push_back(static_cast<int64_t>(s));
-  c.insert(c.end(), tokens.begin(), tokens.end());
+Status EngineRanks::step(std::span<const size_t> slots, std::span<const std::span<const int32_t>> tokens) {
+  std::vector<int64_t> c = {kStep, static_cast<int64_t>(slots.size())};
+  for (size_t i = 0; i < slots.size(); ++i) {
+    c.push_back(static_cast<int64_t>(slots[i]));
+    c.push_back(static_cast<int64_t>(tokens[i].size()));
+    c.insert(c.end(), tokens[i].begin(), tokens[i].end());
+  }
   return run(c);
 }
 
@@ -95,8 +95,7 @@ Status EngineRanks::apply(Local& rank, std::span<const int64_t> c) {
     case kAdmit: {
       QRT_ASSIGN_OR_RETURN(const size_t slot, slot_at(1));
       if (c.size() < 3 || c[2] < 0 || static_cast<size_t>(c[2]) != c.size() - 3) return bad_command("admit size");
-      std::vector<int32_t>& context = rank.contexts[slot];
-      context.assign(c.begin() + 3, c.end());
+      const std::vector<int32_t> context(c.begin() + 3, c.end());
       Sequence& seq = *rank.seqs[slot];
       rank.model->reuse_prefix(seq, context);
       return rank.model->reserve_blocks(seq, static_cast<int64_t>(context.size()) - seq.length());
@@ -106,27 +105,24 @@ Status EngineRanks::apply(Local& rank, std::span<const int64_t> c) {
       rank.seqs[slot]->reset();
       return ok_status();
     }
-    case kPrompt: {
-      QRT_ASSIGN_OR_RETURN(const size_t slot, slot_at(1));
-      Sequence& seq = *rank.seqs[slot];
-      const std::vector<int32_t>& context = rank.contexts[slot];
-      if (c.size() != 3 || c[2] <= 0 || seq.length() + c[2] > static_cast<int64_t>(context.size()))
-        return bad_command("prompt past the admitted context");
-      const std::span<const int32_t> chunk =
-          std::span(context).subspan(static_cast<size_t>(seq.length()), static_cast<size_t>(c[2]));
-      return rank.model->prompt_step(*rank.batch, seq, chunk, &rank.last_logits);
-    }
-    case kDecode: {
+    case kStep: {
       const int64_t k = c.size() >= 2 ? c[1] : -1;
-      if (k <= 0 || c.size() != static_cast<size_t>(2 + 2 * k)) return bad_command("decode size");
-      std::vector<Sequence*> seqs;
-      std::vector<int32_t> tokens;
+      if (k <= 0) return bad_command("step size");
+      std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(k));
+      std::vector<Transformer::StepSpan> spans;
+      size_t at = 2;
       for (int64_t i = 0; i < k; ++i) {
-        QRT_ASSIGN_OR_RETURN(const size_t slot, slot_at(static_cast<size_t>(2 + i)));
-        seqs.push_back(rank.seqs[slot].get());
-        tokens.push_back(static_cast<int32_t>(c[static_cast<size_t>(2 + k + i)]));
+        QRT_ASSIGN_OR_RETURN(const size_t slot, slot_at(at));
+        if (at + 1 >= c.size() || c[at + 1] <= 0 || c.size() - (at + 2) < static_cast<size_t>(c[at + 1]))
+          return bad_command("step span size");
+        const size_t n = static_cast<size_t>(c[at + 1]);
+        tokens[static_cast<size_t>(i)].assign(c.begin() + static_cast<std::ptrdiff_t>(at + 2),
+                                              c.begin() + static_cast<std::ptrdiff_t>(at + 2 + n));
+        spans.push_back({rank.seqs[slot].get(), tokens[static_cast<size_t>(i)]});
+        at += 2 + n;
       }
-      return rank.model->decode_batch_keep_logits(*rank.batch, seqs, tokens);
+      if (at != c.size()) return bad_command("step words left over");
+      return rank.model->step_keep_logits(*rank.batch, spans);
     }
     default:
       return bad_command("unknown kind " + std::to_string(c.empty() ? 0 : c[0]));

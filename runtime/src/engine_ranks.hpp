@@ -38,17 +38,15 @@ class EngineRanks {
   KvPool& pool() { return *local_[0].pool; }
   Sequence& sequence(size_t slot) { return *local_[0].seqs[slot]; }
   DecodeBatch& batch() { return *local_[0].batch; }
-  const std::vector<float>& prompt_logits() const { return local_[0].last_logits; }
 
   // Commands (rank 0; callers hold m.device_mutex). Each returns the agreed status of all ranks.
   // An empty sequence takes its cached prefix and the blocks for the rest of `context` (the scheduler checked
   // with Transformer::plan_prefix that they fit).
   Status admit(size_t slot, std::span<const int32_t> context);
   Status reset(size_t slot);
-  // The next `tokens` tokens of the slot's context through the model; prompt_logits() holds the last one's logits.
-  Status prompt(size_t slot, int64_t tokens);
-  // One decode step of `slots`, token i continuing slots[i]; the logits stay on rank 0's device (batch()).
-  Status decode(std::span<const size_t> slots, std::span<const int32_t> tokens);
+  // One pass: each slot continues with its tokens (a decode token, or a chunk of its prompt); the logits of each
+  // slot's last token stay on rank 0's device (batch(), row i for slots[i]).
+  Status step(std::span<const size_t> slots, std::span<const std::span<const int32_t>> tokens);
   // Ends the followers' loops (MPI); nothing on a single process.
   void stop();
 
@@ -61,8 +59,6 @@ class EngineRanks {
     std::unique_ptr<KvPool> pool;
     std::vector<std::unique_ptr<Sequence>> seqs;
     std::unique_ptr<DecodeBatch> batch;
-    std::vector<std::vector<int32_t>> contexts;  // per slot: the tokens its admission named
-    std::vector<float> last_logits;
   };
   explicit EngineRanks(ModelImpl& m) : m_(m) {}
   Status build(const EngineShape& shape);

@@ -1,8 +1,9 @@
 // Continuous batching over one model with a paged KV cache: requests join and leave at every step, and every step
 // decodes one token of every running request in one pass (Transformer::decode_batch: each weight matrix is read
 // once per step for all of them). Requests are admitted first come first served while a sequence is free and the
-// pool has blocks for the prompt; prompts run in chunks between the decode passes (a long prompt does not stall
-// the others), starting from cached blocks of earlier requests with the same first tokens. When the pool runs out
+// pool has blocks for the prompt; prompts run in chunks inside the decode passes (one pass holds every running
+// request's next token and up to prompt_chunk prompt tokens, so a long prompt does not stall the others), starting
+// from cached blocks of earlier requests with the same first tokens. When the pool runs out
 // of blocks, the most recently admitted request is preempted: its blocks are returned and it waits at the front of
 // the queue to be recomputed from its prompt and the tokens it has produced (its sampler state is kept). On a
 // backend with a sample op (CUDA) the rows of a step are sampled on the device, one op per group of requests with
@@ -59,7 +60,8 @@ struct EngineCounts {
   int running = 0;
   int waiting = 0;
   int sequences = 0;            // max_running
-  uint64_t steps = 0;           // batched decode passes
+  uint64_t steps = 0;           // passes that decoded tokens
+  uint64_t passes = 0;          // model passes: decode tokens and prompt chunks run together in one
   uint64_t prompt_tokens = 0;   // of admitted requests (each counted once)
   uint64_t reused_prompt_tokens = 0;  // prompt tokens taken from cached blocks instead of computed
   uint64_t generated_tokens = 0;

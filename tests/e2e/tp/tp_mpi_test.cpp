@@ -193,7 +193,9 @@ TEST(MultiRank, EngineOnRankZeroAndFollowersServeTheSplitModel) {
     ASSERT_TRUE(session->add_prompt(prompts[i]).ok());
     auto alone = session->generate(gen);
     ASSERT_TRUE(alone.ok()) << alone.status().to_string();
-    if (world().rank() == 0) EXPECT_EQ(served[i], alone->tokens) << prompts[i];
+    if (world().rank() == 0) {
+      EXPECT_EQ(served[i], alone->tokens) << prompts[i];
+    }
   }
 }
 

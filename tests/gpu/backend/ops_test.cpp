@@ -362,6 +362,23 @@ TEST_F(CudaOps, SplitAttentionMatchesCpu) {
   }
 }
 
+// The rows whose logits a pass wants, gathered before the output head: repeats and any order, bit for bit the CPU's;
+// the CPU reports a row outside x.
+TEST_F(CudaOps, GatherRowsCopiesTheNamedRows) {
+  const auto x = input(7, 33, 501);
+  const auto rows = input_values(std::vector<int32_t>{6, 0, 3, 3}, 4, 1);
+  const auto out = output(4, 33);
+  ASSERT_TRUE(cpu_.gather_rows(x.cpu, rows.cpu, out.cpu).ok());
+  const Status s = gpu_->gather_rows(x.gpu, rows.gpu, out.gpu);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(gpu_values(out.gpu), cpu_values(out.cpu));
+  const std::vector<float> xs = cpu_values(x.cpu), got = cpu_values(out.cpu);
+  EXPECT_TRUE(std::equal(got.begin(), got.begin() + 33, xs.begin() + 6 * 33)) << "row 0 is x's row 6";
+  const auto bad = input_values(std::vector<int32_t>{7}, 1, 1);
+  EXPECT_EQ(cpu_.gather_rows(x.cpu, bad.cpu, out.cpu.row_range(0, 1)).code(), ErrorCode::kOutOfRange);
+  EXPECT_EQ(cpu_.gather_rows(x.cpu, rows.cpu, out.cpu.row_range(0, 3)).code(), ErrorCode::kInvalidArgument);
+}
+
 TEST_F(CudaOps, SiluMulAndAddIncludingAliasedOutputs) {
   for (int64_t cols : {int64_t{1}, int64_t{333}, int64_t{4096}}) {
     const auto gate = input(7, cols, 700 + cols, 3.0f), up = input(7, cols, 800 + cols);

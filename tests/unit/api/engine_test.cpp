@@ -155,13 +155,17 @@ TEST_F(EngineStories, CancellationQueueLimitsAndErrors) {
   ASSERT_TRUE(b.ok());
   Outcome refused;
   auto c = (*engine)->submit(refused.request("The cat", options(10)));
-  if (!c.ok()) EXPECT_EQ(c.status().code(), ErrorCode::kOutOfRange);
+  if (!c.ok()) {
+    EXPECT_EQ(c.status().code(), ErrorCode::kOutOfRange);
+  }
   (*engine)->cancel(*a);
   ASSERT_TRUE(running.wait());
   EXPECT_TRUE(running.status.ok());
   ASSERT_TRUE(queued.wait());
   EXPECT_EQ(queued.result.tokens.size(), 10u);  // served once the first left
-  if (c.ok()) ASSERT_TRUE(refused.wait());
+  if (c.ok()) {
+    ASSERT_TRUE(refused.wait());
+  }
 
   // A queued request cancelled before it starts ends at once, with no tokens.
   Outcome holder, dropped;
@@ -253,7 +257,8 @@ TEST_F(EngineStories, RepeatedPromptPrefixesReuseCachedBlocks) {
   EXPECT_EQ(second.result.tokens, alone(longer, options(20)).tokens);
 }
 
-// Chunked prompts: while a long prompt runs in chunks of 8 tokens, a request already decoding keeps getting tokens.
+// Chunked prompts: while a long prompt runs in chunks of 8 tokens, a request already decoding keeps getting tokens,
+// the chunks running in the same passes as its decode steps.
 TEST_F(EngineStories, LongPromptRunsInChunksBetweenDecodeSteps) {
   auto engine = Engine::start(*model_, {.max_running = 2, .context_length = 512, .prompt_chunk = 8});
   ASSERT_TRUE(engine.ok());
@@ -281,6 +286,10 @@ TEST_F(EngineStories, LongPromptRunsInChunksBetweenDecodeSteps) {
   EXPECT_GE(a_tokens_at_b_start - a_tokens_at_b_submit, b.started_with / 8 - 2)
       << "A decoded while B's prompt of " << b.started_with << " tokens ran";
   EXPECT_EQ(a.result.tokens.size(), 200u);
+  // B's chunks rode in A's decode passes: fewer passes than decode steps plus chunks.
+  const EngineCounts c = (*engine)->counts();
+  const uint64_t chunks = static_cast<uint64_t>(b.started_with / 8);
+  EXPECT_LT(c.passes + chunks / 2, c.steps + chunks) << c.passes << " passes, " << c.steps << " decode steps";
 }
 
 // The pool bounds what runs: a context that needs more blocks than the whole pool fails alone with a message

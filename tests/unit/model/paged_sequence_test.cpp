@@ -69,6 +69,8 @@ TEST_P(PagedSequences, EqualOwnCacheSequencesAndReusePrefixes) {
   auto pool = (*model)->new_kv_pool(80, 4);
   ASSERT_TRUE(pool.ok());
   for (int rows : {1, 3, 11}) EXPECT_LT(test::check_decode_batch(**model, rows, 3, pool->get()), 1e-6) << rows;
+  EXPECT_LT(test::check_mixed_step(**model), 1e-6);
+  EXPECT_LT(test::check_mixed_step(**model, pool->get()), 1e-6);
 }
 
 INSTANTIATE_TEST_SUITE_P(DenseAndMoe, PagedSequences, testing::Bool());
