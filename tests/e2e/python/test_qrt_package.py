@@ -28,17 +28,8 @@ if not (os.path.isfile(GGUF) and os.path.isdir(HF)):
     print(f"skipped: stories260K test data not found under QRT_TEST_DATA={DATA!r}")
     sys.exit(77)
 
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"ok   {name}")
-    else:
-        failed += 1
-        print(f"FAIL {name} {detail}")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from e2e_checks import check, finish  # noqa: E402
 
 
 def golden():
@@ -173,5 +164,4 @@ with model.engine(max_running=3, context_length=128, kv_cache_bytes=12 * per_blo
     check("a small pool preempts and still gives each request its text", results == alone_long and
           c["preemptions"] > 0 and c["kv_blocks_used"] == 0, (c, [(a == b) for a, b in zip(results, alone_long)]))
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()

@@ -30,17 +30,8 @@ if not os.path.isfile(GGUF):
 PROMPTS = ["Once upon a time", "The little dog", "One day, a girl", "Tom and his mom"]
 N = 40
 
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"ok   {name}")
-    else:
-        failed += 1
-        print(f"FAIL {name} {detail}")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from e2e_checks import check, finish  # noqa: E402
 
 
 def run_model(prompt, n):
@@ -116,5 +107,4 @@ for label, args in (("split", ["--max-seqs", "4", "--ctx-size", "256"]),
     finally:
         check(f"{label}: SIGINT stops every rank", server.stop(), "".join(server.lines))
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()
