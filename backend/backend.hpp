@@ -94,7 +94,7 @@ struct AttentionParams {
 };
 
 // One layer's KV cache: slot s holds the key and value rows of the token at position positions[s].
-// One of a layer's K or V arrays: [capacity, kv_heads * head_dim] elements of `type`.
+// One of a layer's K or V arrays: [capacity, kv_heads * head_dim] elements of `type` (q8_0: rows of blocks).
 struct KvView {
   void* data = nullptr;
   int64_t rows = 0;
@@ -105,9 +105,9 @@ struct KvView {
   KvView(void* d, int64_t r, int64_t c, KvType t) : data(d), rows(r), cols(c), type(t) {}
   KvView(F32View v) : data(v.data), rows(v.rows), cols(v.cols), type(KvType::kF32) {}  // NOLINT: an f32 cache
   int64_t numel() const { return rows * cols; }
-  uint64_t bytes() const { return static_cast<uint64_t>(numel()) * kv_type_bytes(type); }
-  // The same memory as [rows, cols * element bytes] bytes, for the range and shape checks.
-  DeviceView<uint8_t> byte_view() const { return {static_cast<uint8_t*>(data), rows, cols * kv_type_bytes(type)}; }
+  uint64_t bytes() const { return static_cast<uint64_t>(rows * kv_row_bytes(type, cols)); }
+  // The same memory as [rows, row bytes] bytes, for the range and shape checks.
+  DeviceView<uint8_t> byte_view() const { return {static_cast<uint8_t*>(data), rows, kv_row_bytes(type, cols)}; }
   template <class T>
   T* as() const {
     return static_cast<T*>(data);

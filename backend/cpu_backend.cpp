@@ -42,6 +42,12 @@ void store_kv_row(const KvView& cache, int64_t slot, const float* row) {
     case KvType::kFp8:
       for (int64_t i = 0; i < n; ++i) cache.as<uint8_t>()[slot * n + i] = quant::f32_to_e4m3(row[i]);
       return;
+    case KvType::kQ8_0: {
+      uint8_t* out = cache.as<uint8_t>() + slot * kv_row_bytes(KvType::kQ8_0, n);
+      for (int64_t b = 0; b < n / kKvQ8Block; ++b)
+        quant::quantize_q8_0_block(row + b * kKvQ8Block, out + b * kKvQ8BlockBytes);
+      return;
+    }
   }
 }
 
@@ -54,6 +60,13 @@ void load_kv_rows(const KvView& cache, int64_t first, int64_t rows, float* out) 
   if (cache.type == KvType::kFp8) {
     const uint8_t* in = cache.as<const uint8_t>() + first * cache.cols;
     for (int64_t i = 0; i < rows * cache.cols; ++i) out[i] = quant::e4m3_to_f32(in[i]);
+    return;
+  }
+  if (cache.type == KvType::kQ8_0) {
+    // Rows are whole blocks, so rows [first, first + rows) are consecutive blocks.
+    const uint8_t* in = cache.as<const uint8_t>() + first * kv_row_bytes(KvType::kQ8_0, cache.cols);
+    for (int64_t b = 0; b < rows * cache.cols / kKvQ8Block; ++b)
+      quant::decode_q8_0_block(in + b * kKvQ8BlockBytes, out + b * kKvQ8Block);
     return;
   }
   const uint16_t* in = cache.as<const uint16_t>() + first * cache.cols;

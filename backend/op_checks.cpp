@@ -75,6 +75,9 @@ Status kv_write(const KvLayerView& cache, ConstI32View slots, ConstI32View posit
   const char* op = "kv_write";
   if (cache.k.type != cache.v.type)
     return shape_error(op, "cache k " + view_string(cache.k) + " and v " + view_string(cache.v) + " differ in type");
+  if (!kv_row_fits(cache.k.type, cache.k.cols))
+    return shape_error(op, "cache k " + view_string(cache.k) + ": a q8_0 row must be whole blocks of " +
+                               std::to_string(kKvQ8Block) + " elements");
   if (k.rows != v.rows || k.cols != cache.k.cols || v.cols != cache.v.cols || cache.k.rows != cache.v.rows)
     return shape_error(op, "k " + view_string(k) + " / v " + view_string(v) + " do not fit cache " +
                                view_string(cache.k) + " / " + view_string(cache.v));
@@ -111,6 +114,9 @@ Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& ca
                                std::to_string(p.head_dim));
   if (cache.k.type != cache.v.type)
     return shape_error(op, "cache k " + view_string(cache.k) + " and v " + view_string(cache.v) + " differ in type");
+  if (!kv_row_fits(cache.k.type, cache.k.cols))
+    return shape_error(op, "cache k " + view_string(cache.k) + ": a q8_0 row must be whole blocks of " +
+                               std::to_string(kKvQ8Block) + " elements");
   if (cache.k.cols != kv_dim || cache.v.cols != kv_dim || cache.v.rows != cache.k.rows ||
       cache.positions.rows < cache.k.rows || cache.positions.cols != 1)
     return shape_error(op, "cache k " + view_string(cache.k) + " / v " + view_string(cache.v) + " / positions " +

@@ -104,6 +104,13 @@ Status Transformer::load(const TensorTable& tensors, const TransformerOptions& o
     return invalid_argument("config: the " + std::to_string(c.kv_heads) + " KV heads can be neither split nor " +
                             "replicated among " + std::to_string(world) + " ranks");
   }
+  if (!kv_row_fits(kv_type_, int64_t{kv_heads_} * head_dim_))
+    return invalid_argument("KV cache type " + std::string(kv_type_name(kv_type_)) + " stores rows in blocks of " +
+                            std::to_string(kKvQ8Block) + " elements, but a cache row here holds " +
+                            std::to_string(kv_heads_) + " KV head(s) of " + std::to_string(head_dim_) + " = " +
+                            std::to_string(int64_t{kv_heads_} * head_dim_) +
+                            (world > 1 ? " elements on each of " + std::to_string(world) + " ranks" : " elements") +
+                            "; choose another --kv-type");
   if (!moe) {
     QRT_TRY(require(c.ffn % world == 0, "the MLP width " + std::to_string(c.ffn) + " does not divide among " +
                                             std::to_string(world) + " ranks"));
@@ -274,7 +281,7 @@ uint64_t kv_cache_bytes_per_token(const ModelConfig& config, int tp_world, KvTyp
   // KV heads split among the ranks when they divide, else one replicated head per rank (as load() decides).
   const int64_t kv_heads = config.kv_heads % world == 0 ? config.kv_heads / world : 1;
   const int64_t head_dim = config.head_dim > 0 ? config.head_dim : (config.heads > 0 ? config.hidden / config.heads : 0);
-  return static_cast<uint64_t>(2 * int64_t{config.layers} * kv_heads * head_dim) * kv_type_bytes(kv_type) +
+  return static_cast<uint64_t>(2 * int64_t{config.layers} * kv_row_bytes(kv_type, kv_heads * head_dim)) +
          sizeof(int32_t);
 }
 
@@ -286,7 +293,7 @@ Result<std::unique_ptr<Sequence>> Transformer::new_sequence(int64_t capacity) {
     return invalid_argument("sequence capacity " + std::to_string(capacity) + " is not positive or too large");
   std::unique_ptr<Sequence> seq(new Sequence());
   seq->capacity_ = capacity;
-  const uint64_t kv_bytes = static_cast<uint64_t>(config_.layers) * capacity * kv_dim * kv_type_bytes(kv_type_);
+  const uint64_t kv_bytes = static_cast<uint64_t>(config_.layers) * capacity * kv_row_bytes(kv_type_, kv_dim);
   QRT_ASSIGN_OR_RETURN(seq->k_cache_, allocate_scoped(backend_, kv_bytes));
   QRT_ASSIGN_OR_RETURN(seq->v_cache_, allocate_scoped(backend_, kv_bytes));
   QRT_ASSIGN_OR_RETURN(seq->positions_, allocate_scoped(backend_, static_cast<uint64_t>(capacity) * sizeof(int32_t)));

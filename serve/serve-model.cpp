@@ -73,8 +73,9 @@ int main(int argc, char** argv) {
   app.add_option("--prompt-chunk", prompt_chunk, "prompt tokens run per step between decode steps (default 512)")
       ->check(CLI::PositiveNumber);
   app.add_option("--kv-type", kv_type,
-                 "KV cache element type: f32, f16, bf16 or fp8 (E4M3; default: f16 on cuda, f32 on cpu)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "fp8"}));
+                 "KV cache element type: f32, f16, bf16, fp8 (E4M3) or q8_0 (GGML blocks of 32; default: f16 on "
+                 "cuda, f32 on cpu)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "fp8", "q8_0"}));
   app.add_option("--tp", tensor_parallel, "split the model among N ranks in this process (one GPU each on cuda)")
       ->check(CLI::Range(0, 64));
   app.add_option("--api-key", api_key, "require \"Authorization: Bearer KEY\" on /v1/ routes (or QRT_API_KEY)");

@@ -529,7 +529,8 @@ struct Derived {
 // prompt plus the tokens decoded so far, (decode + 1) / 2 of them on average), in the cache's element type.
 uint64_t kv_bytes_per_token(const Options& o, int prompt, qrt::KvType type) {
   const double keys = prompt + (o.decode + 1) / 2.0;
-  const double per_key = 2.0 * o.shape.layers * o.shape.kv_heads * o.shape.head_dim * qrt::kv_type_bytes(type);
+  const double per_key =
+      2.0 * o.shape.layers * static_cast<double>(qrt::kv_row_bytes(type, int64_t{o.shape.kv_heads} * o.shape.head_dim));
   return static_cast<uint64_t>(keys * per_key);
 }
 
@@ -687,13 +688,14 @@ int main(int argc, char** argv) {
   app.add_option("--commit", commit, "the qrt commit being measured, recorded in the JSON");
   app.add_option("--seed", o.seed, "random seed for the weights and the prompt");
   std::string kv_type;
-  app.add_option("--kv-type", kv_type, "KV cache element type: f32, f16 or bf16 (default: f16 on cuda, f32 on cpu)");
+  app.add_option("--kv-type", kv_type,
+                 "KV cache element type: f32, f16, bf16, fp8 or q8_0 (default: f16 on cuda, f32 on cpu)");
   CLI11_PARSE(app, argc, argv);
 
   if (o.prompts.empty()) return fail("--prompt names no length");
   if (!kv_type.empty()) {
     o.kv_type = qrt::kv_type_from_name(kv_type);
-    if (!o.kv_type) return fail("--kv-type " + kv_type + ": expected f32, f16 or bf16");
+    if (!o.kv_type) return fail("--kv-type " + kv_type + ": expected f32, f16, bf16, fp8 or q8_0");
   }
   auto shape = shape_from_name(shape_name);
   if (!shape.ok()) return fail(shape.status().message());

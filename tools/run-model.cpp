@@ -68,8 +68,9 @@ int main(int argc, char** argv) {
   app.add_flag("--verbose", verbose, "also report memory by owner: weights, KV cache, scratch, peak");
   std::string kv_type;
   app.add_option("--kv-type", kv_type,
-                 "KV cache element type: f32, f16, bf16 or fp8 (E4M3; default: f16 on cuda, f32 on cpu)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "fp8"}));
+                 "KV cache element type: f32, f16, bf16, fp8 (E4M3) or q8_0 (GGML blocks of 32; default: f16 on "
+                 "cuda, f32 on cpu)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "fp8", "q8_0"}));
   int tensor_parallel = 0;
   app.add_option("--tp", tensor_parallel,
                  "split the model among N ranks inside this process (threads; one GPU each with --device cuda)")

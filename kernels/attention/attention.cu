@@ -1,4 +1,6 @@
 #include "kernels/attention/attention.hpp"
+
+#include <algorithm>
 #include "kernels/attention/kv_element.cuh"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kernel_utils.cuh"
@@ -46,6 +48,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const float* __rest
   const int64_t q_stride = static_cast<int64_t>(s.heads) * hd;
   const int64_t kv_stride = static_cast<int64_t>(s.kv_heads) * hd;
   const int64_t items = s.tokens * s.heads;
+  const KvReader<T> kr = kv_reader(k, kv_stride), vr = kv_reader(v, kv_stride);
   const int64_t count = *key_count;
   const int64_t keys = count < 0 ? 0 : (count > s.capacity ? s.capacity : count);
 
@@ -76,9 +79,9 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const float* __rest
           const int64_t dist = qp - static_cast<int64_t>(key_pos[row]);
           const bool visible = dist >= 0 && (s.sliding_window <= 0 || dist < s.sliding_window);
           if (visible) {
-            const T* kj = k + row * kv_stride + kv_off;
             float dot = 0.0f;
-            for (int d = lane; d < hd; d += 32) dot += q_s[d] * kv_to_float(kj[d]);
+            const KvHead<T> kj = kr.head(row, kv_off);
+            for (int d = lane; d < hd; d += 32) dot += q_s[d] * kj.at(d);
             score = warp_sum(dot) * s.scale;
           }
         }
@@ -114,10 +117,9 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const float* __rest
       const unsigned visible = run_visible;
       for (int d = threadIdx.x; d < hd; d += kThreads) {
         float a = acc[d] * scale_old;
-        const T* vd = v + kv_off + d;
         for (unsigned rest = visible; rest != 0; rest &= rest - 1) {
           const int c = __ffs(static_cast<int>(rest)) - 1;
-          a += p[c] * kv_to_float(vd[row_s[c] * kv_stride]);
+          a += p[c] * vr.head(row_s[c], kv_off).at(d);
         }
         acc[d] = a;
       }
@@ -175,6 +177,27 @@ __global__ void kv_write_kernel(const float* __restrict__ k, const float* __rest
   }
 }
 
+// A q8_0 cache: one warp per item (row, block of 32, K or V), the block's scale taken over the warp.
+__global__ void kv_write_q8_0_kernel(const float* __restrict__ k, const float* __restrict__ v,
+                                     const int32_t* __restrict__ slots, const int32_t* __restrict__ positions,
+                                     int64_t rows, int64_t kv_dim, uint8_t* __restrict__ cache_k,
+                                     uint8_t* __restrict__ cache_v, int32_t* __restrict__ cache_pos,
+                                     int64_t capacity) {
+  const int lane = threadIdx.x % 32;
+  const int64_t blocks = kv_dim / kKvQ8Block, items = rows * blocks * 2;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (int64_t item = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; item < items;
+       item += warps) {
+    const bool value = item % 2 == 1;
+    const int64_t row = item / 2 / blocks, b = item / 2 % blocks;
+    const int64_t slot = slots[row];
+    if (slot < 0 || slot >= capacity) continue;  // the same for every lane of the warp
+    const float x = (value ? v : k)[row * kv_dim + b * kKvQ8Block + lane];
+    kv_store_q8_0_warp(x, (value ? cache_v : cache_k) + (slot * blocks + b) * kKvQ8BlockBytes, lane);
+    if (!value && b == 0 && lane == 0) cache_pos[slot] = positions[row];
+  }
+}
+
 }  // namespace
 
 Status kv_write(const float* k, const float* v, const int32_t* slots, const int32_t* positions, int64_t rows,
@@ -183,14 +206,30 @@ Status kv_write(const float* k, const float* v, const int32_t* slots, const int3
   if (rows < 0 || kv_dim <= 0 || capacity < 0)
     return invalid_argument("kv_write: bad shape (rows " + std::to_string(rows) + ", kv_dim " +
                             std::to_string(kv_dim) + ", capacity " + std::to_string(capacity) + ")");
+  if (!kv_row_fits(cache_type, kv_dim))
+    return invalid_argument("kv_write: a q8_0 cache row of " + std::to_string(kv_dim) +
+                            " elements is not whole blocks of 32");
   if (rows == 0) return ok_status();
+  if (cache_type == KvType::kQ8_0) {
+    const int64_t warps = rows * (kv_dim / kKvQ8Block) * 2;
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((warps + 3) / 4, kMaxBlocks));
+    kv_write_q8_0_kernel<<<blocks, 128, 0, stream>>>(k, v, slots, positions, rows, kv_dim,
+                                                     static_cast<uint8_t*>(cache_k), static_cast<uint8_t*>(cache_v),
+                                                     cache_pos, capacity);
+    return cuda_launch_status("kv_write_q8_0_kernel");
+  }
   const unsigned blocks = static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks);
   const int threads = static_cast<int>(kv_dim < 256 ? (kv_dim + 31) / 32 * 32 : 256);
   return with_kv_element(cache_type, [&](auto element) {
     using T = decltype(element);
-    kv_write_kernel<T><<<blocks, threads, 0, stream>>>(k, v, slots, positions, rows, kv_dim, static_cast<T*>(cache_k),
-                                                       static_cast<T*>(cache_v), cache_pos, capacity);
-    return cuda_launch_status("kv_write_kernel");
+    if constexpr (std::is_same_v<T, KvQ8_0>) {
+      return internal_error("kv_write: q8_0 has its own kernel");
+    } else {
+      kv_write_kernel<T><<<blocks, threads, 0, stream>>>(k, v, slots, positions, rows, kv_dim,
+                                                         static_cast<T*>(cache_k), static_cast<T*>(cache_v), cache_pos,
+                                                         capacity);
+      return cuda_launch_status("kv_write_kernel");
+    }
   });
 }
 

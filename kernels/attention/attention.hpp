@@ -49,7 +49,7 @@ Status attention(const float* q, const int32_t* q_pos, const void* k, const void
 // Appends rows to a KV cache: row i of k and v goes to slot slots[i], whose position becomes positions[i]. A slot
 // outside [0, capacity) is skipped (the caller checks them on the host; a kernel cannot report).
 //   k, v: [rows, kv_dim]; slots, positions: [rows]; cache_k, cache_v: [capacity, kv_dim] elements of cache_type
-//   (rounded to nearest even); cache_pos: [capacity]
+//   (rounded to nearest even; q8_0: Q8_0 blocks as the CPU backend quantizes them); cache_pos: [capacity]
 Status kv_write(const float* k, const float* v, const int32_t* slots, const int32_t* positions, int64_t rows,
                 int64_t kv_dim, void* cache_k, void* cache_v, KvType cache_type, int32_t* cache_pos,
                 int64_t capacity, cudaStream_t stream);

@@ -58,6 +58,8 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t q_stride = static_cast<int64_t>(s.heads) * hd, kv_stride = static_cast<int64_t>(s.kv_heads) * hd;
+  const KvReader<T> kr = kv_reader(k, kv_stride), vr = kv_reader(v, kv_stride);
+  const int64_t kv_off = static_cast<int64_t>(kv_head) * hd;
   const int first_head = kv_head * group;
   for (int i = threadIdx.x; i < group * hd; i += kThreads) q_s[i] = q[t * q_stride + first_head * hd + i];
   const int64_t qp = q_pos[t];
@@ -74,11 +76,11 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
       const int64_t row = kv_row(s.pages, j0 + (c < n ? c : n - 1));  // past the split: a repeat, discarded below
       const int64_t dist = qp - static_cast<int64_t>(key_pos[row]);
       seen[u] = c < n && dist >= 0 && (s.sliding_window <= 0 || dist < s.sliding_window);
-      const T* kj = k + row * kv_stride + static_cast<int64_t>(kv_head) * hd;
+      const KvHead<T> kj = kr.head(row, kv_off);
 #pragma unroll
       for (int i = 0; i < kMaxDimsPerLane; ++i) {
         const int d = lane + 32 * i;
-        kd[u][i] = d < hd ? kv_to_float(kj[d]) : 0.0f;
+        kd[u][i] = d < hd ? kj.at(d) : 0.0f;
       }
     }
 #pragma unroll
@@ -133,14 +135,14 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
     float acc[kGroup];
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) acc[g] = 0.0f;
-    const T* vd = v + static_cast<int64_t>(kv_head) * hd + d;
+    const int64_t col = kv_off + d;  // of every V row
     // kKeysAtOnce V loads in flight before they are used; an invisible slot (which may hold NaN) counts as 0, and its
     // probability is 0 as well, so the sum is the one over visible keys in the same order.
     int c = 0;
     for (; c + kKeysAtOnce <= n; c += kKeysAtOnce) {
       float vv[kKeysAtOnce];
 #pragma unroll
-      for (int u = 0; u < kKeysAtOnce; ++u) vv[u] = kv_to_float(vd[kv_row(s.pages, j0 + c + u) * kv_stride]);
+      for (int u = 0; u < kKeysAtOnce; ++u) vv[u] = vr.head(kv_row(s.pages, j0 + c + u), col).at(0);
 #pragma unroll
       for (int u = 0; u < kKeysAtOnce; ++u) {
         const float w = visible[c + u] ? vv[u] : 0.0f;
@@ -151,7 +153,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
     }
     for (; c < n; ++c) {
       if (!visible[c]) continue;
-      const float vv = kv_to_float(vd[kv_row(s.pages, j0 + c) * kv_stride]);
+      const float vv = vr.head(kv_row(s.pages, j0 + c), col).at(0);
 #pragma unroll
       for (int g = 0; g < kGroup; ++g)
         if (g < group) acc[g] += p[g * chunk_capacity + c] * vv;

@@ -1,16 +1,22 @@
 // KV cache elements on the device: every kernel that writes or reads the cache is a template over the stored type
-// (float, __half, __nv_bfloat16, KvFp8), converts on the way in (round to nearest even) and computes in float.
+// (float, __half, __nv_bfloat16, KvFp8, KvQ8_0), converts on the way in (round to nearest even) and computes in
+// float. Kernels read through KvReader (element `col` of cache row `row`), which hides q8_0's blocks; the element
+// types are written one element per thread with kv_from_float, q8_0 one block per warp with kv_store_q8_0_warp.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <type_traits>
 #if !defined(QRT_SIMT)
 #include <cuda_fp8.h>
 #endif
 
 #include "kernels/attention/attention.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/quant/common.hpp"
 #include "kernels/quant/mx.hpp"
 #include "qrt/kv_type.hpp"
 
@@ -20,6 +26,9 @@ namespace qrt::kernels {
 struct KvFp8 {
   uint8_t bits;
 };
+
+// A q8_0 cache (KvType::kQ8_0): a tag only, its rows are GGML Q8_0 blocks (f16 scale, 32 int8 codes).
+struct KvQ8_0 {};
 
 __device__ __forceinline__ float kv_to_float(float x) { return x; }
 __device__ __forceinline__ float kv_to_float(__half x) { return __half2float(x); }
@@ -57,6 +66,68 @@ __device__ __forceinline__ KvFp8 kv_from_float<KvFp8>(float x) {
 #endif
 }
 
+// One head of one cache row: element d of it (a pointer to the head's first element for the element types).
+template <class T>
+struct KvHead {
+  const T* p;
+  __device__ __forceinline__ float at(int d) const { return kv_to_float(p[d]); }
+};
+
+// A q8_0 row is cols / 32 blocks of 34 bytes; element c is d * q of block c / 32, the arithmetic of the CPU
+// backend's decode (quant::decode_q8_0_block). A head need not start on a block, so it keeps its row and offset.
+// Blocks start at even offsets, so the scale is read as one u16.
+template <>
+struct KvHead<KvQ8_0> {
+  const uint8_t* row;
+  int64_t first;  // the head's first element in the row
+  __device__ __forceinline__ float at(int d) const {
+    const int64_t c = first + d;
+    const uint8_t* b = row + c / kKvQ8Block * kKvQ8BlockBytes;
+    const float scale = quant::fp16_to_f32(*reinterpret_cast<const uint16_t*>(b));
+    return scale * static_cast<float>(static_cast<int8_t>(b[2 + c % kKvQ8Block]));
+  }
+};
+
+// One K or V array of `cols` elements per row: head(row, first) reads the elements from `first` on of a row.
+template <class T>
+struct KvReader {
+  const T* data;
+  int64_t cols;
+  __device__ __forceinline__ KvHead<T> head(int64_t row, int64_t first) const { return {data + row * cols + first}; }
+};
+
+template <>
+struct KvReader<KvQ8_0> {
+  const uint8_t* data;
+  int64_t cols;
+  __device__ __forceinline__ KvHead<KvQ8_0> head(int64_t row, int64_t first) const {
+    return {data + row * (cols / kKvQ8Block * kKvQ8BlockBytes), first};
+  }
+};
+
+// The reader of an array the kernel got as `const T*` (for q8_0 a pointer to its first byte).
+template <class T>
+__device__ __forceinline__ KvReader<T> kv_reader(const T* data, int64_t cols) {
+  if constexpr (std::is_same_v<T, KvQ8_0>) {
+    return {reinterpret_cast<const uint8_t*>(data), cols};
+  } else {
+    return {data, cols};
+  }
+}
+
+// Quantizes one Q8_0 block held by a warp (lane l: element l) into `block` (34 bytes), with the arithmetic of the
+// CPU's quant::quantize_q8_0_block so that both backends store the same bits: d = amax / 127 (IEEE division), codes
+// round(x / d) computed as x * (1 / d), rounded half away from zero and clamped to int8, NaN giving -128.
+__device__ __forceinline__ void kv_store_q8_0_warp(float x, uint8_t* block, int lane) {
+  const float amax = warp_max(fabsf(x));  // fmaxf skips NaN as std::fmax does
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float r = roundf(x * id);
+  const int q = !(r >= -128.0f) ? -128 : (r >= 127.0f ? 127 : static_cast<int>(r));
+  block[2 + lane] = static_cast<uint8_t>(static_cast<int8_t>(q));
+  if (lane == 0) *reinterpret_cast<uint16_t*>(block) = quant::f32_to_fp16(d);
+}
+
 // The cache row of a sequence's key j (see KvPages).
 __device__ __forceinline__ int64_t kv_row(const KvPages& pages, int64_t j) {
   if (pages.table == nullptr) return j;
@@ -72,6 +143,7 @@ Status with_kv_element(KvType type, F&& f) {
     case KvType::kF16: return f(__half{});
     case KvType::kBF16: return f(__nv_bfloat16{});
     case KvType::kFp8: return f(KvFp8{});
+    case KvType::kQ8_0: return f(KvQ8_0{});
   }
   return invalid_argument("unknown KV cache type");
 }

@@ -317,6 +317,24 @@ struct FormatTraits<FormatId::kQ5_1> : GgmlBlockBase<32, sizeof(block_q5_1)> {
   }
 };
 
+// ggml's quantize_row_q8_0_ref for one block of 32: d = amax/127, q = round(x/d). Also what a q8_0 KV cache
+// stores per 32 elements of a row (the CUDA kernel repeats this arithmetic, kernels/attention/kv_element.cuh).
+inline void quantize_q8_0_block(const float* xb, uint8_t* dst) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  store_f16(dst + offsetof(block_q8_0, d), d);
+  uint8_t* qs = dst + offsetof(block_q8_0, qs);
+  for (int j = 0; j < 32; ++j) qs[j] = static_cast<uint8_t>(round_to_i8(xb[j] * id));
+}
+
+QRT_HD void decode_q8_0_block(const uint8_t* b, float* out) {
+  const float d = load_f16(b + offsetof(block_q8_0, d));
+  const uint8_t* qs = b + offsetof(block_q8_0, qs);
+  for (int j = 0; j < 32; ++j) out[j] = d * static_cast<float>(static_cast<int8_t>(qs[j]));
+}
+
 // Q8_0 (type 8): x = d * q.
 template <>
 struct FormatTraits<FormatId::kQ8_0> : GgmlBlockBase<32, sizeof(block_q8_0)> {
@@ -324,23 +342,11 @@ struct FormatTraits<FormatId::kQ8_0> : GgmlBlockBase<32, sizeof(block_q8_0)> {
   static constexpr bool has_quantizer = true;
 
   QRT_HD static void decode_block(const QuantView& v, int64_t row, int64_t block, float* out) {
-    const uint8_t* b = block_ptr(v, row, block);
-    const float d = load_f16(b + offsetof(block_q8_0, d));
-    const uint8_t* qs = b + offsetof(block_q8_0, qs);
-    for (int j = 0; j < 32; ++j) out[j] = d * static_cast<float>(static_cast<int8_t>(qs[j]));
+    decode_q8_0_block(block_ptr(v, row, block), out);
   }
 
-  // ggml's quantize_row_q8_0_ref: d = amax/127, q = round(x/d).
   static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
-    return quantize_ggml_blocks<FormatTraits>(x, rows, cols, p, out, [](const float* xb, uint8_t* dst) {
-      float amax = 0.0f;
-      for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
-      const float d = amax / 127.0f;
-      const float id = d != 0.0f ? 1.0f / d : 0.0f;
-      store_f16(dst + offsetof(block_q8_0, d), d);
-      uint8_t* qs = dst + offsetof(block_q8_0, qs);
-      for (int j = 0; j < 32; ++j) qs[j] = static_cast<uint8_t>(round_to_i8(xb[j] * id));
-    });
+    return quantize_ggml_blocks<FormatTraits>(x, rows, cols, p, out, quantize_q8_0_block);
   }
 };
 

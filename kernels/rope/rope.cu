@@ -134,11 +134,25 @@ Status rope_kv_write(float* q, float* k, const float* v, int q_heads, int kv_hea
                             static_cast<int64_t>(kv_heads) * (s.rot_dim / 2 + s.head_dim - s.rot_dim) + kv_dim + 1;
   const int64_t total = s.tokens * per_token;
   if (total == 0) return ok_status();
+  if (cache.type == KvType::kQ8_0) {
+    // A Q8_0 block's scale needs all 32 rotated elements first: rope of q and of k, then the block writer. Three
+    // launches where the element types take one; the cache is a quarter of f32's size either way.
+    s.heads = q_heads;
+    QRT_TRY(rope(q, positions, inv_freq, s, stream));
+    s.heads = kv_heads;
+    QRT_TRY(rope(k, positions, inv_freq, s, stream));
+    return kv_write(k, v, slots, positions, s.tokens, kv_dim, cache.k, cache.v, cache.type, cache.positions,
+                    cache.capacity, stream);
+  }
   return with_kv_element(cache.type, [&](auto element) {
     using T = decltype(element);
-    rope_kv_write_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(q, k, v, q_heads, kv_heads, positions,
-                                                                                inv_freq, s, slots, cache);
-    return cuda_launch_status("rope_kv_write_kernel");
+    if constexpr (std::is_same_v<T, KvQ8_0>) {
+      return internal_error("rope_kv_write: q8_0 is written above");
+    } else {
+      rope_kv_write_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(q, k, v, q_heads, kv_heads,
+                                                                                  positions, inv_freq, s, slots, cache);
+      return cuda_launch_status("rope_kv_write_kernel");
+    }
   });
 }
 

@@ -35,7 +35,8 @@ struct KvCacheRef {
 
 // rope of q [tokens, q_heads * head_dim] and k [tokens, kv_heads * head_dim] in place, then the rotated k and v
 // written to the cache at slots[t] with positions[t] recorded (slots outside the cache skipped): the values of
-// rope(q), rope(k) and kv_write in one kernel. shape.heads is ignored (q_heads and kv_heads say it).
+// rope(q), rope(k) and kv_write in one kernel (three launches, those very ops, for a q8_0 cache, whose block
+// scales need the whole rotated block). shape.heads is ignored (q_heads and kv_heads say it).
 Status rope_kv_write(float* q, float* k, const float* v, int q_heads, int kv_heads, const int32_t* positions,
                      const float* inv_freq, const RopeShape& shape, const int32_t* slots, KvCacheRef cache,
                      cudaStream_t stream);

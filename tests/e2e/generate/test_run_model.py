@@ -116,7 +116,7 @@ def memory_report(name, model, context, *extra):
     r = run(model, "-p", PROMPT, "-n", "4", "-c", str(context), "--verbose", *extra)
     check(f"{name} --verbose {' '.join(extra)} exit", r.returncode == 0, r.stderr)
     line = next((l for l in r.stderr.splitlines() if l.startswith("memory: ")), "")
-    m = re.match(r"memory: weights ([0-9.]+) MB, KV cache ([0-9.]+) MB \((f32|f16|bf16|fp8), ([0-9]+) tokens, "
+    m = re.match(r"memory: weights ([0-9.]+) MB, KV cache ([0-9.]+) MB \((f32|f16|bf16|fp8|q8_0), ([0-9]+) tokens, "
                  r"([0-9]+) bytes each\), scratch ([0-9.]+) MB, peak ([0-9.]+) MB", line)
     check(f"{name} --verbose memory line", m is not None, r.stderr)
     if not m:
@@ -127,17 +127,23 @@ def memory_report(name, model, context, *extra):
 
 def check_memory_report(name, model, context, layers, kv_dim):
     """The KV cache is the context times its per-token bytes: K and V of every layer in the cache's type, plus the
-    slot's int32 position; --kv-type f16 and bf16 store 2 bytes per element, fp8 1, the CPU's default f32 4."""
+    slot's int32 position; --kv-type f16 and bf16 store 2 bytes per element, fp8 1, the CPU's default f32 4, q8_0
+    34 bytes per 32 elements (a row that is not whole blocks of 32 is refused by name)."""
     tp = int(EXTRA[EXTRA.index("--tp") + 1]) if "--tp" in EXTRA else 1  # the line shows rank 0's share
-    for kv_type in ("", "f32", "f16", "bf16", "fp8"):
+    row = kv_dim // tp
+    if row % 32 != 0:
+        r = run(model, "-p", PROMPT, "-n", "4", "--kv-type", "q8_0")
+        check(f"{name} q8_0 refused for cache rows of {row}", r.returncode != 0 and "KV cache type q8_0" in r.stderr
+              and f"= {row} elements" in r.stderr, r.stderr)
+    for kv_type in ("", "f32", "f16", "bf16", "fp8") + (("q8_0",) if row % 32 == 0 else ()):
         report = memory_report(name, model, context, *(("--kv-type", kv_type) if kv_type else ()))
         if report is None:
             continue
         (weights, kv, got_type, tokens, per_token, scratch, peak), line = report
         default_type = "f16" if "cuda" in EXTRA else "f32"  # the device's choice
         check(f"{name} KV type {kv_type or 'default'}", got_type == (kv_type or default_type), line)
-        element_bytes = {"f32": 4, "fp8": 1}.get(got_type, 2)
-        check(f"{name} {got_type} bytes per token", per_token == 2 * layers * kv_dim // tp * element_bytes + 4, line)
+        row_bytes = row * 34 // 32 if got_type == "q8_0" else row * {"f32": 4, "fp8": 1}.get(got_type, 2)
+        check(f"{name} {got_type} bytes per token", per_token == 2 * layers * row_bytes + 4, line)
         check(f"{name} KV cache = context x bytes per token", tokens == context
               and abs(kv - tokens * per_token / 1e6) < 1e-3, line)
         check(f"{name} memory amounts", weights > 0 and scratch > 0 and peak >= weights + kv + scratch - 1e-3, line)

@@ -30,10 +30,18 @@ struct Dual {
   DeviceView<T> gpu;
 };
 
-// `values` rounded to a KV cache element type (round to nearest even; fp8 saturating), as the bytes of a cache of
-// `elements` elements of that type (past values.size(): zeros).
+// `values` rounded to a KV cache element type (round to nearest even; fp8 saturating; q8_0 quantized by GGML's
+// reference quantizer, 32 values at a time), as the bytes of a cache of `elements` elements of that type (past
+// values.size(): zeros).
 inline std::vector<uint8_t> kv_type_bits(KvType type, const std::vector<float>& values, size_t elements) {
-  std::vector<uint8_t> bits(elements * static_cast<size_t>(kv_type_bytes(type)));
+  std::vector<uint8_t> bits(static_cast<size_t>(kv_row_bytes(type, static_cast<int64_t>(elements))));
+  if (type == KvType::kQ8_0) {
+    std::vector<float> padded(values);
+    padded.resize(elements, 0.0f);
+    for (size_t b = 0; b < elements / kKvQ8Block; ++b)
+      quant::quantize_q8_0_block(padded.data() + b * kKvQ8Block, bits.data() + b * kKvQ8BlockBytes);
+    return bits;
+  }
   for (size_t i = 0; i < values.size(); ++i) {
     if (type == KvType::kF32) {
       std::memcpy(bits.data() + 4 * i, &values[i], 4);

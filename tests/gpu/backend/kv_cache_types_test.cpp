@@ -1,6 +1,6 @@
-// KV caches of every element type (f32, f16, bf16, fp8) on the CUDA backend against the CPU backend: the stored bits
-// after kv_write and rope_kv_write, known IEEE encodings of rounding ties and out-of-range values, and attention
-// (the split decode kernel and the per-head kernel) over the same 16-bit bits on both backends.
+// KV caches of every element type (f32, f16, bf16, fp8, q8_0) on the CUDA backend against the CPU backend: the
+// stored bits after kv_write and rope_kv_write, known encodings of rounding ties and out-of-range values, and
+// attention (the split decode kernel and the per-head kernel) over the same bits on both backends.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -25,7 +25,7 @@ class CudaKvTypes : public test::BackendPair {
     KvView cpu, gpu;
   };
   DualKv kv_array(KvType type, int64_t capacity, int64_t kv_dim) {
-    const int64_t row_bytes = kv_dim * kv_type_bytes(type);
+    const int64_t row_bytes = kv_row_bytes(type, kv_dim);
     const Dual<uint8_t> bytes = alloc<uint8_t>(capacity, row_bytes);
     // Unwritten GPU slots hold 0xFF bytes (NaN in every type), the CPU's zeros.
     std::fill(bytes.cpu.data, bytes.cpu.data + bytes.cpu.numel(), uint8_t{0});
@@ -36,7 +36,7 @@ class CudaKvTypes : public test::BackendPair {
   // The same bits on both backends: `values` rounded to `type` on the host.
   DualKv kv_values(KvType type, const std::vector<float>& values, int64_t capacity, int64_t kv_dim) {
     const std::vector<uint8_t> bits = test::kv_type_bits(type, values, static_cast<size_t>(capacity * kv_dim));
-    const Dual<uint8_t> d = input_values(bits, capacity, kv_dim * kv_type_bytes(type));
+    const Dual<uint8_t> d = input_values(bits, capacity, kv_row_bytes(type, kv_dim));
     return {KvView{d.cpu.data, capacity, kv_dim, type}, KvView{d.gpu.data, capacity, kv_dim, type}};
   }
   std::vector<uint8_t> cpu_bytes(const KvView& v) {
@@ -55,7 +55,7 @@ class CudaKvTypes : public test::BackendPair {
   }
 };
 
-constexpr KvType kAllTypes[] = {KvType::kF32, KvType::kF16, KvType::kBF16, KvType::kFp8};
+constexpr KvType kAllTypes[] = {KvType::kF32, KvType::kF16, KvType::kBF16, KvType::kFp8, KvType::kQ8_0};
 
 // kv_write rounds each element to nearest even on the GPU exactly as the CPU backend does; a few values with known
 // encodings pin the rounding independently of both (ties, subnormals, the f16 range).
@@ -72,6 +72,9 @@ TEST_F(CudaKvTypes, KvWriteStoresTheCpuBitsAndKnownEncodings) {
       1.0f + 3 * 0x1p-8f,   // bf16 tie: to even, 1 + 2^-6 (0x3F82)
   };
   std::copy(std::begin(specials), std::end(specials), k.begin());
+  // Q8_0 block 1 of row 0: amax 127 makes d = 1, so 2.5, -2.5 and 0.5 are ties, rounded away from zero.
+  const float q8_ties[] = {127.0f, 2.5f, -2.5f, 0.5f};
+  std::copy(std::begin(q8_ties), std::end(q8_ties), k.begin() + 32);
   const std::vector<float> v = test::random_normal(static_cast<size_t>(3 * kv_dim), 12);
   const auto kin = input_values(k, 3, kv_dim), vin = input_values(v, 3, kv_dim);
   const auto slots = input_values(std::vector<int32_t>{4, 0, 2}, 3, 1);
@@ -85,7 +88,7 @@ TEST_F(CudaKvTypes, KvWriteStoresTheCpuBitsAndKnownEncodings) {
     const Status s = gpu_->kv_write(gpu_cache, slots.gpu, positions.gpu, kin.gpu, vin.gpu);
     ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
     const auto gk = gpu_bytes(kc.gpu), gv = gpu_bytes(vc.gpu), ck = cpu_bytes(kc.cpu), cv = cpu_bytes(vc.cpu);
-    const size_t row = static_cast<size_t>(kv_dim * kv_type_bytes(type));
+    const size_t row = static_cast<size_t>(kv_row_bytes(type, kv_dim));
     for (int64_t slot : {0, 2, 4}) {
       const size_t at = static_cast<size_t>(slot) * row;
       EXPECT_TRUE(std::equal(gk.begin() + at, gk.begin() + at + row, ck.begin() + at)) << what << " k slot " << slot;
@@ -104,12 +107,27 @@ TEST_F(CudaKvTypes, KvWriteStoresTheCpuBitsAndKnownEncodings) {
       EXPECT_EQ(gk[static_cast<size_t>(first)], 0x38) << "fp8 of 1 + 2^-11: 1.0";
       EXPECT_EQ(gk[static_cast<size_t>(first + 2)], 0x7E) << "fp8 of 70000: saturated at 448";
       EXPECT_EQ(gk[static_cast<size_t>(first + 3)], 0x80) << "fp8 of -1e-6: -0";
+    } else if (type == KvType::kQ8_0) {
+      // Block 0 of the row in slot 4: amax 70000, d = 70000 / 127 = 551.18, stored as the f16 551.0 (0x604E);
+      // codes round(x / d): 70000 -> 127, 1.0 -> 0, -1e-6 -> 0.
+      const size_t at = 4 * row;
+      EXPECT_EQ(gk[at] | gk[at + 1] << 8, 0x604E) << "q8_0 scale";
+      EXPECT_EQ(gk[at + 2 + 2], 127) << "q8_0 code of 70000";
+      EXPECT_EQ(gk[at + 2 + 0], 0) << "q8_0 code of 1.0";
+      EXPECT_EQ(gk[at + 2 + 3], 0) << "q8_0 code of -1e-6";
+      const size_t at1 = at + 34;  // block 1
+      EXPECT_EQ(gk[at1] | gk[at1 + 1] << 8, 0x3C00) << "q8_0 scale 1.0";
+      EXPECT_EQ(gk[at1 + 2 + 0], 127);
+      EXPECT_EQ(gk[at1 + 2 + 1], 3) << "q8_0 tie 2.5 -> 3";
+      EXPECT_EQ(gk[at1 + 2 + 2], 0xFD) << "q8_0 tie -2.5 -> -3";
+      EXPECT_EQ(gk[at1 + 2 + 3], 1) << "q8_0 tie 0.5 -> 1";
     }
   }
 }
 
-// rope_kv_write into a 16-bit or fp8 cache: one kernel, bit for bit the CUDA backend's rope + rope + kv_write, and the
-// CPU backend's fused op up to the rare element whose fp32 rope differs by an ulp across a rounding boundary.
+// rope_kv_write into a 16-bit, fp8 or q8_0 cache: one kernel (q8_0: three, rope, rope and the block writer), bit for
+// bit the CUDA backend's rope + rope + kv_write, and the CPU backend's fused op up to the rare element whose fp32
+// rope differs by an ulp across a rounding boundary.
 TEST_F(CudaKvTypes, RopeKvWriteRoundsTheRotatedKeys) {
   const int heads = 8, kv_heads = 2, hd = 64;
   const int64_t tokens = 3, capacity = 3, q_dim = heads * hd, kv_dim = kv_heads * hd;  // every slot written
@@ -120,7 +138,7 @@ TEST_F(CudaKvTypes, RopeKvWriteRoundsTheRotatedKeys) {
   const RopeParams gp{RopeLayout::kHalfSplit, hd, hd, 1.0f, inv_freq.gpu};
   const auto positions = input_values(std::vector<int32_t>{7, 300, 12345}, tokens, 1);
   const auto slots = input_values(std::vector<int32_t>{1, 2, 0}, tokens, 1);
-  for (KvType type : {KvType::kF16, KvType::kBF16, KvType::kFp8}) {
+  for (KvType type : {KvType::kF16, KvType::kBF16, KvType::kFp8, KvType::kQ8_0}) {
     const std::string what(kv_type_name(type));
     const auto q = input(tokens, q_dim, 60), k = input(tokens, kv_dim, 61), v = input(tokens, kv_dim, 62);
     const auto q2 = input_values(gpu_values(q.gpu), tokens, q_dim);
@@ -137,13 +155,18 @@ TEST_F(CudaKvTypes, RopeKvWriteRoundsTheRotatedKeys) {
     const Status s = gpu_->rope_kv_write(q.gpu, k.gpu, v.gpu, heads, kv_heads, positions.gpu, gp, gpu_cache, slots.gpu);
     ASSERT_TRUE(s.ok()) << s.to_string();
 #if defined(QRT_SIMT)
-    EXPECT_EQ((simt::device_counters(0) - start).kernel_launches, 1u) << what;
+    EXPECT_EQ((simt::device_counters(0) - start).kernel_launches, type == KvType::kQ8_0 ? 3u : 1u) << what;
 #endif
     expect_close(q, 1e-5, what + ": q");
     expect_close(k, 1e-5, what + ": k (fp32 in the activations)");
     // The cache against the CPU's, decoded: equal but for a flipped last bit here and there.
     auto decode = [&](const std::vector<uint8_t>& bytes) {
-      std::vector<float> out(bytes.size() / static_cast<size_t>(kv_type_bytes(type)));
+      std::vector<float> out(static_cast<size_t>(capacity * kv_dim));
+      if (type == KvType::kQ8_0) {
+        for (size_t b = 0; b < out.size() / kKvQ8Block; ++b)
+          quant::decode_q8_0_block(bytes.data() + b * kKvQ8BlockBytes, out.data() + b * kKvQ8Block);
+        return out;
+      }
       for (size_t i = 0; i < out.size(); ++i) {
         if (type == KvType::kFp8) {
           out[i] = quant::e4m3_to_f32(bytes[i]);
@@ -155,8 +178,9 @@ TEST_F(CudaKvTypes, RopeKvWriteRoundsTheRotatedKeys) {
       return out;
     };
     const auto gk = decode(gpu_bytes(kc.gpu)), ck = decode(cpu_bytes(kc.cpu));
-    // A flipped last bit is 2^-11 of an f16, 2^-8 of a bf16 and 2^-4 of an fp8 element.
-    const double flip_bound = type == KvType::kFp8 ? 2e-2 : 1e-4;
+    // A flipped last bit is 2^-11 of an f16, 2^-8 of a bf16 and 2^-4 of an fp8 element; a q8_0 code one step of
+    // 1/127 of its block's largest element.
+    const double flip_bound = type == KvType::kFp8 || type == KvType::kQ8_0 ? 2e-2 : 1e-4;
     EXPECT_LE(test::relative_l2(gk.data(), ck.data(), gk.size()), flip_bound) << what << ": cache k";
     EXPECT_EQ(gpu_bytes(vc.gpu), cpu_bytes(vc.cpu)) << what << ": cache v (rounded from the same floats)";
     // The unfused CUDA ops write the same bits.

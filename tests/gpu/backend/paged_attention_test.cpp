@@ -36,7 +36,7 @@ class CudaPagedAttention : public test::BackendPair {
   // [rows, kv_dim] values rounded to `type`, the same bits on both backends.
   Dual<uint8_t> kv_bits(KvType type, const std::vector<float>& values, int64_t rows, int64_t kv_dim) {
     return input_values(test::kv_type_bits(type, values, static_cast<size_t>(rows * kv_dim)), rows,
-                        kv_dim * static_cast<int64_t>(kv_type_bytes(type)));
+                        kv_row_bytes(type, kv_dim));
   }
 
   void check(const PagedCase& c) {
@@ -137,6 +137,8 @@ TEST_F(CudaPagedAttention, MatchesContiguousForEveryKernel) {
            PagedCase{16, 2, 64, 7, 1, 200, 16, KvType::kBF16, true},
            PagedCase{16, 4, 64, 0, 1, 77, 16, KvType::kFp8, true},
            PagedCase{8, 2, 32, 0, 20, 60, 16, KvType::kFp8, false},
+           PagedCase{16, 4, 64, 0, 1, 77, 16, KvType::kQ8_0, true},
+           PagedCase{8, 2, 32, 0, 20, 60, 8, KvType::kQ8_0, false},
            // prompts: tensor-core kernel on 16-bit caches, per-head kernel on f32
            PagedCase{8, 2, 64, 0, 40, 90, 16, KvType::kF16, false},
            PagedCase{4, 4, 128, 0, 70, 70, 32, KvType::kBF16, false},

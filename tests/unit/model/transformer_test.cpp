@@ -283,12 +283,13 @@ TEST(Transformer, ForwardErrorsLeaveTheSequenceUnchanged) {
   EXPECT_FALSE((*model)->new_sequence(int64_t{1} << 50).ok());
 }
 
-// A 16-bit or fp8 KV cache (TransformerOptions::kv_type): half (a quarter of) the bytes of f32 per element,
-// positions still int32; a batch still equals token-by-token steps (both attend to the rounded rows of the cache),
-// and the logits stay within the type's rounding of the f32 cache's without being equal to them (the rounding
-// happens).
+// A 16-bit, fp8 or q8_0 KV cache (TransformerOptions::kv_type): half (a quarter of; 34/128 of) the bytes of f32
+// per element, positions still int32; a batch still equals token-by-token steps (both attend to the rounded rows of
+// the cache), and the logits stay within the type's rounding of the f32 cache's without being equal to them (the
+// rounding happens).
 TEST(Transformer, NarrowKvCachesShrinkTheMemoryAndStayCloseToF32) {
   ModelConfig c = tiny_llama_config();
+  c.head_dim = 16;  // cache rows of 2 x 16 elements: one Q8_0 block
   auto m = make_tiny_model(c);
   CpuBackend backend;
   const auto tokens = some_tokens(9, c.vocab_size);
@@ -314,20 +315,42 @@ TEST(Transformer, NarrowKvCachesShrinkTheMemoryAndStayCloseToF32) {
   uint64_t f32_bytes = 0;
   run(KvType::kF32, &f32_batch, &f32_steps, &f32_bytes);
   EXPECT_EQ(f32_bytes, 16 * kv_cache_bytes_per_token(c));
-  for (KvType type : {KvType::kF16, KvType::kBF16, KvType::kFp8}) {
-    SCOPED_TRACE(std::string(kv_type_name(type)));
+  const uint64_t f32_rows = f32_bytes - 16 * sizeof(int32_t);
+  struct Narrow {
+    KvType type;
+    uint64_t row_bytes;  // of f32's 2 x 4 x 32 per token and layer
+    double bound;        // f16 keeps 11 significant bits, bf16 8, fp8 4, q8_0 about 8 of the block's largest
+  };
+  for (const Narrow& n : {Narrow{KvType::kF16, 128, 2e-3}, Narrow{KvType::kBF16, 128, 2e-2},
+                          Narrow{KvType::kFp8, 64, 2e-1}, Narrow{KvType::kQ8_0, 68, 2e-2}}) {
+    SCOPED_TRACE(std::string(kv_type_name(n.type)));
     std::vector<float> batch, steps;
     uint64_t bytes = 0;
-    run(type, &batch, &steps, &bytes);
+    run(n.type, &batch, &steps, &bytes);
     ASSERT_FALSE(testing::Test::HasFatalFailure());
-    EXPECT_EQ(bytes, 16 * kv_cache_bytes_per_token(c, 1, type));
-    EXPECT_EQ(bytes - 16 * sizeof(int32_t), (f32_bytes - 16 * sizeof(int32_t)) / (4 / kv_type_bytes(type)));
+    EXPECT_EQ(bytes, 16 * kv_cache_bytes_per_token(c, 1, n.type));
+    EXPECT_EQ(bytes - 16 * sizeof(int32_t), f32_rows / 256 * n.row_bytes);
     EXPECT_LT(max_rel_diff(steps, batch), 1e-5);
-    // f16 keeps 11 significant bits, bf16 8, fp8 4: about 2^-11, 2^-8 and 2^-4 relative per cached element.
     const double diff = max_rel_diff(batch, f32_batch);
     EXPECT_GT(diff, 0.0);
-    EXPECT_LT(diff, type == KvType::kF16 ? 2e-3 : (type == KvType::kBF16 ? 2e-2 : 2e-1));
+    EXPECT_LT(diff, n.bound);
   }
+}
+
+// A q8_0 cache stores rows in blocks of 32 elements: a model whose cache row is not whole blocks is refused, and
+// the error names the type and the row.
+TEST(Transformer, Q8KvCacheNeedsRowsOfWholeBlocks) {
+  ModelConfig c = tiny_llama_config();  // 2 KV heads of 8: rows of 16
+  auto m = make_tiny_model(c);
+  CpuBackend backend;
+  TransformerOptions options;
+  options.kv_type = KvType::kQ8_0;
+  auto model = Transformer::create(backend, m.config, m.tensors, options);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(model.status().message().find("KV cache type q8_0"), std::string::npos) << model.status().to_string();
+  EXPECT_NE(model.status().message().find("2 KV head(s) of 8 = 16 elements"), std::string::npos)
+      << model.status().to_string();
 }
 
 TEST(Transformer, FreesEveryDeviceBuffer) {
