@@ -157,6 +157,12 @@ struct MemoryStats {
   uint64_t activation_peak_bytes = 0;  // the most held for activations at once (blocks cached for reuse included)
 };
 
+// The memory the backend allocates from, as the system reports it now (every process's use counted).
+struct MemoryAvailable {
+  uint64_t free_bytes = 0;   // what allocate() can still get: device memory free, or the host's available RAM
+  uint64_t total_bytes = 0;
+};
+
 // A captured sequence of ops (Backend::capture), replayed by Backend::launch. It keeps the device pointers it was
 // captured with: the buffers it reads and writes must outlive it.
 class BackendGraph {
@@ -171,6 +177,8 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual MemoryStats memory_stats() const = 0;
+  // Free and total memory of what allocate() draws from (cudaMemGetInfo; /proc/meminfo's MemAvailable).
+  virtual Result<MemoryAvailable> memory_available() const = 0;
 
   // ---- memory -------------------------------------------------------------------------------------------
   virtual Result<DeviceBuffer> allocate(uint64_t bytes) = 0;

@@ -1,7 +1,9 @@
 #include "backend/cpu_backend.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <new>
 #include <span>
 #include <string>
@@ -146,6 +148,25 @@ void CpuBackend::deallocate(DeviceBuffer buffer) {
   ::operator delete(buffer.ptr, std::align_val_t(64));
   allocated_bytes_ -= it->second;
   allocations_.erase(it);
+}
+
+Result<MemoryAvailable> CpuBackend::memory_available() const {
+  std::ifstream f("/proc/meminfo");
+  std::string line;
+  MemoryAvailable m;
+  bool have_free = false, have_total = false;
+  // Lines such as "MemAvailable:   12345678 kB".
+  while (std::getline(f, line)) {
+    auto value = [&](std::string_view key, uint64_t* out) {
+      if (line.rfind(key, 0) != 0) return false;
+      *out = std::strtoull(line.c_str() + key.size(), nullptr, 10) * 1024;
+      return true;
+    };
+    have_free = value("MemAvailable:", &m.free_bytes) || have_free;
+    have_total = value("MemTotal:", &m.total_bytes) || have_total;
+  }
+  if (!have_free || !have_total) return unsupported("cpu backend: /proc/meminfo gives no MemAvailable and MemTotal");
+  return m;
 }
 
 MemoryStats CpuBackend::memory_stats() const {

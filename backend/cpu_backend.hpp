@@ -25,6 +25,7 @@ class CpuBackend final : public Backend {
 
   std::string name() const override { return "cpu"; }
   MemoryStats memory_stats() const override;
+  Result<MemoryAvailable> memory_available() const override;
 
   Result<DeviceBuffer> allocate(uint64_t bytes) override;
   void deallocate(DeviceBuffer buffer) override;

@@ -48,6 +48,7 @@ class CudaBackend final : public Backend {
 
   std::string name() const override;
   MemoryStats memory_stats() const override;
+  Result<MemoryAvailable> memory_available() const override;
 
   Result<DeviceBuffer> allocate(uint64_t bytes) override;
   void deallocate(DeviceBuffer buffer) override;

@@ -141,6 +141,13 @@ MemoryStats CudaBackend::memory_stats() const {
   return m;
 }
 
+Result<MemoryAvailable> CudaBackend::memory_available() const {
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  size_t free_bytes = 0, total_bytes = 0;
+  QRT_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return MemoryAvailable{free_bytes, total_bytes};
+}
+
 size_t CudaBackend::live_allocations() const {
   // The dequantization scratch is the backend's own block, not a caller's allocation.
   return ctx_->pool().live_count() - (scratch_ != nullptr ? 1 : 0);

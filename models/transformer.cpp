@@ -310,12 +310,11 @@ Status Transformer::ensure_scratch(Sequence& seq, int64_t tokens) {
   return ensure_scratch_buffers(seq.scratch_, seq.scratch_tokens_, tokens);
 }
 
-Status Transformer::ensure_scratch_buffers(std::vector<ScopedBuffer>& scratch, int64_t& have, int64_t tokens) {
-  if (tokens <= have) return ok_status();
+std::vector<int64_t> Transformer::scratch_per_token() const {
   const ModelConfig& c = config_;
   const int64_t top_k = c.experts > 0 ? c.experts_used : 0;
   const int64_t ffn_width = std::max<int64_t>(ffn_, top_k * expert_ffn_);
-  int64_t per_token[kScratchCount] = {};
+  std::vector<int64_t> per_token(kScratchCount, 0);
   per_token[kX] = per_token[kH] = per_token[kProj] = c.hidden;
   per_token[kQ] = per_token[kAttn] = int64_t{heads_} * head_dim_;
   per_token[kK] = per_token[kV] = int64_t{kv_heads_} * head_dim_;
@@ -325,6 +324,12 @@ Status Transformer::ensure_scratch_buffers(std::vector<ScopedBuffer>& scratch, i
   per_token[kExpertIds] = per_token[kExpertW] = top_k;
   per_token[kStep] = 5;
   per_token[kLogits] = c.vocab_size;
+  return per_token;
+}
+
+Status Transformer::ensure_scratch_buffers(std::vector<ScopedBuffer>& scratch, int64_t& have, int64_t tokens) {
+  if (tokens <= have) return ok_status();
+  const std::vector<int64_t> per_token = scratch_per_token();
   scratch.clear();
   have = 0;
   for (int i = 0; i < kScratchCount; ++i) {

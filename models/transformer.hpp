@@ -218,6 +218,10 @@ class Transformer {
   // fails with kOutOfRange before running (blocks_needed says how many it will take).
   Result<std::unique_ptr<KvPool>> new_kv_pool(int64_t blocks, int block_size);
   Result<std::unique_ptr<Sequence>> new_sequence(KvPool& pool, int64_t capacity);
+  // Device memory that `sequences` paged sequences of `capacity` tokens (block tables, attention workspaces) and
+  // the scratch of passes of up to `pass_tokens` tokens (a DecodeBatch) take besides the pool: what a scheduler
+  // sets aside before giving the rest of the free memory to a pool.
+  uint64_t paged_overhead_bytes(int64_t sequences, int64_t capacity, int block_size, int64_t pass_tokens) const;
   // Blocks a pass of `tokens` more tokens takes from the pool (0 for a sequence with its own cache).
   int64_t blocks_needed(const Sequence& seq, int64_t tokens) const;
   // An empty paged sequence about to run `tokens`: takes the pool's cached blocks that hold its longest prefix of
@@ -299,6 +303,8 @@ class Transformer {
   // empty paged sequence, with their chain hashes.
   std::vector<std::pair<int32_t, uint64_t>> cached_prefix(const Sequence& seq, std::span<const int32_t> tokens) const;
   Status ensure_scratch_buffers(std::vector<ScopedBuffer>& scratch, int64_t& have, int64_t tokens);
+  // Elements per token of each scratch buffer (transformer_scratch.hpp), all 4 bytes wide.
+  std::vector<int64_t> scratch_per_token() const;
   // The forward pass up to the logits, left on the device: [rows, vocab], rows = 1 for kLast, n for kAll.
   Status run_forward(Sequence& seq, std::span<const int32_t> tokens, std::span<const int32_t> positions,
                      LogitsFor which, F32View* logits);

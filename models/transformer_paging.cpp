@@ -43,6 +43,16 @@ Result<std::unique_ptr<Sequence>> Transformer::new_sequence(KvPool& pool, int64_
   return seq;
 }
 
+uint64_t Transformer::paged_overhead_bytes(int64_t sequences, int64_t capacity, int block_size,
+                                           int64_t pass_tokens) const {
+  const int64_t table_blocks = (capacity + block_size - 1) / block_size;
+  const uint64_t per_sequence = static_cast<uint64_t>(table_blocks) * sizeof(int32_t) +
+                                backend_.attention_workspace_bytes(1, attention_params(), table_blocks * block_size);
+  uint64_t scratch = 0;
+  for (int64_t n : scratch_per_token()) scratch += static_cast<uint64_t>(n * pass_tokens) * 4;
+  return static_cast<uint64_t>(sequences) * per_sequence + scratch;
+}
+
 int64_t Transformer::blocks_needed(const Sequence& seq, int64_t tokens) const {
   if (seq.pool_ == nullptr) return 0;
   const int64_t b = seq.pool_->block_size();

@@ -1,10 +1,13 @@
 // serve-model: an OpenAI-compatible HTTP server for one model (UQFF, GGUF, Ollama name:tag or HF checkpoint).
 //
 //   serve-model MODEL [--host H] [--port P] [--device cpu|cuda] [--max-seqs N] [--ctx-size T] [--kv-cache-mem MIB]
-//               [--api-key K]
+//               [--kv-cache-fraction F] [--api-key K]
 //
-// The KV cache is one pool of blocks made at start (--kv-cache-mem; by default room for --max-seqs full contexts
-// of --ctx-size tokens), so the memory a server needs is known before the first request. Requests are admitted
+// The KV cache is one pool of blocks made at start, so the memory a server needs is taken before the first request:
+// --kv-cache-mem MiB, or --kv-cache-fraction of the memory free after loading (as vLLM's --gpu-memory-utilization,
+// but of the free memory, so other users of the GPU keep theirs). The default on cuda is 0.9 of the free device
+// memory; on cpu it is room for --max-seqs full contexts of --ctx-size tokens (a pool's pages become resident as
+// blocks are used, so a share of all RAM is only taken when asked). Requests are admitted
 // first come first served (qrt::Engine) while the pool has blocks for their prompts; prompts run in chunks between
 // the batched decode steps, prompts that start like an earlier one reuse its cached blocks, and when the pool runs
 // out the latest request is preempted and recomputed later. Logs go to stderr: one line when listening
@@ -54,6 +57,7 @@ int main(int argc, char** argv) {
   int64_t context = 0, prompt_chunk = 0;
   int tensor_parallel = 0;
   double kv_cache_mib = 0;
+  double kv_cache_fraction = 0;
   app.add_option("model", model_path, "UQFF directory or shard, GGUF file, Ollama name:tag, or HF checkpoint directory")
       ->required();
   app.add_option("--host", host, "address to listen on (0.0.0.0: every interface)");
@@ -65,9 +69,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 100000));
   app.add_option("-c,--ctx-size", context, "context length per sequence in tokens (default: the model's, at most 4096)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--kv-cache-mem", kv_cache_mib,
-                 "KV cache pool in MiB, shared by all requests (default: room for --max-seqs full contexts)")
-      ->check(CLI::PositiveNumber);
+  auto* mem_option =
+      app.add_option("--kv-cache-mem", kv_cache_mib,
+                     "KV cache pool in MiB (per rank), shared by all requests (default: see --kv-cache-fraction)")
+          ->check(CLI::PositiveNumber);
+  app.add_option("--kv-cache-fraction", kv_cache_fraction,
+                 "share of the memory free after loading that the KV cache pool takes (default: 0.9 on cuda; on cpu "
+                 "room for --max-seqs full contexts)")
+      ->check(CLI::Range(0.0, 1.0).description("in (0, 1]") & CLI::PositiveNumber)
+      ->excludes(mem_option);
   app.add_option("--block-size", block_size, "tokens per KV cache block (a power of two)")
       ->check(CLI::Range(1, 65536));
   app.add_option("--prompt-chunk", prompt_chunk, "prompt tokens run per step between decode steps (default 512)")
@@ -108,6 +118,10 @@ int main(int argc, char** argv) {
   engine_options.max_waiting = max_waiting;
   engine_options.context_length = context;
   engine_options.kv_cache_bytes = static_cast<uint64_t>(kv_cache_mib * 1024.0 * 1024.0);
+  engine_options.kv_cache_fraction = kv_cache_fraction > 0 ? kv_cache_fraction
+                                     : kv_cache_mib > 0    ? 0.0
+                                     : options.device == qrt::Device::kCuda ? 0.9
+                                                                             : 0.0;
   engine_options.block_size = block_size;
   engine_options.prompt_chunk = prompt_chunk;
   auto engine = qrt::Engine::start(*model, engine_options);

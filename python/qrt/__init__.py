@@ -51,7 +51,8 @@ class _ChatMessage(ctypes.Structure):
 
 class _EngineParams(ctypes.Structure):
     _fields_ = [("max_running", ctypes.c_int32), ("max_waiting", ctypes.c_int32), ("context_length", ctypes.c_int64),
-                ("kv_cache_bytes", ctypes.c_uint64), ("block_size", ctypes.c_int32), ("prompt_chunk", ctypes.c_int64)]
+                ("kv_cache_bytes", ctypes.c_uint64), ("block_size", ctypes.c_int32), ("prompt_chunk", ctypes.c_int64),
+                ("kv_cache_fraction", ctypes.c_double)]
 
 
 class _RequestResult(ctypes.Structure):
@@ -349,7 +350,8 @@ class Request:
 class Engine:
     """Continuous batching on a model (qrt::Engine): submit() from any thread; callbacks run on the engine's thread.
 
-    Options: max_running, max_waiting, context_length, kv_cache_bytes, block_size, prompt_chunk (see c_api.h)."""
+    Options: max_running, max_waiting, context_length, kv_cache_bytes, block_size, prompt_chunk, kv_cache_fraction
+    (see c_api.h)."""
 
     def __init__(self, model, **options):
         self._handle = None

@@ -26,6 +26,7 @@ void qrt_engine_params_init(qrt_engine_params* params) {
   params->kv_cache_bytes = defaults.kv_cache_bytes;
   params->block_size = defaults.block_size;
   params->prompt_chunk = defaults.prompt_chunk;
+  params->kv_cache_fraction = defaults.kv_cache_fraction;
 }
 
 void qrt_request_init(qrt_request* request) {
@@ -51,6 +52,7 @@ int qrt_engine_start(qrt_model* model, const qrt_engine_params* params, qrt_engi
     options.kv_cache_bytes = p.kv_cache_bytes;
     options.block_size = p.block_size;
     options.prompt_chunk = p.prompt_chunk;
+    options.kv_cache_fraction = p.kv_cache_fraction;
     auto engine = qrt::Engine::start(model->model, options);
     if (!engine.ok()) return fail(engine.status());
     *out = new qrt_engine{model->model, std::move(*engine)};

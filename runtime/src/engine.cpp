@@ -134,16 +134,38 @@ Result<api_detail::EngineShape> engine_shape(const Model& model, const api_detai
     return invalid_argument("engine: context_length and prompt_chunk must not be negative");
   const int64_t block = options.block_size;
   if (block <= 0) return invalid_argument("engine: block_size must be positive");
+  if (!(options.kv_cache_fraction >= 0.0 && options.kv_cache_fraction <= 1.0))
+    return invalid_argument("engine: kv_cache_fraction " + std::to_string(options.kv_cache_fraction) +
+                            " is not between 0 and 1");
   const int64_t context = options.context_length > 0 ? options.context_length : model.info().default_context;
   // Each rank of a split model holds its share of every block: the memory option is per rank (per GPU).
   const uint64_t token_bytes = kv_cache_bytes_per_token(m.config, model.info().tp_world, m.transformer->kv_type());
   const uint64_t block_bytes = token_bytes * static_cast<uint64_t>(block);
   const int64_t full_contexts = int64_t{options.max_running} * ((context + block - 1) / block);
-  const int64_t blocks =
-      options.kv_cache_bytes > 0 ? static_cast<int64_t>(options.kv_cache_bytes / block_bytes) : full_contexts;
+  uint64_t pool_bytes = options.kv_cache_bytes;
+  std::string what = "a KV cache of " + std::to_string(pool_bytes) + " bytes";
+  if (pool_bytes == 0 && options.kv_cache_fraction > 0.0) {
+    std::vector<const Backend*> backends = {m.backend.get()};
+    for (const api_detail::PeerRank& peer : m.peers) backends.push_back(peer.backend.get());
+    uint64_t free_bytes = UINT64_MAX;
+    for (const Backend* b : backends) {
+      QRT_ASSIGN_OR_RETURN(MemoryAvailable mem, b->memory_available());
+      free_bytes = std::min(free_bytes, mem.free_bytes);
+    }
+    const int64_t prompt_chunk = options.prompt_chunk > 0 ? options.prompt_chunk : m.options.prompt_batch;
+    const uint64_t overhead = m.transformer->paged_overhead_bytes(options.max_running, context,
+                                                                  static_cast<int>(block),
+                                                                  options.max_running + prompt_chunk);
+    const auto share = static_cast<uint64_t>(options.kv_cache_fraction * static_cast<double>(free_bytes));
+    pool_bytes = share > overhead ? share - overhead : 0;
+    what = std::to_string(options.kv_cache_fraction) + " of the " + std::to_string(free_bytes >> 20) +
+           " MiB free on the " + m.backend->name() + " backend, less " + std::to_string(overhead >> 20) +
+           " MiB for the engine's sequences and scratch,";
+  }
+  const bool by_memory = options.kv_cache_bytes > 0 || options.kv_cache_fraction > 0.0;
+  const int64_t blocks = by_memory ? static_cast<int64_t>(pool_bytes / block_bytes) : full_contexts;
   if (blocks < 1)
-    return invalid_argument("engine: a KV cache of " + std::to_string(options.kv_cache_bytes) +
-                            " bytes holds no block of " + std::to_string(block) + " tokens (" +
+    return invalid_argument("engine: " + what + " holds no block of " + std::to_string(block) + " tokens (" +
                             std::to_string(block_bytes) + " bytes)");
   return api_detail::EngineShape{blocks, block, options.max_running, context};
 }

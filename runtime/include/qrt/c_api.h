@@ -133,9 +133,10 @@ typedef struct qrt_engine_params {
   int32_t max_running;     /* requests decoded together */
   int32_t max_waiting;     /* requests queued beyond the running ones; qrt_engine_submit refuses more */
   int64_t context_length;  /* the most tokens of one request; 0 = the model's default */
-  uint64_t kv_cache_bytes; /* the KV cache pool; 0 = room for max_running full contexts */
+  uint64_t kv_cache_bytes; /* the KV cache pool; 0 = kv_cache_fraction, or room for max_running full contexts */
   int32_t block_size;      /* tokens per KV cache block (a power of two) */
   int64_t prompt_chunk;    /* prompt tokens run per step; 0 = 512 */
+  double kv_cache_fraction; /* share of the free memory the pool takes when kv_cache_bytes is 0; 0 = not used */
 } qrt_engine_params;
 
 /* What a request ended with (valid during the on_done call only). */

@@ -37,9 +37,14 @@ struct EngineOptions {
   int max_running = 8;          // requests decoded together
   int max_waiting = 64;         // requests queued beyond the running ones; submit() refuses more
   int64_t context_length = 0;   // the most tokens of one request (prompt and output); 0 = the model's default
-  // Memory of the KV cache pool shared by all requests (on each rank of a split model); 0 = room for max_running
-  // full contexts.
+  // Memory of the KV cache pool shared by all requests (on each rank of a split model). 0: kv_cache_fraction of the
+  // free memory when that is set, else room for max_running full contexts.
   uint64_t kv_cache_bytes = 0;
+  // The share of the memory free when the engine starts (device memory on CUDA, available RAM on the CPU; the
+  // smallest over this process's ranks) that the pool takes, after setting aside the block tables, attention
+  // workspaces and pass scratch the engine will also allocate. The rest is headroom for the backend's own buffers
+  // and other users of the device. In (0, 1]; 0 = not used.
+  double kv_cache_fraction = 0.0;
   int block_size = 16;          // tokens per KV cache block (a power of two)
   int64_t prompt_chunk = 0;     // prompt tokens run per step, over all prompts; 0 = the model's prompt_batch
 };

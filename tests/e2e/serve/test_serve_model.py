@@ -40,6 +40,10 @@ except ImportError as e:
 SERVE, RUN, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
 EXTRA = sys.argv[4:]
 SIMULATED = "cuda" in EXTRA
+# The simulated GPU is given 1 GiB: on cuda the pool's default is 0.9 of the free device memory, which the layer
+# backs with host memory.
+SIMULATED_GIB = 1
+SERVE_ENV = dict(os.environ, QRT_SIMT_DEVICE_GIB=str(SIMULATED_GIB)) if SIMULATED else None
 N_TEXT = 12 if SIMULATED else 40        # tokens of the texts compared with run-model
 N_LONG = 40 if SIMULATED else 3000      # the long request that another one overtakes
 CLIENTS, N_CLIENT = (4, 6) if SIMULATED else (32, 24)
@@ -64,7 +68,7 @@ class Server:
     def __init__(self, model, *args):
         self.log = open(os.path.join(WORK, f"serve-{len(os.listdir(WORK))}.log"), "w+")
         self.proc = subprocess.Popen([SERVE, model, "--port", "0", *args, *EXTRA], stdout=subprocess.DEVNULL,
-                                     stderr=self.log)
+                                     stderr=self.log, env=SERVE_ENV)
         deadline = time.time() + 60
         self.port = None
         while time.time() < deadline and self.port is None:
@@ -137,6 +141,14 @@ try:
     models = client.models.list()
     check("GET /v1/models lists the served model", [m.id for m in models.data] == ["stories260K"], models)
     check("GET /health", server.get("/health") == (200, '{"status":"ok"}'))
+    # The pool's default size: 0.9 of the free device memory on cuda (all but the weights' few MiB and the engine's
+    # scratch of the simulated 1 GiB), room for --max-seqs full contexts on cpu (4 x 4096 tokens in blocks of 16).
+    m = server.metrics()
+    if SIMULATED:
+        check("default pool: 0.9 of the free device memory",
+              0.85 * 2**30 < m["qrt_kv_cache_bytes"] <= 0.9 * 2**30, m)
+    else:
+        check("default pool: --max-seqs full contexts", m["qrt_kv_blocks"] == 4 * 4096 // 16, m)
 
     # Greedy text equals run-model's; usage counts the prompt (BOS + 4 tokens) and the completion.
     want = run_model(GGUF, PROMPT, N_TEXT)
@@ -360,5 +372,14 @@ try:
     check("served again when the session is free", r.choices[0].message.content == want)
 finally:
     server.stop()
+
+# Pool options that cannot work end serve-model at start with an error naming them.
+for args, expect in ((["--kv-cache-fraction", "0.5", "--kv-cache-mem", "4"], ["excludes"]),
+                     (["--kv-cache-fraction", "1.5"], ["--kv-cache-fraction"]),
+                     (["--kv-cache-fraction", "1e-12"], ["holds no block", "MiB free on the"])):
+    r = subprocess.run([SERVE, GGUF, "--port", "0", *args, *EXTRA], capture_output=True, text=True, timeout=300,
+                       env=SERVE_ENV)
+    check(f"serve-model {' '.join(args)} is refused", r.returncode != 0 and all(e in r.stderr for e in expect),
+          r.stderr)
 
 finish()

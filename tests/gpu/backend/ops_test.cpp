@@ -1,6 +1,8 @@
 // Every CUDA backend op against the CPU backend on fresh random inputs, with the GPU outputs poisoned first.
 // Bounds (relative L2): 1e-5 where the GPU computes in fp32 what the reference computes in double (norm, rope,
 // attention, silu, combine, routing weights); exact where both do the same fp32 arithmetic (add, kv_write, ids).
+#include <sys/sysinfo.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -12,6 +14,34 @@
 
 namespace qrt {
 namespace {
+
+// memory_available, which sizes an engine's pool by share: on the CUDA backend it is cudaMemGetInfo (an allocation
+// lowers the free memory by at least its size), on the CPU backend /proc/meminfo (its total is sysinfo's RAM).
+class MemoryAvailable : public test::BackendPair {};
+
+TEST_F(MemoryAvailable, FollowsAllocationsAndTheSystemTotal) {
+  auto before = gpu_->memory_available();
+  ASSERT_TRUE(before.ok()) << before.status().to_string();
+  EXPECT_GT(before->total_bytes, 0u);
+  EXPECT_LE(before->free_bytes, before->total_bytes);
+  const uint64_t bytes = uint64_t{256} << 20;
+  {
+    auto buffer = allocate_scoped(*gpu_, bytes);
+    ASSERT_TRUE(buffer.ok()) << buffer.status().to_string();
+    auto during = gpu_->memory_available();
+    ASSERT_TRUE(during.ok());
+    EXPECT_EQ(during->total_bytes, before->total_bytes);
+    EXPECT_LE(during->free_bytes + bytes, before->free_bytes);
+  }
+  struct sysinfo si {};
+  ASSERT_EQ(sysinfo(&si), 0);
+  auto host = cpu_.memory_available();
+  ASSERT_TRUE(host.ok()) << host.status().to_string();
+  // MemTotal and sysinfo's totalram are the same count of pages.
+  EXPECT_EQ(host->total_bytes, static_cast<uint64_t>(si.totalram) * si.mem_unit);
+  EXPECT_GT(host->free_bytes, 0u);
+  EXPECT_LE(host->free_bytes, host->total_bytes);
+}
 
 using test::BackendPair;
 using test::Dual;

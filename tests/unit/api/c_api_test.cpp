@@ -123,6 +123,11 @@ TEST(CApi, TokenizerChatTemplateAndEngineErrors) {
   EXPECT_EQ(qrt_engine_start(model, &params, &engine), QRT_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(engine, nullptr);
   EXPECT_NE(std::string(qrt_last_error()).find("power of two"), std::string::npos) << qrt_last_error();
+  qrt_engine_params_init(&params);
+  EXPECT_EQ(params.kv_cache_fraction, 0.0);
+  params.kv_cache_fraction = 2.0;  // passed through to the engine, which refuses it
+  EXPECT_EQ(qrt_engine_start(model, &params, &engine), QRT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(qrt_last_error()).find("kv_cache_fraction"), std::string::npos) << qrt_last_error();
   ASSERT_EQ(qrt_engine_start(model, nullptr, &engine), QRT_OK) << qrt_last_error();
   qrt_request request;
   qrt_request_init(&request);

@@ -4,6 +4,8 @@
 // the context, and an engine destroyed with requests pending. The paged KV cache: preemption and recomputation
 // when the pool is short, reuse of cached prompt prefixes, prompts in chunks between decode steps, and the pool's
 // limits reported as errors or kContextFull.
+#include <sys/sysinfo.h>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -316,6 +318,43 @@ TEST_F(EngineStories, PoolLimitsAreReportedNotCrashed) {
       << "16 tokens in the pool, and the last one sampled";
   EXPECT_EQ(fills.result.tokens, test::first_n(alone("Once upon a time", o).tokens, fills.result.tokens.size()));
   EXPECT_EQ(Engine::start(*model_, {.block_size = 12}).status().code(), ErrorCode::kInvalidArgument);
+}
+
+// kv_cache_fraction sizes the pool from the memory free at start (available RAM on the CPU backend): a small share
+// gives a pool of whole blocks no larger than that share of the RAM (sysinfo, not the backend's /proc/meminfo
+// reading), which serves requests; a share outside (0, 1] or one too small for a block is refused by name.
+TEST_F(EngineStories, PoolCanTakeAShareOfTheFreeMemory) {
+  struct sysinfo si {};
+  ASSERT_EQ(sysinfo(&si), 0);
+  const double ram = static_cast<double>(si.totalram) * si.mem_unit;
+  EngineOptions eo{.max_running = 2, .context_length = 256};
+  eo.kv_cache_fraction = 1e-3;
+  auto engine = Engine::start(*model_, eo);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  const EngineCounts c = (*engine)->counts();
+  const uint64_t block_bytes = pool_bytes(*model_, 16, 1);
+  EXPECT_GT(c.kv_blocks, 0);
+  EXPECT_EQ(c.kv_cache_bytes, static_cast<uint64_t>(c.kv_blocks) * block_bytes);
+  EXPECT_LE(static_cast<double>(c.kv_cache_bytes), 1e-3 * ram);
+  // At least the share of the RAM free now less the engine's own buffers, with room for what others allocate.
+  EXPECT_GE(static_cast<double>(c.kv_cache_bytes), 0.5e-3 * static_cast<double>(si.freeram) * si.mem_unit - 4e6);
+  Outcome o;
+  ASSERT_TRUE((*engine)->submit(o.request("Once upon a time", options(8))).ok());
+  ASSERT_TRUE(o.wait());
+  ASSERT_TRUE(o.status.ok()) << o.status.to_string();
+  EXPECT_EQ(o.result.tokens, alone("Once upon a time", options(8)).tokens);
+  engine->reset();
+  for (double bad : {-0.5, 1.5}) {
+    eo.kv_cache_fraction = bad;
+    const Status s = Engine::start(*model_, eo).status();
+    EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("kv_cache_fraction"), std::string::npos) << s.to_string();
+  }
+  eo.kv_cache_fraction = 1e-15;
+  const Status tiny = Engine::start(*model_, eo).status();
+  EXPECT_EQ(tiny.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(tiny.message().find("MiB free on the cpu backend"), std::string::npos) << tiny.to_string();
+  EXPECT_NE(tiny.message().find("holds no block"), std::string::npos) << tiny.to_string();
 }
 
 // A model split among two ranks inside the process (threads): every engine command runs on both ranks, their pools
