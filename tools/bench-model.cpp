@@ -46,6 +46,7 @@
 #include "backend/cpu_backend.hpp"
 #include "backend/cuda_device_stats.hpp"
 #include "backend/make_cuda_backend.hpp"
+#include "tools/bench_model/batch_decode.hpp"
 
 namespace {
 
@@ -388,6 +389,7 @@ struct Options {
   int decode = 128, repetitions = 3, warmup = 1;
   uint64_t seed = 1;
   std::optional<qrt::KvType> kv_type;  // empty: the backend's preferred type
+  std::vector<int> batches;            // batched decode runs (bench_model/batch_decode.hpp); empty: none
 };
 
 // The timed runs at one prompt length.
@@ -406,6 +408,7 @@ struct FormatResult {
   qrt::KvType kv_type = qrt::KvType::kF32;  // the cache's element type
   // Operations (kernels, copies) the captured decode step runs per token from its one graph launch; 0 without graphs.
   uint64_t graph_operations_per_token = 0;
+  std::vector<qrt::bench::BatchDecodeRuns> batch_runs;  // one per --batch value
 };
 
 int32_t argmax(const std::vector<float>& logits) {
@@ -513,6 +516,13 @@ Result<FormatResult> bench_format(const Options& o, const FormatPlan& plan) {
     r.runs.push_back(std::move(runs));
   }
   r.graph_operations_per_token = model->decode_graph_operations(*seq);
+  seq.reset();  // its cache, before the batched runs take theirs
+  if (!o.batches.empty()) {
+    std::fprintf(stderr, "%s: batched decode at %zu batch sizes\n", fname.c_str(), o.batches.size());
+    QRT_ASSIGN_OR_RETURN(r.batch_runs, qrt::bench::bench_batch_decode(*model, o.batches, o.prompts[0], o.decode,
+                                                                      o.repetitions, o.shape.vocab, o.seed + 2000));
+    QRT_TRY(sample());
+  }
   r.peak_device_bytes = used_peak - used_before;
   r.peak_host_rss_bytes = peak_rss_bytes();
   return r;
@@ -578,6 +588,12 @@ void print_table(const Options& o, const std::vector<FormatResult>& results, dou
                   d.roofline_fraction * 100.0, d.roofline_fraction_with_kv * 100.0,
                   static_cast<double>(d.peak_bytes) / (1 << 20), ops.c_str());
     }
+  bool any_batches = false;
+  for (const FormatResult& r : results) any_batches = any_batches || !r.batch_runs.empty();
+  if (!any_batches) return;
+  qrt::bench::print_batch_decode_header();
+  for (const FormatResult& r : results)
+    qrt::bench::print_batch_decode(qrt::quant::format_name(r.plan.format), r.batch_runs);
 }
 
 nlohmann::ordered_json to_json(const Options& o, const std::string& device_name, const std::string& commit,
@@ -646,6 +662,11 @@ nlohmann::ordered_json to_json(const Options& o, const std::string& device_name,
       e["decode_s"] = run.decode_s;
       list.push_back(std::move(e));
     }
+  // Batched decode: aggregate tokens/s of B sequences stepping together, and the ratio to one sequence's.
+  auto& batched = j["batch_decode"] = nlohmann::ordered_json::array();
+  for (const FormatResult& r : results)
+    for (auto& e : qrt::bench::batch_decode_json(qrt::quant::format_name(r.plan.format), r.kv_type, r.batch_runs))
+      batched.push_back(std::move(e));
   return j;
 }
 
@@ -690,6 +711,11 @@ int main(int argc, char** argv) {
   std::string kv_type;
   app.add_option("--kv-type", kv_type,
                  "KV cache element type: f32, f16, bf16, fp8 or q8_0 (default: f16 on cuda, f32 on cpu)");
+  app.add_option("--batch", o.batches,
+                 "also decode this many sequences together (comma-separated, e.g. 1,8,32), each after its own "
+                 "prompt of the first --prompt length, in a paged KV cache: aggregate and per-stream tokens/s")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
 
   if (o.prompts.empty()) return fail("--prompt names no length");

@@ -169,7 +169,34 @@ if sweep.returncode == 0:
     check("sweep table rows", [(row[0], row[2], row[6]) for row in rows] ==
           [("q8_0", "bf16", "3"), ("q8_0", "bf16", "17"), ("f32", "bf16", "3"), ("f32", "bf16", "17")], sweep.stdout)
 
+# ---- batched decode: sequences of one paged pool stepping together; the figures follow from the step times ----
+batch_path = os.path.join(WORK, "batch.json")
+batched = subprocess.run([TOOL, "--shape", "tiny", "--layers", "1", "--formats", "q4_k", "--prompt", "9",
+                          "--decode", "3", "--repetitions", "2", "--batch", "1,3,5", "--json", batch_path],
+                         capture_output=True, text=True, timeout=100)
+check("batch exit status", batched.returncode == 0, batched.stderr[-2000:])
+if batched.returncode == 0:
+    with open(batch_path) as f:
+        runs = json.load(f).get("batch_decode", [])
+    check("one entry per batch size", [(r.get("format"), r.get("batch")) for r in runs] ==
+          [("q4_k", 1), ("q4_k", 3), ("q4_k", 5)], runs)
+    one = None
+    for r in runs:
+        steps = r.get("step_s", [])
+        med = sorted(steps)[len(steps) // 2] if len(steps) % 2 else sum(sorted(steps)[len(steps) // 2 - 1:][:2]) / 2
+        check(f"batch {r['batch']}: 2 timed runs of 3 steps after prompts of 9", len(steps) == 2 and all(
+            s > 0 for s in steps) and r.get("steps") == 3 and r.get("prompt_tokens") == 9, r)
+        check(f"batch {r['batch']}: aggregate = batch / step", close(r["aggregate_tokens_per_s"], r["batch"] / med), r)
+        check(f"batch {r['batch']}: per stream = 1 / step", close(r["per_stream_tokens_per_s"], 1 / med), r)
+        one = one or r["aggregate_tokens_per_s"]
+        check(f"batch {r['batch']}: ratio to batch 1", close(r["aggregate_vs_batch_1"], r["aggregate_tokens_per_s"] / one),
+              r)
+    rows = [line.split() for line in batched.stdout.splitlines() if line.split()[:1] == ["q4_k"]]
+    check("batch table rows", [row[1] for row in rows[-3:]] == ["1", "3", "5"], batched.stdout)
+
 # ---- bad arguments ----
+bad = subprocess.run([TOOL, "--shape", "tiny", "--batch", "1,0"], capture_output=True, text=True, timeout=60)
+check("batch size 0 is refused by the option parser", bad.returncode != 0 and "--batch" in bad.stderr, bad.stderr)
 for name, args, expect in (
         ("unknown format", ["--shape", "tiny", "--formats", "q4_k,nosuchformat"], "nosuchformat"),
         ("format without a quantizer", ["--shape", "tiny", "--formats", "iq2_xxs"], "iq2_xxs"),
