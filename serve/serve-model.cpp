@@ -6,8 +6,8 @@
 // The KV cache is one pool of blocks made at start, so the memory a server needs is taken before the first request:
 // --kv-cache-mem MiB, or --kv-cache-fraction of the memory free after loading (as vLLM's --gpu-memory-utilization,
 // but of the free memory, so other users of the GPU keep theirs). The default on cuda is 0.9 of the free device
-// memory; on cpu it is room for --max-seqs full contexts of --ctx-size tokens (a pool's pages become resident as
-// blocks are used, so a share of all RAM is only taken when asked). Requests are admitted
+// memory; on cpu it is room for --max-seqs full contexts of --ctx-size tokens, at most half the available RAM (a
+// pool's pages become resident as blocks are used, so a share of all RAM is only taken when asked). Requests are admitted
 // first come first served (qrt::Engine) while the pool has blocks for their prompts; prompts run in chunks between
 // the batched decode steps, prompts that start like an earlier one reuse its cached blocks, and when the pool runs
 // out the latest request is preempted and recomputed later. Logs go to stderr: one line when listening
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
           ->check(CLI::PositiveNumber);
   app.add_option("--kv-cache-fraction", kv_cache_fraction,
                  "share of the memory free after loading that the KV cache pool takes (default: 0.9 on cuda; on cpu "
-                 "room for --max-seqs full contexts)")
+                 "room for --max-seqs full contexts, at most half the available RAM)")
       ->check(CLI::Range(0.0, 1.0).description("in (0, 1]") & CLI::PositiveNumber)
       ->excludes(mem_option);
   app.add_option("--block-size", block_size, "tokens per KV cache block (a power of two)")

@@ -144,18 +144,40 @@ Result<api_detail::EngineShape> engine_shape(const Model& model, const api_detai
   const int64_t full_contexts = int64_t{options.max_running} * ((context + block - 1) / block);
   uint64_t pool_bytes = options.kv_cache_bytes;
   std::string what = "a KV cache of " + std::to_string(pool_bytes) + " bytes";
-  if (pool_bytes == 0 && options.kv_cache_fraction > 0.0) {
-    std::vector<const Backend*> backends = {m.backend.get()};
-    for (const api_detail::PeerRank& peer : m.peers) backends.push_back(peer.backend.get());
+  // The least memory free on this process's ranks, and what the engine allocates besides the pool.
+  auto smallest_free = [&]() -> Result<uint64_t> {
     uint64_t free_bytes = UINT64_MAX;
-    for (const Backend* b : backends) {
-      QRT_ASSIGN_OR_RETURN(MemoryAvailable mem, b->memory_available());
-      free_bytes = std::min(free_bytes, mem.free_bytes);
+    QRT_ASSIGN_OR_RETURN(MemoryAvailable mem, m.backend->memory_available());
+    free_bytes = std::min(free_bytes, mem.free_bytes);
+    for (const api_detail::PeerRank& peer : m.peers) {
+      QRT_ASSIGN_OR_RETURN(MemoryAvailable peer_mem, peer.backend->memory_available());
+      free_bytes = std::min(free_bytes, peer_mem.free_bytes);
     }
-    const int64_t prompt_chunk = options.prompt_chunk > 0 ? options.prompt_chunk : m.options.prompt_batch;
-    const uint64_t overhead = m.transformer->paged_overhead_bytes(options.max_running, context,
-                                                                  static_cast<int>(block),
-                                                                  options.max_running + prompt_chunk);
+    return free_bytes;
+  };
+  const int64_t prompt_chunk = options.prompt_chunk > 0 ? options.prompt_chunk : m.options.prompt_batch;
+  const uint64_t overhead = m.transformer->paged_overhead_bytes(options.max_running, context, static_cast<int>(block),
+                                                                options.max_running + prompt_chunk);
+  if (pool_bytes == 0 && options.kv_cache_fraction == 0.0) {
+    // Room for max_running full contexts, but never more than half the free memory: a long context times many
+    // sequences would otherwise fail to allocate (or, on the CPU, be overcommitted and killed later).
+    auto free_bytes = smallest_free();
+    const uint64_t half = free_bytes.ok() ? *free_bytes / 2 : UINT64_MAX;
+    const uint64_t cap = half > overhead ? half - overhead : 0;
+    if (free_bytes.ok() && static_cast<double>(full_contexts) * static_cast<double>(block_bytes) > cap) {
+      const int64_t blocks = static_cast<int64_t>(cap / block_bytes);
+      if (blocks < 1)
+        return invalid_argument("engine: half of the " + std::to_string(*free_bytes >> 20) + " MiB free on the " +
+                                m.backend->name() + " backend holds no KV cache block of " + std::to_string(block) +
+                                " tokens (" + std::to_string(block_bytes) + " bytes)");
+      log_warn("engine: ", options.max_running, " full contexts of ", context, " tokens need ",
+               (static_cast<uint64_t>(full_contexts) * block_bytes) >> 20, " MiB of KV cache; taking half the ",
+               *free_bytes >> 20, " MiB free instead (", blocks * block, " tokens; preempting when they run out)");
+      return api_detail::EngineShape{blocks, block, options.max_running, context};
+    }
+  }
+  if (pool_bytes == 0 && options.kv_cache_fraction > 0.0) {
+    QRT_ASSIGN_OR_RETURN(const uint64_t free_bytes, smallest_free());
     const auto share = static_cast<uint64_t>(options.kv_cache_fraction * static_cast<double>(free_bytes));
     pool_bytes = share > overhead ? share - overhead : 0;
     what = std::to_string(options.kv_cache_fraction) + " of the " + std::to_string(free_bytes >> 20) +

@@ -38,7 +38,7 @@ struct EngineOptions {
   int max_waiting = 64;         // requests queued beyond the running ones; submit() refuses more
   int64_t context_length = 0;   // the most tokens of one request (prompt and output); 0 = the model's default
   // Memory of the KV cache pool shared by all requests (on each rank of a split model). 0: kv_cache_fraction of the
-  // free memory when that is set, else room for max_running full contexts.
+  // free memory when that is set, else room for max_running full contexts, at most half the free memory.
   uint64_t kv_cache_bytes = 0;
   // The share of the memory free when the engine starts (device memory on CUDA, available RAM on the CPU; the
   // smallest over this process's ranks) that the pool takes, after setting aside the block tables, attention

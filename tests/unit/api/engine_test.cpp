@@ -357,6 +357,30 @@ TEST_F(EngineStories, PoolCanTakeAShareOfTheFreeMemory) {
   EXPECT_NE(tiny.message().find("holds no block"), std::string::npos) << tiny.to_string();
 }
 
+// Without a size the pool has room for max_running full contexts, but at most half the free memory: two contexts
+// of 2^26 tokens (some 80 GiB each for this model) get a pool that fits instead of a failed allocation, and it
+// serves (the pool's pages are never touched beyond what the request uses).
+TEST_F(EngineStories, DefaultPoolTakesAtMostHalfTheFreeMemory) {
+  struct sysinfo si {};
+  ASSERT_EQ(sysinfo(&si), 0);
+  const int64_t context = int64_t{1} << 26;
+  auto engine = Engine::start(*model_, {.max_running = 2, .context_length = context});
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  const EngineCounts c = (*engine)->counts();
+  EXPECT_GT(c.kv_blocks, 0);
+  EXPECT_LT(c.kv_blocks * c.kv_block_size, 2 * context);
+  EXPECT_LE(static_cast<double>(c.kv_cache_bytes), 0.5 * static_cast<double>(si.totalram) * si.mem_unit);
+  Outcome o;
+  ASSERT_TRUE((*engine)->submit(o.request("Once upon a time", options(8))).ok());
+  ASSERT_TRUE(o.wait());
+  ASSERT_TRUE(o.status.ok()) << o.status.to_string();
+  EXPECT_EQ(o.result.tokens, alone("Once upon a time", options(8)).tokens);
+  // A context that fits is given whole, as before.
+  auto small = Engine::start(*model_, {.max_running = 2, .context_length = 256});
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ((*small)->counts().kv_blocks, 2 * 256 / 16);
+}
+
 // A model split among two ranks inside the process (threads): every engine command runs on both ranks, their pools
 // stay in step through preemption, and each request gets what a session on the same split model gives it alone.
 TEST_F(EngineStories, InProcessTensorParallelRanksStepTogether) {
