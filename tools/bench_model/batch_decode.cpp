@@ -47,25 +47,30 @@ Status next_tokens(Transformer& model, DecodeBatch& batch, bool device_sampling,
   return ok_status();
 }
 
-// Prompts run one sequence at a time (untimed), then `steps` timed batched steps; returns seconds per step.
-Result<double> one_run(Transformer& model, std::vector<std::unique_ptr<Sequence>>& seqs,
-                       DecodeBatch& batch, const std::vector<std::vector<int32_t>>& prompts, int steps,
-                       bool device_sampling) {
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Prompts run one sequence at a time, then `steps` batched steps; returns seconds per prompt and per step (the
+// logits copy of each prompt and the ids of each step end on the host, so both are complete).
+Result<std::pair<double, double>> one_run(Transformer& model, std::vector<std::unique_ptr<Sequence>>& seqs,
+                                          DecodeBatch& batch, const std::vector<std::vector<int32_t>>& prompts,
+                                          int steps, bool device_sampling) {
   std::vector<Sequence*> rows;
   std::vector<int32_t> tokens;
   std::vector<float> logits;
+  auto t0 = Clock::now();
   for (size_t i = 0; i < seqs.size(); ++i) {
     seqs[i]->reset();
     QRT_TRY(model.forward(*seqs[i], prompts[i], LogitsFor::kLast, &logits));
     rows.push_back(seqs[i].get());
     tokens.push_back(argmax(logits));
   }
-  const auto t0 = Clock::now();
+  const double prompt_s = seconds_since(t0) / static_cast<double>(seqs.size());
+  t0 = Clock::now();
   for (int s = 0; s < steps; ++s) {
     QRT_TRY(model.decode_batch_keep_logits(batch, rows, tokens));
     QRT_TRY(next_tokens(model, batch, device_sampling, &tokens));
   }
-  return std::chrono::duration<double>(Clock::now() - t0).count() / steps;
+  return std::pair{prompt_s, seconds_since(t0) / steps};
 }
 
 }  // namespace
@@ -93,7 +98,7 @@ Result<std::vector<BatchDecodeRuns>> bench_batch_decode(Transformer& model, cons
     DecodeBatch batch;
     // Device sampling where the backend has it (as the engine samples), else the rows' logits come back.
     bool device_sampling = true;
-    BatchDecodeRuns runs{b, context, steps, {}};
+    BatchDecodeRuns runs{b, context, steps, {}, {}};
     for (int r = 0; r < repetitions + 1; ++r) {
       auto s = one_run(model, seqs, batch, prompts, steps, device_sampling);
       if (!s.ok() && s.status().code() == ErrorCode::kUnsupported && device_sampling) {
@@ -101,7 +106,10 @@ Result<std::vector<BatchDecodeRuns>> bench_batch_decode(Transformer& model, cons
         s = one_run(model, seqs, batch, prompts, steps, device_sampling);
       }
       if (!s.ok()) return s.status().with_context("batched decode of " + std::to_string(b) + " sequences");
-      if (r > 0) runs.step_s.push_back(*s);  // run 0 warms up
+      if (r > 0) {  // run 0 warms up
+        runs.prompt_s.push_back(s->first);
+        runs.step_s.push_back(s->second);
+      }
     }
     seqs.clear();  // before their pool
     out.push_back(std::move(runs));
@@ -111,8 +119,8 @@ Result<std::vector<BatchDecodeRuns>> bench_batch_decode(Transformer& model, cons
 
 void print_batch_decode_header() {
   std::printf("\nbatched decode (every sequence one token per step, one pass for all):\n");
-  std::printf("%-9s %7s %7s %10s %16s %17s %10s\n", "format", "batch", "prompt", "ms/step", "aggregate tok/s",
-              "per-stream tok/s", "x batch 1");
+  std::printf("%-9s %7s %7s %12s %10s %16s %17s %10s\n", "format", "batch", "prompt", "ms/prompt", "ms/step",
+              "aggregate tok/s", "per-stream tok/s", "x batch 1");
 }
 
 void print_batch_decode(std::string_view format, const std::vector<BatchDecodeRuns>& runs) {
@@ -121,8 +129,8 @@ void print_batch_decode(std::string_view format, const std::vector<BatchDecodeRu
     const double step = median(b.step_s), aggregate = aggregate_of(b);
     char ratio[32] = "-";
     if (one > 0.0) std::snprintf(ratio, sizeof ratio, "%.2f", aggregate / one);
-    std::printf("%-9s %7d %7d %10.3f %16.1f %17.1f %10s\n", std::string(format).c_str(), b.batch, b.context,
-                step * 1e3, aggregate, 1.0 / step, ratio);
+    std::printf("%-9s %7d %7d %12.3f %10.3f %16.1f %17.1f %10s\n", std::string(format).c_str(), b.batch, b.context,
+                median(b.prompt_s) * 1e3, step * 1e3, aggregate, 1.0 / step, ratio);
   }
 }
 
@@ -137,6 +145,7 @@ std::vector<nlohmann::ordered_json> batch_decode_json(std::string_view format, K
     e["batch"] = b.batch;
     e["prompt_tokens"] = b.context;
     e["steps"] = b.steps;
+    e["prompt_s"] = b.prompt_s;
     e["step_s"] = b.step_s;
     e["aggregate_tokens_per_s"] = aggregate_of(b);
     e["per_stream_tokens_per_s"] = 1.0 / median(b.step_s);

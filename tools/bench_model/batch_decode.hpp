@@ -19,6 +19,9 @@ struct BatchDecodeRuns {
   int context = 0;               // prompt tokens of each sequence before the timed steps
   int steps = 0;                 // decode steps per timed run
   std::vector<double> step_s;    // per run: seconds per step (the run's time / steps)
+  // Per run: seconds per prompt (each sequence's prompt runs alone before the steps): a lone request's time to
+  // first token, and what each request that arrives with others adds to theirs when prompts run one after another.
+  std::vector<double> prompt_s;
 };
 
 // One entry per batch size, each timed `repetitions` times after one untimed warm-up run (first-use costs). A

@@ -185,7 +185,8 @@ if batched.returncode == 0:
         steps = r.get("step_s", [])
         med = sorted(steps)[len(steps) // 2] if len(steps) % 2 else sum(sorted(steps)[len(steps) // 2 - 1:][:2]) / 2
         check(f"batch {r['batch']}: 2 timed runs of 3 steps after prompts of 9", len(steps) == 2 and all(
-            s > 0 for s in steps) and r.get("steps") == 3 and r.get("prompt_tokens") == 9, r)
+            s > 0 for s in steps + r.get("prompt_s", [])) and len(r.get("prompt_s", [])) == 2 and
+            r.get("steps") == 3 and r.get("prompt_tokens") == 9, r)
         check(f"batch {r['batch']}: aggregate = batch / step", close(r["aggregate_tokens_per_s"], r["batch"] / med), r)
         check(f"batch {r['batch']}: per stream = 1 / step", close(r["per_stream_tokens_per_s"], 1 / med), r)
         one = one or r["aggregate_tokens_per_s"]
