@@ -67,6 +67,17 @@ constexpr std::array<HfExpertEntry, 6> kHfExpertModules = {{
     {"block_sparse_moe.experts", "w2", LayerTensor::kFfnDownExps},
 }};
 
+// Stacked experts as mistral.rs writes them into UQFF: "<experts>.gate_proj" [experts, out, in] whatever the
+// checkpoint called its per-expert tensors (spec/uqff.md §2.7 (d)).
+constexpr std::array<HfEntry, 6> kHfStackedExperts = {{
+    {"mlp.experts.gate_proj", LayerTensor::kFfnGateExps},
+    {"mlp.experts.up_proj", LayerTensor::kFfnUpExps},
+    {"mlp.experts.down_proj", LayerTensor::kFfnDownExps},
+    {"block_sparse_moe.experts.gate_proj", LayerTensor::kFfnGateExps},
+    {"block_sparse_moe.experts.up_proj", LayerTensor::kFfnUpExps},
+    {"block_sparse_moe.experts.down_proj", LayerTensor::kFfnDownExps},
+}};
+
 bool consume(std::string_view& s, std::string_view prefix) {
   if (s.substr(0, prefix.size()) != prefix) return false;
   s.remove_prefix(prefix.size());
@@ -135,6 +146,8 @@ std::optional<CanonicalName> canonical_from_hf(std::string_view hf_name) {
   const auto layer = consume_index(base);
   if (!layer) return std::nullopt;
   for (const auto& e : kHfLayerModules)
+    if (base == e.hf) return make(layer_tensor(*layer, e.tensor), is_bias);
+  for (const auto& e : kHfStackedExperts)
     if (base == e.hf) return make(layer_tensor(*layer, e.tensor), is_bias);
   for (const auto& e : kHfExpertModules) {
     std::string_view rest = base;

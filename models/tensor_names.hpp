@@ -60,7 +60,8 @@ struct CanonicalName {
 };
 
 // Hugging Face names (model.layers.N.self_attn.q_proj.weight, model.embed_tokens.weight, lm_head.weight,
-// model.norm.weight, mlp.experts.E.{gate,up,down}_proj / block_sparse_moe.experts.E.w{1,3,2} ...).
+// model.norm.weight, mlp.experts.E.{gate,up,down}_proj / block_sparse_moe.experts.E.w{1,3,2}, and the stacked
+// <experts>.{gate,up,down}_proj of UQFF exports ...).
 // nullopt for names the transformer does not use (e.g. rotary_emb.inv_freq).
 std::optional<CanonicalName> canonical_from_hf(std::string_view hf_name);
 

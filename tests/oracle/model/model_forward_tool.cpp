@@ -2,10 +2,11 @@
 // Hugging Face config.json or a JSON object of GGUF metadata keys, and writes the logits of every position, so
 // that test_model_forward.py can compare them with its numpy reference forward.
 //
-//   qrt_model_forward --weights w.safetensors (--hf-config config.json | --gguf-metadata md.json)
+//   qrt_model_forward (--weights w.safetensors (--hf-config config.json | --gguf-metadata md.json) | --model PATH)
 //       --tokens 3,1,4 [--positions 0,1,2] [--chunks 2,1] [--format q8_0] [--tensor-format blk.0.attn_q=f16]
 //       [--dump-weights dq.safetensors] [--print-config cfg.json] --logits out.f32
 //
+// --model reads a model qrt opens by path (a UQFF export set, a Hugging Face checkpoint) with its own config.json.
 // --format quantizes every matrix (2-D and 3-D tensors) with qrt's reference quantizer (cpu::quantize) where
 // its row length fits the format; --tensor-format overrides one canonical tensor (and must fit). The weights
 // the forward pass actually used are written, dequantized to f32 under their canonical names, by
@@ -26,6 +27,7 @@
 
 #include "kernels/cpu/quant_reference.hpp"
 #include "kernels/quant/formats.hpp"
+#include "loader/open_model.hpp"
 #include "loader/safetensors.hpp"
 #include "models/arch/arch.hpp"
 #include "models/tensor_names.hpp"
@@ -157,7 +159,9 @@ Status run(int argc, char** argv, int* exit_code) {
   std::vector<std::string> tensor_formats;
   int64_t capacity = 0;
   int group_size = 0;
-  app.add_option("--weights", weights, "safetensors file")->required();
+  std::string model_path;
+  app.add_option("--weights", weights, "safetensors file");
+  app.add_option("--model", model_path, "a model path qrt opens (UQFF export, HF checkpoint), instead of --weights");
   app.add_option("--hf-config", hf_config, "Hugging Face config.json");
   app.add_option("--gguf-metadata", gguf_metadata, "JSON object of GGUF metadata keys");
   app.add_option("--tokens", tokens_arg, "comma-separated token ids")->required();
@@ -176,20 +180,35 @@ Status run(int argc, char** argv, int* exit_code) {
     *exit_code = app.exit(e);
     return ok_status();
   }
-  if (hf_config.empty() == gguf_metadata.empty()) return invalid_argument("give exactly one of --hf-config, --gguf-metadata");
+  if (weights.empty() == model_path.empty()) return invalid_argument("give exactly one of --weights, --model");
+  if (!weights.empty() && hf_config.empty() == gguf_metadata.empty())
+    return invalid_argument("give exactly one of --hf-config, --gguf-metadata");
 
   // Weights and config.
-  QRT_ASSIGN_OR_RETURN(SafetensorsFile file, read_safetensors(weights));
   TensorTable file_tensors;
-  for (const SafetensorsEntry& e : file.entries) {
-    QRT_ASSIGN_OR_RETURN(QuantTensor t, dense_quant_tensor(e, weights));
-    file_tensors.emplace(e.name, std::move(t));
+  SafetensorsFile file;
+  ModelSource source;
+  nlohmann::json hf_json;
+  if (!model_path.empty()) {
+    QRT_ASSIGN_OR_RETURN(source, open_model_source(model_path));
+    if (source.hf_config_json.empty()) return unsupported("--model " + model_path + ": no config.json (GGUF: use --weights)");
+    hf_json = nlohmann::json::parse(source.hf_config_json, nullptr, false);
+    if (hf_json.is_discarded()) return format_error(model_path + ": config.json is not valid JSON");
+    file_tensors = source.tensors;
+  } else {
+    QRT_ASSIGN_OR_RETURN(file, read_safetensors(weights));
+    for (const SafetensorsEntry& e : file.entries) {
+      QRT_ASSIGN_OR_RETURN(QuantTensor t, dense_quant_tensor(e, weights));
+      file_tensors.emplace(e.name, std::move(t));
+    }
   }
   ModelConfig config;
   names::CanonicalTensors canonical;
-  if (!hf_config.empty()) {
-    QRT_ASSIGN_OR_RETURN(nlohmann::json j, read_json(hf_config));
-    QRT_ASSIGN_OR_RETURN(config, arch::config_from_hf(j));
+  if (!hf_config.empty() || !model_path.empty()) {
+    if (!hf_config.empty()) {
+      QRT_ASSIGN_OR_RETURN(hf_json, read_json(hf_config));
+    }
+    QRT_ASSIGN_OR_RETURN(config, arch::config_from_hf(hf_json));
     QRT_ASSIGN_OR_RETURN(canonical, names::canonicalize(file_tensors, names::NameScheme::kHuggingFace));
   } else {
     QRT_ASSIGN_OR_RETURN(nlohmann::json j, read_json(gguf_metadata));

@@ -38,6 +38,10 @@ TEST(TensorNames, HuggingFaceMap) {
       {"model.layers.1.block_sparse_moe.experts.7.w1.weight", "blk.1.ffn_gate_exps", 7},
       {"model.layers.1.block_sparse_moe.experts.7.w3.weight", "blk.1.ffn_up_exps", 7},
       {"model.layers.1.block_sparse_moe.experts.7.w2.weight", "blk.1.ffn_down_exps", 7},
+      // Stacked experts of UQFF exports (mistral.rs names them gate/up/down_proj for every MoE model).
+      {"model.layers.0.mlp.experts.gate_proj.weight", "blk.0.ffn_gate_exps", -1},
+      {"model.layers.2.mlp.experts.down_proj.bias", "blk.2.ffn_down_exps.bias", -1},
+      {"model.layers.1.block_sparse_moe.experts.up_proj.weight", "blk.1.ffn_up_exps", -1},
   };
   for (const Case& c : cases) {
     auto got = canonical_from_hf(c.hf);
@@ -46,7 +50,7 @@ TEST(TensorNames, HuggingFaceMap) {
   }
   for (const char* ignored : {"model.layers.0.self_attn.rotary_emb.inv_freq", "model.layers.x.mlp.up_proj.weight",
                               "model.layers.01.mlp.up_proj.weight", "model.layers.0.mlp.up_proj", "lm_head.scales",
-                              "model.layers.0.mlp.experts.gate_proj.weight", "model.layers.99999999.mlp.up_proj.weight",
+                              "model.layers.0.mlp.experts.w1.weight", "model.layers.99999999.mlp.up_proj.weight",
                               "", "blk.0.attn_q.weight"})
     EXPECT_FALSE(canonical_from_hf(ignored).has_value()) << ignored;
 }
