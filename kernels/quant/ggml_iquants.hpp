@@ -13,6 +13,7 @@
 #include <cstddef>
 
 #include "kernels/quant/format_list.hpp"
+#include "kernels/quant/ggml_iq4_quantize.hpp"
 #include "kernels/quant/ggml_legacy.hpp"
 #include "kernels/quant/iquant_tables.hpp"
 #include "qrt/status.hpp"
@@ -279,7 +280,11 @@ struct FormatTraits<FormatId::kIQ1_M> : GgmlBlockBase<256, sizeof(block_iq1_m)> 
 template <>
 struct FormatTraits<FormatId::kIQ4_XS> : GgmlBlockBase<256, sizeof(block_iq4_xs)> {
   static constexpr int ggml_type = 23;
-  static constexpr bool has_quantizer = false;
+  static constexpr bool has_quantizer = true;
+
+  static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    return quantize_ggml_blocks<FormatTraits>(x, rows, cols, p, out, quantize_iq4_xs_block);
+  }
 
   QRT_HD static void decode_block(const QuantView& v, int64_t row, int64_t block, float* out) {
     const uint8_t* b = block_ptr(v, row, block);

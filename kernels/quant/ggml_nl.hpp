@@ -10,6 +10,7 @@
 #include <cstddef>
 
 #include "kernels/quant/format_list.hpp"
+#include "kernels/quant/ggml_iq4_quantize.hpp"
 #include "kernels/quant/ggml_legacy.hpp"
 #include "kernels/quant/iquant_tables.hpp"
 #include "qrt/status.hpp"
@@ -32,7 +33,11 @@ static_assert(sizeof(block_mxfp4_ggml) == 17, "GGML MXFP4 block is 17 bytes");
 template <>
 struct FormatTraits<FormatId::kIQ4_NL> : GgmlBlockBase<32, sizeof(block_iq4_nl)> {
   static constexpr int ggml_type = 20;
-  static constexpr bool has_quantizer = false;
+  static constexpr bool has_quantizer = true;
+
+  static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    return quantize_ggml_blocks<FormatTraits>(x, rows, cols, p, out, quantize_iq4_nl_block);
+  }
 
   QRT_HD static void decode_block(const QuantView& v, int64_t row, int64_t block, float* out) {
     const uint8_t* b = block_ptr(v, row, block);
@@ -48,7 +53,34 @@ struct FormatTraits<FormatId::kIQ4_NL> : GgmlBlockBase<32, sizeof(block_iq4_nl)>
 template <>
 struct FormatTraits<FormatId::kMXFP4_GGML> : GgmlBlockBase<32, sizeof(block_mxfp4_ggml)> {
   static constexpr int ggml_type = 39;
-  static constexpr bool has_quantizer = false;
+  static constexpr bool has_quantizer = true;
+
+  // ggml's reference quantizer: the shared exponent puts the block's largest magnitude in E2M1's top binade
+  // (e = floor(log2(amax)) - 2 + 127), then every element takes the nearest doubled E2M1 value, the first of
+  // equally near ones in table order.
+  static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    return quantize_ggml_blocks<FormatTraits>(x, rows, cols, p, out, [](const float* xb, uint8_t* dst) {
+      float amax = 0.0f;
+      for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+      const uint8_t e = amax > 0.0f ? static_cast<uint8_t>(static_cast<int>(std::floor(std::log2(amax))) - 2 + 127) : 0;
+      const float d = e8m0_to_f32_half(e);
+      auto nearest = [&](float v) {
+        int best = 0;
+        float best_err = std::fabs(d * static_cast<float>(iq_tables::kvalues_mxfp4(0)) - v);
+        for (int k = 1; k < 16; ++k) {
+          const float err = std::fabs(d * static_cast<float>(iq_tables::kvalues_mxfp4(k)) - v);
+          if (err < best_err) {
+            best = k;
+            best_err = err;
+          }
+        }
+        return static_cast<uint8_t>(best);
+      };
+      dst[offsetof(block_mxfp4_ggml, e)] = e;
+      uint8_t* qs = dst + offsetof(block_mxfp4_ggml, qs);
+      for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(nearest(xb[j]) | (nearest(xb[j + 16]) << 4));
+    });
+  }
 
   // 2^(e - 128) as float32: half the OCP E8M0 value, because kvalues_mxfp4 holds the E2M1 values doubled.
   // e = 0 and 1 give the subnormals 2^-128 and 2^-127; e = 0xFF (the OCP NaN code) is 2^127, as in ggml.

@@ -1,6 +1,7 @@
 // GGML ternary 256-element blocks: TQ1_0 (type 34, base-3 packed) and TQ2_0 (type 35, 2 bits per weight),
-// spec/ggml.md §2.4. Decode only. Every output is d · (q − 1) in float32, which is what gguf-py computes, so the
-// decoders are bit-exact against gguf.quants.dequantize.
+// spec/ggml.md §2.4. Every output is d · (q − 1) in float32, which is what gguf-py computes, so the decoders are
+// bit-exact against gguf.quants.dequantize. The quantizers are ggml's reference ones (quantize_row_tq{1,2}_0_ref):
+// d = the block's largest magnitude, each element rounded to the nearest of -d, 0, d.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,9 @@
 #include "qrt/status.hpp"
 
 namespace qrt::quant {
+
+// The ternary code of x in a block of scale 1/id: round(x · id) + 1, in {0, 1, 2} (ggml's lroundf, half away).
+inline int ternary_code(float x, float id) { return static_cast<int>(round_half_away(x * id)) + 1; }
 
 struct block_tq1_0 {
   uint8_t qs[48];  // 5 trits per byte: elements 0..239
@@ -27,7 +31,41 @@ static_assert(sizeof(block_tq2_0) == 66, "TQ2_0 block is 66 bytes");
 template <>
 struct FormatTraits<FormatId::kTQ1_0> : GgmlBlockBase<256, sizeof(block_tq1_0)> {
   static constexpr int ggml_type = 34;
-  static constexpr bool has_quantizer = false;
+  static constexpr bool has_quantizer = true;
+
+  // Five codes c0..c4 (c0 first) as the base-3 number c0 c1 c2 c3 c4, stored as the byte ceil(256 · n / 243).
+  static uint8_t pack_trits(const int* c, int n) {
+    int q = 0;
+    for (int i = 0; i < n; ++i) q = q * 3 + c[i];
+    for (int i = n; i < 5; ++i) q *= 3;  // fewer than five: the first code still in the leading trit
+    return static_cast<uint8_t>((q * 256 + 242) / 243);
+  }
+
+  static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    return quantize_ggml_blocks<FormatTraits>(x, rows, cols, p, out, [](const float* xb, uint8_t* dst) {
+      float amax = 0.0f;
+      for (int j = 0; j < 256; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+      const float id = amax != 0.0f ? 1.0f / amax : 0.0f;
+      uint8_t* qs = dst + offsetof(block_tq1_0, qs);
+      uint8_t* qh = dst + offsetof(block_tq1_0, qh);
+      int c[5];
+      // The same trit-major order decode_block reads: bytes 0..31 hold elements m + 32n, bytes 32..47 elements
+      // 160 + m + 16n, the qh bytes elements 240 + j + 4n.
+      for (int m = 0; m < 32; ++m) {
+        for (int n = 0; n < 5; ++n) c[n] = ternary_code(xb[m + 32 * n], id);
+        qs[m] = pack_trits(c, 5);
+      }
+      for (int m = 0; m < 16; ++m) {
+        for (int n = 0; n < 5; ++n) c[n] = ternary_code(xb[160 + m + 16 * n], id);
+        qs[32 + m] = pack_trits(c, 5);
+      }
+      for (int j = 0; j < 4; ++j) {
+        for (int n = 0; n < 4; ++n) c[n] = ternary_code(xb[240 + j + 4 * n], id);
+        qh[j] = pack_trits(c, 4);
+      }
+      store_f16(dst + offsetof(block_tq1_0, d), amax);
+    });
+  }
 
   // A byte holds trits t0..t4 as the fixed-point fraction ceil(256 · 0.t0t1t2t3t4 (base 3)). Multiplying by 3^n
   // (mod 256) shifts trit n to the front; (t · 3) >> 8 reads it.
@@ -57,7 +95,23 @@ struct FormatTraits<FormatId::kTQ1_0> : GgmlBlockBase<256, sizeof(block_tq1_0)> 
 template <>
 struct FormatTraits<FormatId::kTQ2_0> : GgmlBlockBase<256, sizeof(block_tq2_0)> {
   static constexpr int ggml_type = 35;
-  static constexpr bool has_quantizer = false;
+  static constexpr bool has_quantizer = true;
+
+  static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    return quantize_ggml_blocks<FormatTraits>(x, rows, cols, p, out, [](const float* xb, uint8_t* dst) {
+      float amax = 0.0f;
+      for (int j = 0; j < 256; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+      const float id = amax != 0.0f ? 1.0f / amax : 0.0f;
+      uint8_t* qs = dst + offsetof(block_tq2_0, qs);
+      for (int c = 0; c < 2; ++c)
+        for (int m = 0; m < 32; ++m) {
+          int q = 0;
+          for (int l = 0; l < 4; ++l) q |= ternary_code(xb[128 * c + 32 * l + m], id) << (2 * l);
+          qs[32 * c + m] = static_cast<uint8_t>(q);
+        }
+      store_f16(dst + offsetof(block_tq2_0, d), amax);
+    });
+  }
 
   QRT_HD static void decode_block(const QuantView& v, int64_t row, int64_t block, float* out) {
     const uint8_t* b = block_ptr(v, row, block);

@@ -1,6 +1,8 @@
-// Random blocks for the decode-only GGML formats (i-quants, ternary, IQ4_NL, GGML MXFP4), which have no quantizer to
-// make test weights from: random code bytes with each block's scale set to a finite, moderate value (random bytes
-// there would give inf/NaN rows and nothing to compare). Shared by the GPU tests that need every format.
+// Random blocks for the GGML formats tested with random codes: the decode-only ones (i-quants, IQ4_NL), which have
+// no quantizer to make test weights from, and the ternary and GGML MXFP4 ones, whose quantizers reach only some codes
+// (TQ2_0's code 3, for one, is never written): random code bytes with each block's scale set to a finite, moderate
+// value (random bytes there would give inf/NaN rows and nothing to compare). Shared by the GPU tests that need every
+// format.
 #pragma once
 
 #include <cstdint>

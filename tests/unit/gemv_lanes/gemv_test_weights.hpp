@@ -147,9 +147,10 @@ inline bool randomize_codes(quant::FormatId id, const quant::QuantParams& p, qua
 // Weights of `id` for a [rows, cols] matrix, or an error (the quantizer refused the shape).
 inline Result<quant::QuantBuffers> make_test_weights(quant::FormatId id, int64_t rows, int64_t cols,
                                                      const quant::QuantParams& p, WeightKind kind, uint64_t seed) {
-  if (!quant::format_info(id).has_quantizer) {
-    // Decode-only formats (the i-quants, TQ1_0, TQ2_0): random blocks with finite scales only.
-    const auto field = decode_only_scale_field(id);
+  const auto field = decode_only_scale_field(id);
+  if (!quant::format_info(id).has_quantizer || (field && kind == WeightKind::kRandomBytes)) {
+    // Decode-only formats (the i-quants), and random codes of the ternary and GGML MXFP4 formats: random blocks
+    // with finite scales.
     if (kind != WeightKind::kRandomBytes || !field)
       return unsupported(std::string(quant::format_name(id)) + " has no quantizer");
     quant::QuantBuffers q;

@@ -77,6 +77,15 @@ constexpr RecordedBound kBounds[] = {
     {"q5_k", 0.038},
     {"q6_k", 0.0186},
     {"q8_k", 0.00724},
+    // GGML non-linear 4-bit (ggml's search over 15 trial scales, no importance matrix)
+    {"iq4_nl", 0.08},
+    {"iq4_xs", 0.0806},
+    // GGML ternary: d = the block's largest magnitude, so most Gaussian values round to 0 (made for ternary-trained
+    // weights, not Gaussian ones)
+    {"tq1_0", 0.846},
+    {"tq2_0", 0.846},
+    // GGML MXFP4 (ggml's reference: shared exponent from the block maximum, nearest E2M1 value)
+    {"mxfp4_ggml", 0.121},
 };
 
 std::optional<double> recorded_bound(std::string_view name) {
