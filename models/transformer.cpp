@@ -143,6 +143,7 @@ Status Transformer::load(const TensorTable& tensors, const TransformerOptions& o
     }
     if (!h.ok()) return h.status();
     uploaded_.push_back(*h);
+    if (options.on_tensor_loaded) options.on_tensor_loaded(it->second.bytes());
     return *h;
   };
   // Row-parallel biases enter the sum once, through rank 0's partial; the other ranks leave them out.

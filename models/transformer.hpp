@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -48,6 +49,9 @@ struct TransformerOptions {
   // The KV cache element type of every sequence; empty: the backend's preferred_kv_type() (f16 on CUDA, f32 on the
   // CPU).
   std::optional<KvType> kv_type;
+  // Called after each tensor is uploaded (its slice, on a split model) with the bytes of the whole tensor as the
+  // file stores it: a loader's progress.
+  std::function<void(uint64_t bytes)> on_tensor_loaded;
 };
 
 class Transformer;

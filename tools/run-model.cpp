@@ -9,10 +9,12 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "qrt/runtime.hpp"
+#include "tools/convert/progress.hpp"
 #include "qrt/version.hpp"
 
 namespace {
@@ -75,6 +77,8 @@ int main(int argc, char** argv) {
   app.add_option("--tp", tensor_parallel,
                  "split the model among N ranks inside this process (threads; one GPU each with --device cuda)")
       ->check(CLI::Range(1, 64));
+  bool no_progress = false;
+  app.add_flag("-q,--quiet", no_progress, "no progress output while the model loads");
   CLI11_PARSE(app, argc, argv);
   if (!system_prompt.empty() && !chat) return fail("--system needs --chat");
   g_quiet = qrt::launcher_rank() != 0;
@@ -86,7 +90,17 @@ int main(int argc, char** argv) {
   options.context_length = context;
   options.tensor_parallel = tensor_parallel;
   if (!kv_type.empty()) options.kv_type = qrt::kv_type_from_name(kv_type);
+  // A bar (or lines on a pipe) while the weights upload, for loads that take more than a second.
+  std::unique_ptr<qrt::convert::Progress> progress;
+  uint64_t reported = 0;
+  if (!no_progress && !g_quiet)
+    options.on_load_progress = [&](uint64_t done, uint64_t total) {
+      if (!progress) progress = std::make_unique<qrt::convert::Progress>("loading", total);
+      progress->add(done - reported);
+      reported = done;
+    };
   auto model = qrt::Model::open(model_path, options);
+  if (progress) progress->finish(model.ok());
   if (!model.ok()) return fail(model.status());
   auto session = model->new_session();
   if (!session.ok()) return fail(session.status());

@@ -311,9 +311,13 @@ class Request:
         self._error = None
         self._engine = None
         self._keep = ()  # the C callbacks and strings, alive until the request is done
+        self._user_on_token = None
 
     def _on_token(self, token, text, length, _user):
-        self._pieces.put(ctypes.string_at(text, length).decode("utf-8", "replace"))
+        piece = ctypes.string_at(text, length).decode("utf-8", "replace")
+        self._pieces.put(piece)
+        if self._user_on_token is not None and self._user_on_token(piece) is False:
+            return 0  # the caller cancels the request
         return 1
 
     def _on_done(self, result, _user):
@@ -386,11 +390,14 @@ class Engine:
         if _lib is not None:
             self.close()
 
-    def submit(self, prompt=None, messages=None, **params):
+    def submit(self, prompt=None, messages=None, on_token=None, **params):
+        """Queues a request. on_token(piece), when given, is called on the engine's thread with each piece of text
+        as it is generated (it must not block the engine for long); returning False cancels the request."""
         if (prompt is None) == (messages is None):
             raise Error(1, "submit takes a prompt or messages")
         request = Request()
         request._engine = self
+        request._user_on_token = on_token
         c = _Request()
         _lib.qrt_request_init(ctypes.byref(c))
         c.params, stops = _generate_params(**params)

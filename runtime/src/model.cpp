@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "loader/gguf_metadata.hpp"
@@ -147,9 +148,22 @@ Status build(const std::string& path_or_name, const ModelOptions& options, Model
   m->tokenizer = std::move(*tokenizer);
   load_chat_template(src, m);
 
+  // Load progress over every rank of this process: each rank takes every tensor (or its slice of it).
+  std::mutex progress_mutex;
+  uint64_t progress_done = 0, progress_total = 0;
+  for (const auto& [name, t] : canonical->tensors) progress_total += t.bytes();
+  progress_total *= 1 + m->peers.size();
+  std::function<void(uint64_t)> on_tensor_loaded;
+  if (options.on_load_progress)
+    on_tensor_loaded = [&](uint64_t bytes) {
+      std::lock_guard lock(progress_mutex);
+      progress_done += bytes;
+      options.on_load_progress(progress_done, progress_total);
+    };
   if (m->peers.empty()) {
     TransformerOptions transformer_options;
     transformer_options.kv_type = options.kv_type;
+    transformer_options.on_tensor_loaded = on_tensor_loaded;
     if (m->comm) transformer_options.tp = {m->comm->rank(), m->comm->world()};
     auto transformer = Transformer::create(*m->backend, m->config, canonical->tensors, transformer_options);
     if (!transformer.ok()) return transformer.status().with_context(path_or_name);
@@ -160,6 +174,7 @@ Status build(const std::string& path_or_name, const ModelOptions& options, Model
     Status loaded = on_every_local_rank(*m, [&](int r) -> Status {
       TransformerOptions transformer_options;
       transformer_options.kv_type = options.kv_type;
+      transformer_options.on_tensor_loaded = on_tensor_loaded;
       transformer_options.tp = {r, world};
       Backend& backend = r == 0 ? *m->backend : *m->peers[static_cast<size_t>(r - 1)].backend;
       QRT_ASSIGN_OR_RETURN(auto transformer,

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace qrt::convert {
 
@@ -21,6 +22,7 @@ std::string human_bytes(double bytes) {
 Progress::Progress(std::string label, uint64_t total_bytes, Mode mode)
     : label_(std::move(label)), total_(total_bytes), mode_(mode) {
   if (mode_ == Mode::kAuto) mode_ = isatty(STDERR_FILENO) ? Mode::kBar : Mode::kLines;
+  if (const char* after = std::getenv("QRT_PROGRESS_AFTER")) delay_s_ = std::atof(after);
   start_ = last_draw_ = std::chrono::steady_clock::now();
 }
 
@@ -33,11 +35,11 @@ void Progress::add(uint64_t bytes) {
   draw(false);
 }
 
-void Progress::finish() {
+void Progress::finish(bool completed) {
   std::lock_guard lock(mutex_);
   if (finished_) return;
   finished_ = true;
-  done_ = total_;
+  if (completed) done_ = total_;
   draw(true);
 }
 
@@ -45,6 +47,9 @@ void Progress::draw(bool final) {
   if (mode_ == Mode::kQuiet) return;
   const auto now = std::chrono::steady_clock::now();
   const double elapsed = std::chrono::duration<double>(now - start_).count();
+  // Nothing for a step quicker than the delay; once shown, the end is shown too.
+  if (!shown_ && elapsed < delay_s_) return;
+  shown_ = true;
   const double fraction = total_ > 0 ? static_cast<double>(done_) / static_cast<double>(total_) : 1.0;
   const double rate = elapsed > 0.0 ? static_cast<double>(done_) / elapsed : 0.0;
   const double left = rate > 0.0 ? static_cast<double>(total_ - done_) / rate : 0.0;

@@ -66,6 +66,9 @@ struct ModelOptions {
   // Element type of the sessions' KV caches; empty: the device's choice (f16 on CUDA, where attention reads the
   // cache at memory speed; f32 on the CPU).
   std::optional<KvType> kv_type;
+  // Progress of the upload: called (from the loading threads, one call at a time) after each tensor with the
+  // bytes done and the total, both counted over every rank this process loads.
+  std::function<void(uint64_t done, uint64_t total)> on_load_progress;
 };
 
 inline constexpr int64_t kDefaultContextCap = 4096;

@@ -223,6 +223,20 @@ check("uqff q8_0 readable", len(words) >= 20 and all(c.isascii() for c in r.stdo
       and sum(w.strip(".,!?\"'").isalpha() for w in words) >= 0.9 * len(words), repr(r.stdout))
 print(f"uqff q8_0 text: {PROMPT}{r.stdout!r}")
 
+# ---- load progress: lines on a pipe for a load that takes longer than QRT_PROGRESS_AFTER (made 0 here; the
+# default second hides it for this model), none with --quiet or for a quick load ----
+progress_env = dict(os.environ, QRT_PROGRESS_AFTER="0")
+r = subprocess.run([TOOL, GGUF, "-p", PROMPT, "-n", "2", *EXTRA], capture_output=True, text=True, timeout=300,
+                   env=progress_env)
+lines = [l for l in r.stderr.splitlines() if l.startswith("loading: ")]
+check("load progress lines, ending at 100% with the bytes", r.returncode == 0 and lines and
+      lines[-1].startswith("loading: 100% (") and "took" in lines[-1], r.stderr)
+r = subprocess.run([TOOL, GGUF, "-p", PROMPT, "-n", "2", "--quiet", *EXTRA], capture_output=True, text=True,
+                   timeout=300, env=progress_env)
+check("no load progress with --quiet", r.returncode == 0 and "loading:" not in r.stderr, r.stderr)
+r = run(GGUF, "-p", PROMPT, "-n", "2")
+check("no load progress for a load under a second", r.returncode == 0 and "loading:" not in r.stderr, r.stderr)
+
 # ---- errors ------------------------------------------------------------------------------------------------
 
 

@@ -4,8 +4,9 @@
 * Session.generate equals run-model's greedy text, streams the same pieces, and stops at a stop string;
 * the chat template of a checkpoint copy renders ChatML, and a model without one raises qrt.Error (not found);
 * an Engine with 3 sequences serves 6 concurrent submits (greedy and seeded) with exactly the session's text for
-  each, streamed pieces joining to it; a cancelled request ends with stop reason "callback"; counts add up and
-  every KV block comes back; a second engine over a tiny pool preempts and still gives the same texts;
+  each, streamed pieces joining to it; a cancelled request ends with stop reason "callback", as does one whose
+  on_token callback returns False; counts add up and every KV block comes back; a second engine over a tiny pool
+  preempts (its requests held back by a gate request until all are queued) and still gives the same texts;
 * errors: a missing model raises qrt.Error with code 2 naming the path; bad engine options and a too-long prompt
   raise or report errors instead of crashing.
 
@@ -131,9 +132,20 @@ with model.engine(max_running=3) as engine:
     r = held.result(timeout=120)
     check("a cancelled request ends with stop reason callback", r.stop_reason == "callback" and len(r.tokens) < 5000,
           r.stop_reason)
+    seen = []
+
+    def three_pieces(piece):
+        seen.append(piece)
+        return len(seen) < 3  # False at the third: cancel
+
+    stopped = engine.submit(prompt="Once upon a time", max_tokens=50, stop_at_end_of_generation=False,
+                            on_token=three_pieces)
+    s = stopped.result(timeout=120)
+    check("on_token returning False cancels after that token", s.stop_reason == "callback" and len(s.tokens) == 3
+          and "".join(seen) == s.text, (s.stop_reason, len(s.tokens), seen, s.text))
     c = engine.counts()
-    check("engine counts", c["finished"] == 7 and c["running"] == 0 and c["kv_blocks_used"] == 0 and
-          c["generated_tokens"] == sum(len(r.tokens) for r in results) + len(r.tokens), c)
+    check("engine counts", c["finished"] == 8 and c["running"] == 0 and c["kv_blocks_used"] == 0 and
+          c["generated_tokens"] == sum(len(r.tokens) for r in results) + len(r.tokens) + len(s.tokens), c)
     too_long = engine.submit(prompt="tree " * 5000, max_tokens=3)
     try:
         too_long.result(timeout=60)
@@ -159,7 +171,14 @@ with model.engine(max_running=1, context_length=64) as probe:
     c = probe.counts()
     per_block = c["kv_cache_bytes"] // c["kv_blocks"]
 with model.engine(max_running=3, context_length=128, kv_cache_bytes=12 * per_block) as engine:
-    results = [r.result(timeout=120).text for r in [engine.submit(prompt=p, **long_params) for p in prompts[:4]]]
+    # A one-token request holds the engine's thread in its token callback until the others are queued, so they
+    # all start together whatever the timing (else the first could finish before the last arrived).
+    queued = threading.Event()
+    gate = engine.submit(prompt=prompts[0], max_tokens=1, on_token=lambda piece: queued.wait(60) and True)
+    requests = [engine.submit(prompt=p, **long_params) for p in prompts[:4]]
+    queued.set()
+    gate.result(timeout=120)
+    results = [r.result(timeout=120).text for r in requests]
     c = engine.counts()
     check("a small pool preempts and still gives each request its text", results == alone_long and
           c["preemptions"] > 0 and c["kv_blocks_used"] == 0, (c, [(a == b) for a, b in zip(results, alone_long)]))

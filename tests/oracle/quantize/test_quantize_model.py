@@ -256,7 +256,7 @@ out = os.path.join(WORK, "llama-uqff")
 shutil.rmtree(out, ignore_errors=True)
 types = ["q8_0", "q4k", "afq4", "mxfp4", "fp8", "f8q8", "hqq4"]
 r = run([QUANTIZE, src, "-o", out, "--threads", "2", "--override", r"layers\.1\.self_attn\.v_proj=q8_0"] +
-        sum((["--type", t] for t in types), []))
+        sum((["--type", t] for t in types), []), env=dict(os.environ, QRT_PROGRESS_AFTER="0"))
 check("dense: quantize-model exit", r.returncode == 0, r.stderr[-3000:])
 check("dense: progress lines on a pipe", "quantizing: 100%" in r.stderr, r.stderr[-500:])
 
