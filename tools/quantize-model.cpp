@@ -5,7 +5,8 @@
 //                  [--no-promote] [--threads N] [--force] [--quiet]
 //
 // OUT is a directory (one shard set per type, each named after its type: q4k-0.uqff, afq4-0.uqff, ...) or, for one
-// type, a path ending in .uqff whose stem names the shards (out/model-q4k.uqff -> out/model-q4k-0.uqff ...). The
+// type, a path ending in .uqff whose stem names the shards (out/model-q4k.uqff -> out/model-q4k-0.uqff ...), or a
+// path ending in .gguf: one GGUF file for llama.cpp (one GGML type; byte-level BPE tokenizers; gguf_export.hpp). The
 // tracked modules (attention and MLP projections, expert stacks, lm_head) are quantized with qrt's reference
 // quantizers; lm_head gets a promoted type (q4k -> q6k, afq4 -> afq6, ...) unless --no-promote or an override names
 // it; --override gives every module whose weight name the regex matches its own type. Nothing is left half
@@ -24,6 +25,7 @@
 
 #include "loader/hf_checkpoint.hpp"
 #include "qrt/version.hpp"
+#include "tools/convert/gguf_export.hpp"
 #include "tools/convert/progress.hpp"
 #include "tools/convert/uqff_export.hpp"
 #include "tools/convert/uqff_layers.hpp"
@@ -96,6 +98,47 @@ int main(int argc, char** argv) {
   app.add_flag("--force", force, "replace an existing export");
   app.add_flag("-q,--quiet", quiet, "no progress output");
   CLI11_PARSE(app, argc, argv);
+
+  if (fs::path(out).extension() == ".gguf") {
+    // One GGUF file: written beside its destination and renamed into place.
+    qrt::convert::GgufExportOptions g;
+    if (type_names.size() != 1) return fail("-o " + out + ": a GGUF file holds one type; give one --type");
+    auto type = qrt::convert::gguf_type_from_name(type_names[0]);
+    if (!type.ok()) return fail("--type: " + type.status().message());
+    g.type = *type;
+    for (const std::string& arg : override_args) {
+      const size_t eq = arg.rfind('=');
+      if (eq == std::string::npos || eq == 0) return fail("--override " + arg + ": expected REGEX=TYPE");
+      auto f = qrt::convert::gguf_type_from_name(arg.substr(eq + 1));
+      if (!f.ok()) return fail("--override " + arg + ": " + f.status().message());
+      g.overrides.emplace_back(arg.substr(0, eq), *f);
+    }
+    g.promote_output = !no_promote;
+    g.threads = threads;
+    g.quiet = quiet;
+    std::error_code ec;
+    if (fs::exists(out, ec) && !force) return fail(out + " exists; pass --force to replace it");
+    if (!qrt::looks_like_hf_checkpoint(source_dir))
+      return fail(source_dir + " is not a Hugging Face checkpoint directory (config.json and model.safetensors or "
+                  "model.safetensors.index.json)");
+    auto source = qrt::open_hf_checkpoint(source_dir);
+    if (!source.ok()) return fail(source.status().message());
+    const std::string staging = out + ".qrt-staging-" + std::to_string(getpid());
+    g.check_space = [&](uint64_t bytes) { return check_free_space(fs::path(staging), bytes); };
+    auto report = qrt::convert::write_gguf_export(*source, staging, g);
+    if (report.ok()) fs::rename(staging, out, ec);
+    if (!report.ok() || ec) {
+      fs::remove(staging, ec);
+      return fail(report.ok() ? "publishing " + out + ": " + ec.message() : report.status().message());
+    }
+    if (!quiet) {
+      std::fprintf(stderr, "quantize-model: wrote %s (%s)%s\n", out.c_str(),
+                   qrt::convert::human_bytes(static_cast<double>(report->bytes)).c_str(),
+                   report->fallbacks.empty() ? "" : ", fallbacks:");
+      for (const std::string& f : report->fallbacks) std::fprintf(stderr, "  %s\n", f.c_str());
+    }
+    return 0;
+  }
 
   qrt::convert::UqffExportOptions options;
   for (const std::string& name : type_names) {

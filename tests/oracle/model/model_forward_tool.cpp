@@ -30,6 +30,7 @@
 #include "loader/open_model.hpp"
 #include "loader/safetensors.hpp"
 #include "models/arch/arch.hpp"
+#include "models/arch/gguf_metadata_view.hpp"
 #include "models/tensor_names.hpp"
 #include "models/transformer.hpp"
 #include "backend/cpu_backend.hpp"
@@ -191,9 +192,12 @@ Status run(int argc, char** argv, int* exit_code) {
   nlohmann::json hf_json;
   if (!model_path.empty()) {
     QRT_ASSIGN_OR_RETURN(source, open_model_source(model_path));
-    if (source.hf_config_json.empty()) return unsupported("--model " + model_path + ": no config.json (GGUF: use --weights)");
-    hf_json = nlohmann::json::parse(source.hf_config_json, nullptr, false);
-    if (hf_json.is_discarded()) return format_error(model_path + ": config.json is not valid JSON");
+    if (source.hf_config_json.empty() && !source.gguf_metadata)
+      return unsupported("--model " + model_path + ": neither config.json nor GGUF metadata");
+    if (!source.hf_config_json.empty()) {
+      hf_json = nlohmann::json::parse(source.hf_config_json, nullptr, false);
+      if (hf_json.is_discarded()) return format_error(model_path + ": config.json is not valid JSON");
+    }
     file_tensors = source.tensors;
   } else {
     QRT_ASSIGN_OR_RETURN(file, read_safetensors(weights));
@@ -204,7 +208,11 @@ Status run(int argc, char** argv, int* exit_code) {
   }
   ModelConfig config;
   names::CanonicalTensors canonical;
-  if (!hf_config.empty() || !model_path.empty()) {
+  if (source.gguf_metadata) {  // --model on a GGUF file
+    QRT_ASSIGN_OR_RETURN(config, arch::config_from_gguf(arch::GgufMetadataView(*source.gguf_metadata)));
+    QRT_ASSIGN_OR_RETURN(canonical, names::canonicalize(file_tensors, names::NameScheme::kGguf));
+    arch::apply_tensor_presence(canonical.tensors, &config);
+  } else if (!hf_config.empty() || !model_path.empty()) {
     if (!hf_config.empty()) {
       QRT_ASSIGN_OR_RETURN(hf_json, read_json(hf_config));
     }

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""quantize-model to GGUF, checked against llama.cpp's own files and qrt's forward pass:
+
+  * a random llama checkpoint with GPT-2's real tokenizer.json, quantized to one GGUF file: its tokenizer metadata,
+    read by gguf-py, equals that of llama.cpp's ggml-vocab-gpt-2.gguf (model, pre-tokenizer, every token, token
+    type and merge, BOS/EOS ids); qrt, loading the file, tokenizes llama.cpp's 47 test strings to the ids llama.cpp
+    recorded for that vocabulary;
+  * the architecture keys and tensors: qrt's forward pass on the GGUF (Q/K rows permuted, interleaved RoPE) gives
+    the logits of the Hugging Face source quantized the same way in memory, and reads the same config but for the
+    RoPE layout; K-quant rows that do not fit fall back and are reported; an existing file needs --force; a
+    SentencePiece-style tokenizer and a non-GGML type are refused.
+
+usage: test_quantize_gguf.py <quantize-model> <qrt_model_forward> <libruntime.so> <python dir> <work dir>
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+try:
+    import numpy as np
+    from gguf import GGUFReader, GGUFValueType
+    from safetensors.numpy import save_file
+except ImportError as e:  # pragma: no cover
+    print("skipped: missing python module:", e)
+    sys.exit(77)
+
+QUANTIZE, FORWARD, LIB, PYDIR, WORK = sys.argv[1:6]
+DATA = os.environ.get("QRT_TEST_DATA", "")
+GPT2 = os.path.join(DATA, "tokenizers", "gpt2")
+VOCAB = os.path.join(DATA, "ggml-vocab", "ggml-vocab-gpt-2.gguf")
+if not (os.path.isdir(GPT2) and os.path.isfile(VOCAB)):
+    print(f"skipped: tokenizer test data not found under QRT_TEST_DATA={DATA!r}")
+    sys.exit(77)
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "model"))
+from test_model_forward import base_config, make_weights  # noqa: E402
+
+os.environ["QRT_LIBRARY"] = LIB
+sys.path.insert(0, PYDIR)
+import qrt  # noqa: E402
+
+passed = failed = 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print(f"FAIL {name}: {str(detail)[:2000]}")
+
+
+def run(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, timeout=300, **kw)
+
+
+def field(reader, key):
+    f = reader.fields.get(key)
+    if f is None:
+        return None
+    if f.types[0] == GGUFValueType.ARRAY:
+        if f.types[1] == GGUFValueType.STRING:
+            return [bytes(f.parts[i]).decode() for i in f.data]
+        return [f.parts[i].tolist()[0] for i in f.data]
+    if f.types[0] == GGUFValueType.STRING:
+        return bytes(f.parts[f.data[0]]).decode()
+    return f.parts[f.data[0]].tolist()[0]
+
+
+os.makedirs(WORK, exist_ok=True)
+cfg = base_config("llama", vocab_size=50257, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                  bos_token_id=50256, eos_token_id=50256)
+src = os.path.join(WORK, "gpt2-llama")
+shutil.rmtree(src, ignore_errors=True)
+os.makedirs(src)
+save_file(make_weights(cfg, np.random.default_rng(5)), os.path.join(src, "model.safetensors"))
+json.dump(cfg, open(os.path.join(src, "config.json"), "w"))
+for name in ("tokenizer.json", "tokenizer_config.json"):
+    shutil.copy(os.path.join(GPT2, name), os.path.join(src, name))
+out = os.path.join(WORK, "model-q8_0.gguf")
+if os.path.exists(out):
+    os.remove(out)
+r = run([QUANTIZE, src, "-o", out, "--type", "q8_0"])
+check("quantize-model to .gguf", r.returncode == 0 and os.path.isfile(out), r.stderr)
+
+if r.returncode == 0:
+    ours, ref = GGUFReader(out), GGUFReader(VOCAB)
+    for key in ("tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
+                "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"):
+        a, b = field(ours, key), field(ref, key)
+        check(f"{key} equals llama.cpp's", a == b, (a if not isinstance(a, list) else len(a),
+                                                    b if not isinstance(b, list) else len(b)))
+    check("architecture", field(ours, "general.architecture") == "llama" and
+          field(ours, "llama.block_count") == 2 and field(ours, "llama.attention.head_count_kv") == 2)
+    # qrt loads the file and tokenizes llama.cpp's test strings to the recorded ids.
+    model = qrt.Model(out)
+    texts = open(VOCAB + ".inp", encoding="utf-8").read().split("\n__ggml_vocab_test__\n")
+    want = [[int(t) for t in line.split()] for line in open(VOCAB + ".out").read().split("\n")]
+    bad = [(t, model.tokenize(t, add_special=False), w) for t, w in zip(texts, want)
+           if model.tokenize(t, add_special=False) != w]
+    check(f"qrt tokenizes {len(texts)} strings as llama.cpp does", not bad and len(texts) >= 40, bad[:3])
+    # The forward pass: equal to the source quantized in memory.
+    tokens = "5,99,1000,50256,7"
+    a, b = os.path.join(WORK, "gguf.f32"), os.path.join(WORK, "hf.f32")
+    ra = run([FORWARD, "--model", out, "--tokens", tokens, "--logits", a, "--print-config", a + ".json"])
+    rb = run([FORWARD, "--weights", os.path.join(src, "model.safetensors"), "--hf-config",
+              os.path.join(src, "config.json"), "--format", "q8_0", "--tokens", tokens, "--logits", b,
+              "--print-config", b + ".json"])
+    check("qrt_model_forward on both", ra.returncode == 0 and rb.returncode == 0, ra.stderr + rb.stderr)
+    if ra.returncode == 0 and rb.returncode == 0:
+        la, lb = np.fromfile(a, np.float32), np.fromfile(b, np.float32)
+        err = float(np.max(np.abs(la - lb)) / np.max(np.abs(lb)))
+        check(f"GGUF logits equal the source's quantized in memory ({err:.2e})", la.shape == lb.shape and err < 1e-5)
+        ca, cb = json.load(open(a + ".json")), json.load(open(b + ".json"))
+        differ = {k for k in ca if ca[k] != cb.get(k)}
+        check("the same config but the RoPE layout (Q/K permuted)", differ == {"rope_layout"} and
+              ca["rope_layout"] == "interleaved", differ)
+    again = run([QUANTIZE, src, "-o", out, "--type", "q8_0"])
+    check("an existing file needs --force", again.returncode == 1 and "--force" in again.stderr, again.stderr)
+    k = run([QUANTIZE, src, "-o", out, "--type", "q4k", "--force"])
+    check("q4k: rows of 64 and 96 fall back to a 32-block type, reported", k.returncode == 0 and
+          "needs rows of a multiple of 256" in k.stderr, k.stderr)
+
+for label, args, expect in (
+        ("a UQFF-only type", ["--type", "afq4"], "not a GGML type"),
+        ("a SentencePiece tokenizer", ["--type", "q8_0"], "SentencePiece-style")):
+    d = src
+    if label == "a SentencePiece tokenizer":
+        d = os.path.join(WORK, "stories-hf")
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(os.path.join(DATA, "stories260K-hf"), d)
+    bad_out = os.path.join(WORK, "refused.gguf")
+    r = run([QUANTIZE, d, "-o", bad_out] + args)
+    check(f"{label} refused", r.returncode == 1 and expect in r.stderr and not os.path.exists(bad_out) and
+          not any(n.startswith("refused.gguf.qrt-staging") for n in os.listdir(WORK)), r.stderr)
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)

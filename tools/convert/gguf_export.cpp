@@ -1,0 +1,220 @@
+#include "tools/convert/gguf_export.hpp"
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "kernels/quant/formats.hpp"
+#include "models/arch/arch.hpp"
+#include "models/tensor_names.hpp"
+#include "models/tokenizer/regex.hpp"
+#include "qrt/version.hpp"
+#include "tools/convert/gguf_tokenizer.hpp"
+#include "tools/convert/gguf_writer.hpp"
+#include "tools/convert/progress.hpp"
+#include "tools/convert/uqff_layers.hpp"
+
+namespace qrt::convert {
+namespace {
+
+using quant::FormatId;
+
+bool ends_with(const std::string& s, std::string_view tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+bool llama_family(const ModelConfig& c) {
+  return c.architecture == "llama" || c.architecture == "mistral" || c.architecture == "mixtral";
+}
+
+std::string gguf_architecture(const ModelConfig& c) { return llama_family(c) ? "llama" : c.architecture; }
+
+// llama.cpp's converter reorders each head's rows of Q and K from halves (x0..x{d/2-1} | x{d/2}..) to interleaved
+// pairs, so that GGUF's interleaved RoPE sees the pairs HF's half-split RoPE rotates: row (h, i, half) moves to
+// (h, 2i + half). Rows are whole, so this works on any number of columns (biases: one column).
+std::vector<float> permute_heads(const std::vector<float>& v, int64_t rows, int64_t cols, int heads) {
+  std::vector<float> out(v.size());
+  const int64_t per_head = rows / heads, half = per_head / 2;
+  for (int h = 0; h < heads; ++h)
+    for (int64_t r = 0; r < per_head; ++r) {
+      const int64_t from = h * per_head + r, to = h * per_head + (r % half) * 2 + r / half;
+      std::memcpy(out.data() + to * cols, v.data() + from * cols, static_cast<size_t>(cols) * sizeof(float));
+    }
+  return out;
+}
+
+Status add_architecture(GgufWriter& w, const ModelConfig& c) {
+  const std::string a = gguf_architecture(c), p = a + ".";
+  if (c.rope.scaling == RopeScaling::kLlama3)
+    return unsupported("Llama 3 RoPE scaling needs a rope_freqs tensor in GGUF, which quantize-model does not write "
+                       "yet");
+  w.set_string("general.architecture", a);
+  w.set_u32(p + "vocab_size", static_cast<uint32_t>(c.vocab_size));
+  w.set_u32(p + "context_length", static_cast<uint32_t>(c.context_length));
+  w.set_u32(p + "embedding_length", static_cast<uint32_t>(c.hidden));
+  w.set_u32(p + "block_count", static_cast<uint32_t>(c.layers));
+  w.set_u32(p + "feed_forward_length", static_cast<uint32_t>(c.ffn));
+  w.set_u32(p + "attention.head_count", static_cast<uint32_t>(c.heads));
+  w.set_u32(p + "attention.head_count_kv", static_cast<uint32_t>(c.kv_heads));
+  w.set_u32(p + "attention.key_length", static_cast<uint32_t>(c.head_dim));
+  w.set_u32(p + "attention.value_length", static_cast<uint32_t>(c.head_dim));
+  w.set_f32(p + "attention.layer_norm_rms_epsilon", c.norm_eps);
+  if (c.sliding_window > 0) w.set_u32(p + "attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+  w.set_f32(p + "rope.freq_base", c.rope.theta);
+  w.set_u32(p + "rope.dimension_count", static_cast<uint32_t>(c.rope.rot_dim));
+  if (c.rope.scaling == RopeScaling::kLinear) {
+    w.set_string(p + "rope.scaling.type", "linear");
+    w.set_f32(p + "rope.scaling.factor", c.rope.factor);
+  } else if (c.rope.scaling == RopeScaling::kYarn) {
+    // llama.cpp multiplies attn_factor by YaRN's 0.1 ln(factor) + 1 when it reads the file.
+    w.set_string(p + "rope.scaling.type", "yarn");
+    w.set_f32(p + "rope.scaling.factor", c.rope.factor);
+    w.set_u32(p + "rope.scaling.original_context_length", static_cast<uint32_t>(c.rope.original_context));
+    w.set_f32(p + "rope.scaling.yarn_beta_fast", c.rope.yarn_beta_fast);
+    w.set_f32(p + "rope.scaling.yarn_beta_slow", c.rope.yarn_beta_slow);
+    w.set_f32(p + "rope.scaling.attn_factor", c.rope.attn_factor / (0.1f * std::log(c.rope.factor) + 1.0f));
+  }
+  if (c.experts > 0) {
+    w.set_u32(p + "expert_count", static_cast<uint32_t>(c.experts));
+    w.set_u32(p + "expert_used_count", static_cast<uint32_t>(c.experts_used));
+    w.set_u32(p + "expert_feed_forward_length", static_cast<uint32_t>(c.expert_ffn));
+    if (!llama_family(c)) w.set_bool(p + "expert_weights_norm", c.normalize_topk);
+  }
+  return ok_status();
+}
+
+struct Job {
+  std::string name;            // GGUF name
+  const QuantTensor* source;
+  FormatId format;             // F32 for vectors and routers
+  int permute_heads = 0;       // > 0: llama Q/K rows to interleave
+};
+
+}  // namespace
+
+Result<FormatId> gguf_type_from_name(std::string_view name) {
+  std::string n(name);
+  for (char& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (n.size() == 3 && n[0] == 'q' && n[2] == 'k') n = n.substr(0, 2) + "_k";  // mistral.rs' spelling
+  const auto id = quant::format_from_name(n);
+  std::string known;
+  for (FormatId f : quant::kAllFormats)
+    if (quant::format_info(f).family == quant::Family::kGgml && quant::format_info(f).has_quantizer &&
+        f != FormatId::kQ8_1 && f != FormatId::kQ8_K)
+      known += (known.empty() ? "" : ", ") + std::string(quant::format_name(f));
+  if (!id || quant::format_info(*id).family != quant::Family::kGgml || !quant::format_info(*id).has_quantizer ||
+      *id == FormatId::kQ8_1 || *id == FormatId::kQ8_K)
+    return invalid_argument("'" + std::string(name) + "' is not a GGML type qrt quantizes for GGUF models (" + known +
+                            ")");
+  return *id;
+}
+
+Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std::string& path,
+                                           const GgufExportOptions& options) {
+  if (source.kind != SourceKind::kHfCheckpoint) return unsupported(source.path + " is not a Hugging Face checkpoint");
+  if (quant::format_info(options.type).family != quant::Family::kGgml)
+    return invalid_argument("a GGUF output needs a GGML type (q4_0 ... q8_0, q2k ... q6k, iq4_nl, ...), not " +
+                            std::string(quant::format_name(options.type)));
+  const nlohmann::json hf = nlohmann::json::parse(source.hf_config_json, nullptr, false);
+  if (hf.is_discarded()) return format_error(source.path + "/config.json is not valid JSON");
+  QRT_ASSIGN_OR_RETURN(ModelConfig config, arch::config_from_hf(hf));
+  QRT_ASSIGN_OR_RETURN(names::CanonicalTensors canonical,
+                       names::canonicalize(source.tensors, names::NameScheme::kHuggingFace));
+
+  GgufWriter w;
+  QRT_TRY(add_architecture(w, config));
+  w.set_string("general.name", hf.value("_name_or_path", std::string("model")));
+  w.set_string("general.quantized_by", std::string("qrt ") + qrt::kVersion);
+  QRT_TRY(add_gguf_tokenizer(w, source.tokenizer.tokenizer_json, source.tokenizer.tokenizer_config_json,
+                             source.tokenizer.chat_template, hf));
+
+  std::vector<std::pair<tokenizer_detail::Regex, FormatId>> overrides;
+  for (const auto& [pattern, format] : options.overrides) {
+    auto re = tokenizer_detail::Regex::compile(pattern);
+    if (!re.ok()) return re.status().with_context("override pattern '" + pattern + "'");
+    overrides.emplace_back(std::move(*re), format);
+  }
+  tokenizer_detail::RegexScratch scratch;
+  std::vector<Job> jobs;
+  uint64_t source_bytes = 0;
+  for (const auto& [key, t] : canonical.tensors) {
+    const bool bias = ends_with(key, ".bias");
+    const std::string name = bias ? key : key + ".weight";
+    FormatId format = FormatId::kF32;
+    if (!bias && t.shape.size() >= 2 && !ends_with(key, "ffn_gate_inp")) {  // routers stay F32, as llama.cpp keeps
+      format = key == names::kOutput && options.promote_output ? promoted_for_output(options.type) : options.type;
+      for (const auto& [re, f] : overrides) {
+        std::vector<std::pair<size_t, size_t>> found;
+        QRT_TRY(re.find_all(name, scratch, &found));
+        if (!found.empty()) {
+          format = f;
+          break;
+        }
+      }
+    }
+    int permute = 0;
+    if (llama_family(config) && (key.find(".attn_q") != std::string::npos || key.find(".attn_k") != std::string::npos) &&
+        key.find("_norm") == std::string::npos)
+      permute = key.find(".attn_q") != std::string::npos ? config.heads : config.kv_heads;
+    jobs.push_back({name, &t, format, permute});
+    source_bytes += t.bytes();
+  }
+  if (options.check_space) QRT_TRY(options.check_space(source_bytes + (uint64_t{1} << 20)));
+
+  // Quantize on `threads` threads; each result owns its bytes.
+  std::vector<Result<UqffLayer>> done(jobs.size(), Result<UqffLayer>(internal_error("not quantized")));
+  {
+    Progress progress("quantizing", source_bytes, options.quiet ? Progress::Mode::kQuiet : Progress::Mode::kAuto);
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    auto work = [&] {
+      for (size_t i = next++; i < jobs.size() && !failed; i = next++) {
+        const Job& j = jobs[i];
+        done[i] = [&]() -> Result<UqffLayer> {
+          QRT_ASSIGN_OR_RETURN(std::vector<float> v, dense_values(*j.source));
+          if (j.permute_heads > 0) {
+            const int64_t cols = j.source->shape.size() >= 2 ? j.source->cols() : 1;
+            v = permute_heads(v, j.source->numel() / cols, cols, j.permute_heads);
+          }
+          auto values = std::make_shared<std::vector<float>>(std::move(v));
+          QuantTensor dense = *j.source;
+          dense.format = FormatId::kF32;
+          dense.data = ByteSpan{reinterpret_cast<const uint8_t*>(values->data()), values->size() * sizeof(float)};
+          if (j.format == FormatId::kF32 || dense.shape.size() < 2) {
+            UqffLayer l;
+            l.tensor = dense;
+            auto keep = std::make_shared<quant::QuantBuffers>();
+            keep->data.assign(dense.data.data, dense.data.data + dense.data.size);
+            l.tensor.data = ByteSpan{keep->data.data(), keep->data.size()};
+            l.buffers = keep;
+            return l;
+          }
+          return quantize_uqff_layer(dense, j.format, j.name);
+        }();
+        if (!done[i].ok()) failed = true;
+        progress.add(j.source->bytes());
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int i = 1; i < std::max(1, options.threads); ++i) pool.emplace_back(work);
+    work();
+    for (std::thread& th : pool) th.join();
+  }
+  GgufExportReport report;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (!done[i].ok()) return done[i].status().with_context(jobs[i].name);
+    const UqffLayer& l = *done[i];
+    if (l.tag != UqffTag::kGgml && l.tensor.format != FormatId::kF32)
+      return internal_error(jobs[i].name + ": not a GGML encoding");
+    if (!l.fallback.empty()) report.fallbacks.push_back(jobs[i].name + ": " + l.fallback);
+    w.add_tensor(jobs[i].name, quant::format_info(l.tensor.format).ggml_type, l.tensor.shape, l.tensor.data);
+    report.bytes += l.tensor.data.size;
+  }
+  QRT_TRY(w.write(path));
+  return report;
+}
+
+}  // namespace qrt::convert

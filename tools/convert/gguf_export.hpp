@@ -1,0 +1,43 @@
+// A Hugging Face checkpoint quantized into one GGUF file, named and described as llama.cpp's converter would:
+// tensors under GGUF names (blk.N.attn_q.weight, ffn_gate_exps for stacked experts, ...), Q/K rows of llama-family
+// models permuted for interleaved RoPE, the architecture's metadata keys from the model's config, and the
+// tokenizer's (gguf_tokenizer.hpp). Norms and biases stay F32; every matrix takes the GGML type asked for (the
+// output head a promoted one, as in UQFF exports), falling back as mistral.rs and llama.cpp do when a row does not
+// fit its blocks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kernels/quant/format_list.hpp"
+#include "loader/model_source.hpp"
+#include "qrt/status.hpp"
+
+namespace qrt::convert {
+
+struct GgufExportOptions {
+  quant::FormatId type = quant::FormatId::kQ8_0;  // a GGML type
+  bool promote_output = true;
+  std::vector<std::pair<std::string, quant::FormatId>> overrides;  // (regex over GGUF names, GGML type)
+  int threads = 1;
+  bool quiet = false;
+  std::function<Status(uint64_t bytes)> check_space;
+};
+
+struct GgufExportReport {
+  std::vector<std::string> fallbacks;
+  uint64_t bytes = 0;
+};
+
+// A GGML type for a GGUF model by name ("q4_k" or mistral.rs' "q4k", "iq4_nl", "tq2_0", ...): one qrt quantizes,
+// and not one of the activation types (q8_1, q8_k) llama.cpp does not load as weights.
+Result<quant::FormatId> gguf_type_from_name(std::string_view name);
+
+Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std::string& path,
+                                           const GgufExportOptions& options);
+
+}  // namespace qrt::convert

@@ -1,0 +1,130 @@
+#include "tools/convert/gguf_tokenizer.hpp"
+
+#include <map>
+#include <vector>
+
+#include "models/tokenizer/tokenizer.hpp"
+
+namespace qrt::convert {
+namespace {
+
+using nlohmann::json;
+
+// GGUF token types (llama.cpp's llama_token_type).
+constexpr int32_t kNormal = 1, kControl = 3, kUserDefined = 4;
+
+// The GGUF pre-tokenizer name of a byte-level BPE pre_tokenizer: ByteLevel alone (with its own GPT-2 regex) is
+// "gpt-2"; a Split on a regex followed by ByteLevel without one is the family whose regex that is.
+Result<std::string> pre_tokenizer_name(const json& pre) {
+  if (!pre.is_object()) return unsupported("tokenizer.json has no pre_tokenizer");
+  const std::string type = pre.value("type", "");
+  if (type == "ByteLevel" && pre.value("use_regex", true)) return std::string("gpt-2");
+  if (type == "Sequence" && pre.contains("pretokenizers") && pre["pretokenizers"].is_array()) {
+    const json& seq = pre["pretokenizers"];
+    std::string pattern;
+    bool byte_level = false;
+    for (const json& p : seq) {
+      const std::string t = p.value("type", "");
+      if (t == "Split" && p.contains("pattern") && p["pattern"].is_object() && p["pattern"].contains("Regex"))
+        pattern = p["pattern"]["Regex"].get<std::string>();
+      else if (t == "ByteLevel" && !p.value("use_regex", true))
+        byte_level = true;
+    }
+    if (byte_level && !pattern.empty())
+      for (const char* name : {"llama-bpe", "qwen2", "gpt-2", "gpt-4o", "tekken"}) {
+        auto regexes = gguf_pre_tokenizer_regexes(name);
+        if (regexes.ok() && regexes->size() == 1 && (*regexes)[0] == pattern) return std::string(name);
+      }
+    return unsupported("tokenizer.json's pre-tokenizer regex is not one qrt can name for GGUF: " +
+                       pattern.substr(0, 80));
+  }
+  return unsupported("tokenizer.json pre_tokenizer of type \"" + type + "\" (byte-level BPE only for now)");
+}
+
+// The id of a token named in tokenizer_config.json ("<s>" or {"content": "<s>", ...}).
+std::optional<int32_t> token_id(const json& cfg, const char* key, const std::map<std::string, int32_t>& ids) {
+  if (!cfg.is_object() || !cfg.contains(key)) return std::nullopt;
+  const json& v = cfg[key];
+  const std::string text = v.is_string() ? v.get<std::string>()
+                           : v.is_object() && v.contains("content") && v["content"].is_string()
+                               ? v["content"].get<std::string>()
+                               : std::string();
+  auto it = ids.find(text);
+  return it == ids.end() ? std::nullopt : std::optional<int32_t>(it->second);
+}
+
+}  // namespace
+
+Status add_gguf_tokenizer(GgufWriter& w, const std::string& tokenizer_json, const std::string& tokenizer_config_json,
+                          const std::string& chat_template, const json& hf_config) {
+  if (tokenizer_json.empty()) return not_found("the checkpoint has no tokenizer.json to write the GGUF vocabulary from");
+  const json tok = json::parse(tokenizer_json, nullptr, false);
+  if (tok.is_discarded() || !tok.is_object()) return format_error("tokenizer.json is not a JSON object");
+  const json& model = tok.contains("model") ? tok["model"] : json();
+  if (!model.is_object() || model.value("type", "") != "BPE" || !model.contains("vocab") ||
+      !model["vocab"].is_object())
+    return unsupported("tokenizer.json model is not BPE with a vocab (only byte-level BPE converts to GGUF for now)");
+  if (model.value("byte_fallback", false))
+    return unsupported("a SentencePiece-style tokenizer.json (byte_fallback; Llama 2, Mistral v1) does not convert "
+                       "to GGUF yet");
+  QRT_ASSIGN_OR_RETURN(std::string pre, pre_tokenizer_name(tok["pre_tokenizer"]));
+
+  std::map<int32_t, std::pair<std::string, int32_t>> by_id;  // id -> (text, type)
+  for (const auto& [text, id] : model["vocab"].items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (int64_t{1} << 24))
+      return format_error("tokenizer.json vocab entry \"" + text + "\" has no valid id");
+    by_id[id.get<int32_t>()] = {text, kNormal};
+  }
+  if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
+    for (const json& a : tok["added_tokens"]) {
+      if (!a.contains("id") || !a.contains("content")) continue;
+      by_id[a["id"].get<int32_t>()] = {a["content"].get<std::string>(), a.value("special", false) ? kControl
+                                                                                                    : kUserDefined};
+    }
+  const int32_t n = by_id.empty() ? 0 : by_id.rbegin()->first + 1;
+  std::vector<std::string> tokens(static_cast<size_t>(n));
+  std::vector<int32_t> types(static_cast<size_t>(n), kUserDefined);
+  std::map<std::string, int32_t> ids;
+  for (int32_t i = 0; i < n; ++i) tokens[static_cast<size_t>(i)] = "[PAD" + std::to_string(i) + "]";  // gaps
+  for (const auto& [id, entry] : by_id) {
+    tokens[static_cast<size_t>(id)] = entry.first;
+    types[static_cast<size_t>(id)] = entry.second;
+    ids.emplace(entry.first, id);
+  }
+  std::vector<std::string> merges;
+  if (model.contains("merges") && model["merges"].is_array())
+    for (const json& m : model["merges"]) {
+      if (m.is_string()) {
+        merges.push_back(m.get<std::string>());
+      } else if (m.is_array() && m.size() == 2) {
+        merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+      } else {
+        return format_error("tokenizer.json merge entries must be \"a b\" or [\"a\", \"b\"]");
+      }
+    }
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", pre);
+  w.set_strings("tokenizer.ggml.tokens", tokens);
+  w.set_i32s("tokenizer.ggml.token_type", types);
+  w.set_strings("tokenizer.ggml.merges", merges);
+
+  const json cfg = tokenizer_config_json.empty() ? json() : json::parse(tokenizer_config_json, nullptr, false);
+  auto id_of = [&](const char* cfg_key, const char* config_key) -> std::optional<int32_t> {
+    if (auto id = token_id(cfg, cfg_key, ids)) return id;
+    if (hf_config.is_object() && hf_config.contains(config_key) && hf_config[config_key].is_number_integer())
+      return hf_config[config_key].get<int32_t>();
+    return std::nullopt;
+  };
+  if (auto bos = id_of("bos_token", "bos_token_id")) w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(*bos));
+  if (auto eos = id_of("eos_token", "eos_token_id")) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(*eos));
+  if (auto pad = id_of("pad_token", "pad_token_id")) w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(*pad));
+  if (cfg.is_object() && cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean())
+    w.set_bool("tokenizer.ggml.add_bos_token", cfg["add_bos_token"].get<bool>());
+  std::string template_text = chat_template;
+  if (template_text.empty() && cfg.is_object() && cfg.contains("chat_template") && cfg["chat_template"].is_string())
+    template_text = cfg["chat_template"].get<std::string>();
+  if (!template_text.empty()) w.set_string("tokenizer.chat_template", template_text);
+  return ok_status();
+}
+
+}  // namespace qrt::convert
