@@ -86,6 +86,33 @@ Status add_architecture(GgufWriter& w, const ModelConfig& c) {
   return ok_status();
 }
 
+// A tensor kept in its encoding: GGML blocks and dense floats have GGUF types; whole rows move for the Q/K
+// permutation (block formats keep each row's blocks together, so rows are byte ranges).
+Result<UqffLayer> copied_tensor(const QuantTensor& t, const std::string& name, int permute) {
+  const quant::FormatInfo info = quant::format_info(t.format);
+  if (info.ggml_type < 0 || (info.family != quant::Family::kGgml && info.family != quant::Family::kDense))
+    return unsupported(name + " (" + t.name + ") is " + std::string(info.name) +
+                       ", which has no GGUF type; convert from an export in GGML types, or quantize the checkpoint");
+  auto keep = std::make_shared<quant::QuantBuffers>();
+  keep->data.assign(t.data.data, t.data.data + t.data.size);
+  if (permute > 0) {
+    const int64_t rows = t.shape.size() >= 2 ? t.numel() / t.cols() : t.numel();
+    const uint64_t row_bytes = t.data.size / static_cast<uint64_t>(rows);
+    const int64_t per_head = rows / permute, half = per_head / 2;
+    for (int h = 0; h < permute; ++h)
+      for (int64_t r = 0; r < per_head; ++r) {
+        const int64_t from = h * per_head + r, to = h * per_head + (r % half) * 2 + r / half;
+        std::memcpy(keep->data.data() + to * row_bytes, t.data.data + from * row_bytes, row_bytes);
+      }
+  }
+  UqffLayer l;
+  l.tensor = t;
+  l.tensor.data = ByteSpan{keep->data.data(), keep->data.size()};
+  l.buffers = keep;
+  l.tag = UqffTag::kGgml;
+  return l;
+}
+
 struct Job {
   std::string name;            // GGUF name
   const QuantTensor* source;
@@ -114,8 +141,9 @@ Result<FormatId> gguf_type_from_name(std::string_view name) {
 
 Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std::string& path,
                                            const GgufExportOptions& options) {
-  if (source.kind != SourceKind::kHfCheckpoint) return unsupported(source.path + " is not a Hugging Face checkpoint");
-  if (quant::format_info(options.type).family != quant::Family::kGgml)
+  if (source.kind != SourceKind::kHfCheckpoint && !(options.keep_types && source.kind == SourceKind::kUqff))
+    return unsupported(source.path + " is not a Hugging Face checkpoint" + (options.keep_types ? " or UQFF export" : ""));
+  if (!options.keep_types && quant::format_info(options.type).family != quant::Family::kGgml)
     return invalid_argument("a GGUF output needs a GGML type (q4_0 ... q8_0, q2k ... q6k, iq4_nl, ...), not " +
                             std::string(quant::format_name(options.type)));
   const nlohmann::json hf = nlohmann::json::parse(source.hf_config_json, nullptr, false);
@@ -144,7 +172,9 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
     const bool bias = ends_with(key, ".bias");
     const std::string name = bias ? key : key + ".weight";
     FormatId format = FormatId::kF32;
-    if (!bias && t.shape.size() >= 2 && !ends_with(key, "ffn_gate_inp")) {  // routers stay F32, as llama.cpp keeps
+    if (options.keep_types) {
+      format = t.format;
+    } else if (!bias && t.shape.size() >= 2 && !ends_with(key, "ffn_gate_inp")) {  // routers stay F32 (llama.cpp)
       format = key == names::kOutput && options.promote_output ? promoted_for_output(options.type) : options.type;
       for (const auto& [re, f] : overrides) {
         std::vector<std::pair<size_t, size_t>> found;
@@ -174,6 +204,7 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
       for (size_t i = next++; i < jobs.size() && !failed; i = next++) {
         const Job& j = jobs[i];
         done[i] = [&]() -> Result<UqffLayer> {
+          if (options.keep_types) return copied_tensor(*j.source, j.name, j.permute_heads);
           QRT_ASSIGN_OR_RETURN(std::vector<float> v, dense_values(*j.source));
           if (j.permute_heads > 0) {
             const int64_t cols = j.source->shape.size() >= 2 ? j.source->cols() : 1;

@@ -21,6 +21,10 @@ namespace qrt::convert {
 
 struct GgufExportOptions {
   quant::FormatId type = quant::FormatId::kQ8_0;  // a GGML type
+  // Convert instead of quantizing: every tensor keeps its encoding, its bytes copied unchanged (rows reordered for
+  // the Q/K permutation); a tensor whose type has no GGUF counterpart is an error naming it. The source may then
+  // be a UQFF export too.
+  bool keep_types = false;
   bool promote_output = true;
   std::vector<std::pair<std::string, quant::FormatId>> overrides;  // (regex over GGUF names, GGML type)
   int threads = 1;

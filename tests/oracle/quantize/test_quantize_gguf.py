@@ -10,7 +10,12 @@
     RoPE layout; K-quant rows that do not fit fall back and are reported; an existing file needs --force; a
     SentencePiece-style tokenizer and a non-GGML type are refused.
 
+and convert-model, from a UQFF export of the same checkpoint to GGUF: every block copied unchanged (the down
+projection byte for byte, Q and K with their rows reordered head by head), the same logits as the export read by
+qrt, and an AFQ export refused by tensor name.
+
 usage: test_quantize_gguf.py <quantize-model> <qrt_model_forward> <libruntime.so> <python dir> <work dir>
+                             <convert-model>
 """
 import json
 import os
@@ -26,7 +31,7 @@ except ImportError as e:  # pragma: no cover
     print("skipped: missing python module:", e)
     sys.exit(77)
 
-QUANTIZE, FORWARD, LIB, PYDIR, WORK = sys.argv[1:6]
+QUANTIZE, FORWARD, LIB, PYDIR, WORK, CONVERT = sys.argv[1:7]
 DATA = os.environ.get("QRT_TEST_DATA", "")
 GPT2 = os.path.join(DATA, "tokenizers", "gpt2")
 VOCAB = os.path.join(DATA, "ggml-vocab", "ggml-vocab-gpt-2.gguf")
@@ -123,6 +128,44 @@ if r.returncode == 0:
     k = run([QUANTIZE, src, "-o", out, "--type", "q4k", "--force"])
     check("q4k: rows of 64 and 96 fall back to a 32-block type, reported", k.returncode == 0 and
           "needs rows of a multiple of 256" in k.stderr, k.stderr)
+
+# ---- convert-model: UQFF -> GGUF, blocks copied ----------------------------------------------------------------
+uqff = os.path.join(WORK, "uqff")
+shutil.rmtree(uqff, ignore_errors=True)
+r = run([QUANTIZE, src, "-o", uqff, "--type", "q8_0", "--type", "afq4", "--quiet"])
+check("UQFF export of the checkpoint", r.returncode == 0, r.stderr)
+conv = os.path.join(WORK, "converted.gguf")
+if os.path.exists(conv):
+    os.remove(conv)
+r = run([CONVERT, os.path.join(uqff, "q8_0"), "-o", conv])
+check("convert-model UQFF q8_0 -> GGUF", r.returncode == 0 and os.path.isfile(conv), r.stderr)
+if r.returncode == 0:
+    from safetensors import safe_open
+    g = {t.name: t for t in GGUFReader(conv).tensors}
+    with safe_open(os.path.join(uqff, "q8_0-0.uqff"), "np") as f:
+        down = f.get_tensor("model.layers.1.mlp.down_proj.weight").tobytes()
+        q = f.get_tensor("model.layers.0.self_attn.q_proj.weight").tobytes()
+    check("down projection bytes copied unchanged", bytes(g["blk.1.ffn_down.weight"].data.tobytes()) == down)
+    heads, rows = cfg["num_attention_heads"], cfg["hidden_size"]
+    per, row_bytes = rows // heads, len(q) // rows
+    qr = np.frombuffer(q, np.uint8).reshape(rows, row_bytes)
+    perm = np.empty_like(qr)
+    for h in range(heads):
+        for i in range(per):
+            perm[h * per + (i % (per // 2)) * 2 + i // (per // 2)] = qr[h * per + i]
+    check("Q rows reordered for interleaved RoPE, blocks unchanged",
+          bytes(g["blk.0.attn_q.weight"].data.tobytes()) == perm.tobytes())
+    a, b = os.path.join(WORK, "conv.f32"), os.path.join(WORK, "uqff.f32")
+    ra = run([FORWARD, "--model", conv, "--tokens", "5,99,1000,50256,7", "--logits", a])
+    rb = run([FORWARD, "--model", os.path.join(uqff, "q8_0"), "--tokens", "5,99,1000,50256,7", "--logits", b])
+    check("qrt_model_forward on the GGUF and the UQFF", ra.returncode == 0 and rb.returncode == 0, ra.stderr + rb.stderr)
+    if ra.returncode == 0 and rb.returncode == 0:
+        la, lb = np.fromfile(a, np.float32), np.fromfile(b, np.float32)
+        err = float(np.max(np.abs(la - lb)) / np.max(np.abs(lb)))
+        check(f"converted GGUF logits equal the UQFF export's ({err:.2e})", err < 1e-5)
+r = run([CONVERT, os.path.join(uqff, "afq4"), "-o", os.path.join(WORK, "afq.gguf")])
+check("an AFQ export refused by tensor name", r.returncode == 1 and "afq4, which has no GGUF type" in r.stderr and
+      "blk." in r.stderr and not os.path.exists(os.path.join(WORK, "afq.gguf")), r.stderr)
 
 for label, args, expect in (
         ("a UQFF-only type", ["--type", "afq4"], "not a GGML type"),

@@ -1,0 +1,70 @@
+// convert-model: a model from one ecosystem's file format into another's without re-quantizing: the encoded
+// blocks are copied unchanged wherever the type exists in both.
+//
+//   convert-model MODEL -o OUT.gguf [--force] [--quiet]
+//
+// MODEL is a UQFF export (a set of it, as run-model takes it) or a Hugging Face checkpoint; OUT.gguf gets
+// llama.cpp's tensor names and metadata, the tokenizer converted from tokenizer.json (byte-level BPE for now), and
+// every tensor in its own GGML type (Q/K rows of llama-family models reordered for interleaved RoPE, bytes
+// otherwise unchanged). A tensor whose type has no GGUF counterpart (AFQ, HQQ, FP8, F8Q8, UQFF's MXFP4 layout) is
+// an error naming it: quantize-model makes GGUF from the checkpoint instead. GGUF -> UQFF is not implemented yet.
+// The file is written beside OUT and renamed into place; an existing OUT is replaced only with --force.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "loader/open_model.hpp"
+#include "qrt/version.hpp"
+#include "tools/convert/gguf_export.hpp"
+#include "tools/convert/progress.hpp"
+
+namespace {
+
+int fail(const std::string& message) {
+  std::string line = message;
+  for (char& c : line)
+    if (c == '\n' || c == '\r') c = ' ';
+  std::fprintf(stderr, "error: %s\n", line.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace fs = std::filesystem;
+  CLI::App app{"convert-model: a model into another file format, its encoded blocks copied unchanged"};
+  app.set_version_flag("--version", std::string("qrt ") + qrt::kVersion);
+  std::string model_path, out;
+  bool force = false, quiet = false;
+  app.add_option("model", model_path, "UQFF export or Hugging Face checkpoint")->required();
+  app.add_option("-o,--output", out, "output path ending in .gguf")->required();
+  app.add_flag("--force", force, "replace an existing output");
+  app.add_flag("-q,--quiet", quiet, "no progress output");
+  CLI11_PARSE(app, argc, argv);
+
+  if (fs::path(out).extension() != ".gguf")
+    return fail("-o " + out + ": only GGUF output (a path ending in .gguf) is implemented; GGUF -> UQFF is not yet");
+  std::error_code ec;
+  if (fs::exists(out, ec) && !force) return fail(out + " exists; pass --force to replace it");
+  auto source = qrt::open_model_source(model_path);
+  if (!source.ok()) return fail(source.status().message());
+  qrt::convert::GgufExportOptions options;
+  options.keep_types = true;
+  options.quiet = quiet;
+  options.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::string staging = out + ".qrt-staging-" + std::to_string(getpid());
+  auto report = qrt::convert::write_gguf_export(*source, staging, options);
+  if (report.ok()) fs::rename(staging, out, ec);
+  if (!report.ok() || ec) {
+    fs::remove(staging, ec);
+    return fail(report.ok() ? "publishing " + out + ": " + ec.message() : report.status().message());
+  }
+  if (!quiet)
+    std::fprintf(stderr, "convert-model: wrote %s (%s)\n", out.c_str(),
+                 qrt::convert::human_bytes(static_cast<double>(report->bytes)).c_str());
+  return 0;
+}
