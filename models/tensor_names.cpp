@@ -256,4 +256,40 @@ Result<CanonicalTensors> canonicalize(const TensorTable& source, NameScheme sche
   return out;
 }
 
+std::optional<std::string> hf_from_canonical(std::string_view canonical, bool mixtral) {
+  std::string_view base = canonical;
+  bool is_bias = false;
+  if (base.size() > kBiasSuffix.size() && base.substr(base.size() - kBiasSuffix.size()) == kBiasSuffix) {
+    base.remove_suffix(kBiasSuffix.size());
+    is_bias = true;
+  }
+  const std::string tail = is_bias ? ".bias" : ".weight";
+  if (base == kTokenEmbd) return "model.embed_tokens" + tail;
+  if (base == kOutputNorm) return "model.norm" + tail;
+  if (base == kOutput) return "lm_head" + tail;
+  if (!consume(base, "blk.")) return std::nullopt;
+  const auto layer = consume_index(base);
+  if (!layer) return std::nullopt;
+  const std::string prefix = "model.layers." + std::to_string(*layer) + ".";
+  LayerTensor tensor{};
+  bool found = false;
+  for (const auto& e : kLayerSuffixes)
+    if (base == e.suffix) {
+      tensor = e.tensor;
+      found = true;
+    }
+  if (!found) return std::nullopt;
+  const std::string_view moe = mixtral ? "block_sparse_moe." : "mlp.";
+  switch (tensor) {
+    case LayerTensor::kFfnGateInp: return prefix + std::string(moe) + "gate" + tail;
+    case LayerTensor::kFfnGateExps: return prefix + std::string(moe) + "experts.gate_proj" + tail;
+    case LayerTensor::kFfnUpExps: return prefix + std::string(moe) + "experts.up_proj" + tail;
+    case LayerTensor::kFfnDownExps: return prefix + std::string(moe) + "experts.down_proj" + tail;
+    default: break;
+  }
+  for (const auto& e : kHfLayerModules)
+    if (e.tensor == tensor) return prefix + std::string(e.hf) + tail;
+  return std::nullopt;
+}
+
 }  // namespace qrt::names

@@ -84,4 +84,9 @@ struct CanonicalTensors {
 // row-major. A source that already presents experts stacked (GGUF ffn_*_exps) is passed through.
 Result<CanonicalTensors> canonicalize(const TensorTable& source, NameScheme scheme);
 
+// The Hugging Face (and UQFF) name of a canonical tensor ("blk.3.attn_q" -> "model.layers.3.self_attn.q_proj.weight",
+// "blk.0.ffn_gate_exps" -> the stacked "model.layers.0.mlp.experts.gate_proj.weight"; biases keep ".bias"), the
+// inverse of canonical_from_hf. `mixtral` picks Mixtral's module names (block_sparse_moe.gate and .experts).
+std::optional<std::string> hf_from_canonical(std::string_view canonical, bool mixtral);
+
 }  // namespace qrt::names

@@ -1,14 +1,16 @@
 // convert-model: a model from one ecosystem's file format into another's without re-quantizing: the encoded
 // blocks are copied unchanged wherever the type exists in both.
 //
-//   convert-model MODEL -o OUT.gguf [--force] [--quiet]
+//   convert-model MODEL -o OUT.gguf [--force] [--quiet]     UQFF export (or HF checkpoint) -> GGUF
+//   convert-model MODEL.gguf -o OUT_DIR [--force]            GGUF -> UQFF export directory (uqff_from_gguf.hpp)
 //
 // MODEL is a UQFF export (a set of it, as run-model takes it) or a Hugging Face checkpoint; OUT.gguf gets
 // llama.cpp's tensor names and metadata, the tokenizer converted from tokenizer.json (byte-level BPE for now), and
 // every tensor in its own GGML type (Q/K rows of llama-family models reordered for interleaved RoPE, bytes
 // otherwise unchanged). A tensor whose type has no GGUF counterpart (AFQ, HQQ, FP8, F8Q8, UQFF's MXFP4 layout) is
-// an error naming it: quantize-model makes GGUF from the checkpoint instead. GGUF -> UQFF is not implemented yet.
-// The file is written beside OUT and renamed into place; an existing OUT is replaced only with --force.
+// an error naming it: quantize-model makes GGUF from the checkpoint instead. The other way, a GGUF model becomes a
+// UQFF export directory (shards model-<n>.uqff) with its blocks copied, a config.json and a tokenizer.json.
+// Outputs are written beside OUT and renamed into place; an existing OUT is replaced only with --force.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -21,6 +23,7 @@
 #include "qrt/version.hpp"
 #include "tools/convert/gguf_export.hpp"
 #include "tools/convert/progress.hpp"
+#include "tools/convert/uqff_from_gguf.hpp"
 
 namespace {
 
@@ -40,18 +43,45 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("qrt ") + qrt::kVersion);
   std::string model_path, out;
   bool force = false, quiet = false;
-  app.add_option("model", model_path, "UQFF export or Hugging Face checkpoint")->required();
-  app.add_option("-o,--output", out, "output path ending in .gguf")->required();
+  app.add_option("model", model_path, "UQFF export, Hugging Face checkpoint or GGUF file")->required();
+  app.add_option("-o,--output", out, "a path ending in .gguf, or (from GGUF) an export directory")->required();
   app.add_flag("--force", force, "replace an existing output");
   app.add_flag("-q,--quiet", quiet, "no progress output");
   CLI11_PARSE(app, argc, argv);
 
-  if (fs::path(out).extension() != ".gguf")
-    return fail("-o " + out + ": only GGUF output (a path ending in .gguf) is implemented; GGUF -> UQFF is not yet");
   std::error_code ec;
   if (fs::exists(out, ec) && !force) return fail(out + " exists; pass --force to replace it");
   auto source = qrt::open_model_source(model_path);
   if (!source.ok()) return fail(source.status().message());
+  if (fs::path(out).extension() != ".gguf") {
+    // GGUF -> a UQFF export directory, staged beside it.
+    if (source->kind != qrt::SourceKind::kGguf)
+      return fail(model_path + ": a UQFF export is made from a GGUF model; give -o a path ending in .gguf to "
+                  "convert this one");
+    const fs::path dest(out);
+    const fs::path staging = dest.string() + ".qrt-staging-" + std::to_string(getpid());
+    fs::create_directories(staging, ec);
+    if (ec) return fail("cannot create " + staging.string() + ": " + ec.message());
+    auto report = qrt::convert::write_uqff_from_gguf(*source, staging.string(), "model");
+    if (!report.ok()) {
+      fs::remove_all(staging, ec);
+      return fail(report.status().message());
+    }
+    const fs::path old = dest.string() + ".qrt-old-" + std::to_string(getpid());
+    const bool existed = fs::exists(dest, ec);
+    if (existed) fs::rename(dest, old, ec);
+    if (!ec) fs::rename(staging, dest, ec);
+    if (ec) {
+      fs::remove_all(staging, ec);
+      return fail("publishing " + out + ": " + ec.message());
+    }
+    if (existed) fs::remove_all(old, ec);
+    if (!quiet)
+      std::fprintf(stderr, "convert-model: wrote %s (%s in %zu shard(s))\n", out.c_str(),
+                   qrt::convert::human_bytes(static_cast<double>(report->outputs[0].bytes)).c_str(),
+                   report->outputs[0].shards.size());
+    return 0;
+  }
   qrt::convert::GgufExportOptions options;
   options.keep_types = true;
   options.quiet = quiet;

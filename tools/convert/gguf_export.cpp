@@ -15,6 +15,7 @@
 #include "tools/convert/gguf_tokenizer.hpp"
 #include "tools/convert/gguf_writer.hpp"
 #include "tools/convert/progress.hpp"
+#include "tools/convert/rope_rows.hpp"
 #include "tools/convert/uqff_layers.hpp"
 
 namespace qrt::convert {
@@ -32,19 +33,6 @@ bool llama_family(const ModelConfig& c) {
 
 std::string gguf_architecture(const ModelConfig& c) { return llama_family(c) ? "llama" : c.architecture; }
 
-// llama.cpp's converter reorders each head's rows of Q and K from halves (x0..x{d/2-1} | x{d/2}..) to interleaved
-// pairs, so that GGUF's interleaved RoPE sees the pairs HF's half-split RoPE rotates: row (h, i, half) moves to
-// (h, 2i + half). Rows are whole, so this works on any number of columns (biases: one column).
-std::vector<float> permute_heads(const std::vector<float>& v, int64_t rows, int64_t cols, int heads) {
-  std::vector<float> out(v.size());
-  const int64_t per_head = rows / heads, half = per_head / 2;
-  for (int h = 0; h < heads; ++h)
-    for (int64_t r = 0; r < per_head; ++r) {
-      const int64_t from = h * per_head + r, to = h * per_head + (r % half) * 2 + r / half;
-      std::memcpy(out.data() + to * cols, v.data() + from * cols, static_cast<size_t>(cols) * sizeof(float));
-    }
-  return out;
-}
 
 Status add_architecture(GgufWriter& w, const ModelConfig& c) {
   const std::string a = gguf_architecture(c), p = a + ".";
@@ -97,13 +85,7 @@ Result<UqffLayer> copied_tensor(const QuantTensor& t, const std::string& name, i
   keep->data.assign(t.data.data, t.data.data + t.data.size);
   if (permute > 0) {
     const int64_t rows = t.shape.size() >= 2 ? t.numel() / t.cols() : t.numel();
-    const uint64_t row_bytes = t.data.size / static_cast<uint64_t>(rows);
-    const int64_t per_head = rows / permute, half = per_head / 2;
-    for (int h = 0; h < permute; ++h)
-      for (int64_t r = 0; r < per_head; ++r) {
-        const int64_t from = h * per_head + r, to = h * per_head + (r % half) * 2 + r / half;
-        std::memcpy(keep->data.data() + to * row_bytes, t.data.data + from * row_bytes, row_bytes);
-      }
+    reorder_rope_rows(t.data.data, keep->data.data(), rows, t.data.size / static_cast<uint64_t>(rows), permute, false);
   }
   UqffLayer l;
   l.tensor = t;
@@ -208,7 +190,11 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
           QRT_ASSIGN_OR_RETURN(std::vector<float> v, dense_values(*j.source));
           if (j.permute_heads > 0) {
             const int64_t cols = j.source->shape.size() >= 2 ? j.source->cols() : 1;
-            v = permute_heads(v, j.source->numel() / cols, cols, j.permute_heads);
+            std::vector<float> reordered(v.size());
+            reorder_rope_rows(reinterpret_cast<const uint8_t*>(v.data()), reinterpret_cast<uint8_t*>(reordered.data()),
+                              j.source->numel() / cols, static_cast<uint64_t>(cols) * sizeof(float), j.permute_heads,
+                              false);
+            v = std::move(reordered);
           }
           auto values = std::make_shared<std::vector<float>>(std::move(v));
           QuantTensor dense = *j.source;

@@ -113,6 +113,7 @@ std::pair<std::string, int> uqff_module_of(const std::string& name) {
     const std::string p = e.prefix;
     if (rest.rfind(p, 0) != 0) continue;
     const std::string tail = rest.substr(p.size());
+    if (tail == e.stacked) return {base, -1};  // already stacked (a UQFF or GGUF source)
     const size_t d = tail.find('.');
     if (d == std::string::npos || d == 0 || tail.substr(d + 1) != e.proj) continue;
     const std::string index = tail.substr(0, d);
@@ -120,6 +121,80 @@ std::pair<std::string, int> uqff_module_of(const std::string& name) {
     return {prefix + p + e.stacked, std::stoi(index)};
   }
   return {"", -1};
+}
+
+Result<UqffExportReport::Output> write_uqff_set(const std::string& dir_path, const std::string& stem,
+                                                const std::string& quant, const std::vector<UqffModule>& modules,
+                                                uint64_t shard_bytes) {
+  const fs::path dir(dir_path);
+  UqffExportReport::Output out;
+  out.quant = quant;
+  SafetensorsWriter shard;
+  auto start_shard = [&] {
+    shard = SafetensorsWriter();
+    stamp(shard);
+    if (out.shards.empty()) {  // the version scalars lead shard 0 (spec §2.3)
+      shard.add_u32("uqff.version.major", 1);
+      shard.add_u32("uqff.version.minor", 2);
+      shard.add_u32("uqff.version.patch", 0);
+    }
+  };
+  auto flush = [&]() -> Status {
+    const std::string file = stem + "-" + std::to_string(out.shards.size()) + ".uqff";
+    QRT_TRY(shard.write((dir / file).string()));
+    out.bytes += shard.data_bytes();
+    out.shards.push_back(file);
+    start_shard();
+    return ok_status();
+  };
+  start_shard();
+  bool fresh = true;  // the current shard holds no layer yet
+  for (const UqffModule& m : modules) {
+    if (!fresh && shard.data_bytes() + uqff_layer_bytes(*m.layer) > shard_bytes) QRT_TRY(flush());
+    QRT_TRY(add_uqff_layer(shard, m.key, *m.layer, m.bias));
+    fresh = false;
+    if (!m.layer->fallback.empty()) out.fallbacks.push_back(m.key + ": " + m.layer->fallback);
+    if (shard.data_bytes() >= shard_bytes) {
+      QRT_TRY(flush());
+      fresh = true;
+    }
+  }
+  if (!fresh || out.shards.empty()) QRT_TRY(flush());
+  return out;
+}
+
+Status write_uqff_residual(const std::string& dir_path, const std::vector<const QuantTensor*>& residual) {
+  SafetensorsWriter res;
+  stamp(res);
+  for (const QuantTensor* t : residual) {
+    quant::ScalarType dtype;
+    switch (t->format) {
+      case FormatId::kF32: dtype = quant::ScalarType::kF32; break;
+      case FormatId::kF16: dtype = quant::ScalarType::kF16; break;
+      case FormatId::kBF16: dtype = quant::ScalarType::kBF16; break;
+      default:
+        return unsupported(t->name + ": a " + std::string(quant::format_name(t->format)) +
+                           " tensor outside the tracked modules (only dense ones are copied to residual.safetensors)");
+    }
+    res.add_view(t->name, dtype, t->shape, t->data);
+  }
+  return res.write((fs::path(dir_path) / "residual.safetensors").string());
+}
+
+Status write_uqff_report(const std::string& dir_path, const UqffExportReport& report) {
+  nlohmann::ordered_json j;
+  j["schema"] = 1;
+  j["producer"] = "qrt";
+  j["producer_version"] = qrt::kVersion;
+  j["uqff_version"] = kUqffVersion;
+  j["outputs"] = nlohmann::ordered_json::array();
+  for (const auto& out : report.outputs)
+    j["outputs"].push_back({{"quant", out.quant},
+                            {"shards", out.shards},
+                            {"bytes", out.bytes},
+                            {"fallbacks", out.fallbacks},
+                            {"fallback_count", out.fallbacks.size()}});
+  return write_text(fs::path(dir_path) / "uqff_report.json", j.dump(2) + "\n");
 }
 
 Result<UqffExportReport> write_uqff_export(const ModelSource& source, const std::string& dir_path,
@@ -227,66 +302,21 @@ Result<UqffExportReport> write_uqff_export(const ModelSource& source, const std:
   for (const auto& l : layers)
     if (!l.ok()) return l.status();
 
-  // ---- shards, per output ---------------------------------------------------------------------------------------
+  // ---- shards, per output; residual.safetensors --------------------------------------------------------------
   UqffExportReport report;
   report.source_bytes = source_bytes;
   report.residual_bytes = residual_bytes;
   for (size_t o = 0; o < options.types.size(); ++o) {
-    UqffExportReport::Output out;
-    out.quant = uqff_type_name(options.types[o]);
-    const std::string stem = options.stem.empty() ? out.quant : options.stem;
-    SafetensorsWriter shard;
-    auto start_shard = [&] {
-      shard = SafetensorsWriter();
-      stamp(shard);
-      if (out.shards.empty()) {  // the version scalars lead shard 0 (spec §2.3)
-        shard.add_u32("uqff.version.major", 1);
-        shard.add_u32("uqff.version.minor", 2);
-        shard.add_u32("uqff.version.patch", 0);
-      }
-    };
-    auto flush = [&]() -> Status {
-      const std::string file = stem + "-" + std::to_string(out.shards.size()) + ".uqff";
-      QRT_TRY(shard.write((dir / file).string()));
-      out.bytes += shard.data_bytes();
-      out.shards.push_back(file);
-      start_shard();
-      return ok_status();
-    };
-    start_shard();
-    bool fresh = true;  // the current shard holds no layer yet
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      if (tasks[i].output != o) continue;
-      const UqffLayer& layer = *layers[i];
-      if (!fresh && shard.data_bytes() + uqff_layer_bytes(layer) > options.shard_bytes) QRT_TRY(flush());
-      QRT_TRY(add_uqff_layer(shard, *tasks[i].key, layer, tasks[i].module->bias));
-      fresh = false;
-      if (!layer.fallback.empty()) out.fallbacks.push_back(*tasks[i].key + ": " + layer.fallback);
-      if (shard.data_bytes() >= options.shard_bytes) {
-        QRT_TRY(flush());
-        fresh = true;
-      }
-    }
-    if (!fresh || out.shards.empty()) QRT_TRY(flush());
+    const std::string quant = uqff_type_name(options.types[o]);
+    std::vector<UqffModule> set;
+    for (size_t i = 0; i < tasks.size(); ++i)
+      if (tasks[i].output == o) set.push_back({*tasks[i].key, &*layers[i], tasks[i].module->bias});
+    QRT_ASSIGN_OR_RETURN(UqffExportReport::Output out, write_uqff_set(dir_path, options.stem.empty() ? quant
+                                                                                                   : options.stem,
+                                                                      quant, set, options.shard_bytes));
     report.outputs.push_back(std::move(out));
   }
-
-  // ---- residual.safetensors and the assets ---------------------------------------------------------------------
-  SafetensorsWriter res;
-  stamp(res);
-  for (const QuantTensor* t : residual) {
-    quant::ScalarType dtype;
-    switch (t->format) {
-      case FormatId::kF32: dtype = quant::ScalarType::kF32; break;
-      case FormatId::kF16: dtype = quant::ScalarType::kF16; break;
-      case FormatId::kBF16: dtype = quant::ScalarType::kBF16; break;
-      default:
-        return unsupported(t->name + ": a " + std::string(quant::format_name(t->format)) +
-                           " tensor outside the tracked modules (only dense ones are copied to residual.safetensors)");
-    }
-    res.add_view(t->name, dtype, t->shape, t->data);
-  }
-  QRT_TRY(res.write((dir / "residual.safetensors").string()));
+  QRT_TRY(write_uqff_residual(dir_path, residual));
 
   nlohmann::json config = nlohmann::json::parse(source.hf_config_json, nullptr, false);
   if (config.is_discarded()) return format_error(source.path + "/config.json: not valid JSON");
@@ -303,19 +333,7 @@ Result<UqffExportReport> write_uqff_export(const ModelSource& source, const std:
     QRT_TRY(write_text(dir / name, text));
   }
 
-  nlohmann::ordered_json j;
-  j["schema"] = 1;
-  j["producer"] = "qrt";
-  j["producer_version"] = qrt::kVersion;
-  j["uqff_version"] = kUqffVersion;
-  j["outputs"] = nlohmann::ordered_json::array();
-  for (const auto& out : report.outputs)
-    j["outputs"].push_back({{"quant", out.quant},
-                            {"shards", out.shards},
-                            {"bytes", out.bytes},
-                            {"fallbacks", out.fallbacks},
-                            {"fallback_count", out.fallbacks.size()}});
-  QRT_TRY(write_text(dir / "uqff_report.json", j.dump(2) + "\n"));
+  QRT_TRY(write_uqff_report(dir_path, report));
   return report;
 }
 

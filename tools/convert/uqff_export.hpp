@@ -44,6 +44,21 @@ struct UqffExportReport {
   uint64_t source_bytes = 0;  // of the quantized modules, as the checkpoint stores them
 };
 
+// One module of a shard set: its UQFF key ("model.layers.0.self_attn.q_proj"), its encoding and its bias, if any.
+struct UqffLayer;
+struct UqffModule {
+  std::string key;
+  const UqffLayer* layer = nullptr;
+  const QuantTensor* bias = nullptr;
+};
+// The pieces of an export, for writers of other sources (convert-model): one shard set `<stem>-<n>.uqff` in `dir`
+// (split at `shard_bytes`), residual.safetensors of dense tensors under their own names, uqff_report.json.
+Result<UqffExportReport::Output> write_uqff_set(const std::string& dir, const std::string& stem,
+                                                const std::string& quant, const std::vector<UqffModule>& modules,
+                                                uint64_t shard_bytes);
+Status write_uqff_residual(const std::string& dir, const std::vector<const QuantTensor*>& residual);
+Status write_uqff_report(const std::string& dir, const UqffExportReport& report);
+
 // Writes the export into `dir` (an existing directory; the caller makes it a fresh staging directory and publishes
 // it). `source` is an open Hugging Face checkpoint (SourceKind::kHfCheckpoint); its directory provides the JSON
 // and tokenizer files.
@@ -52,7 +67,8 @@ Result<UqffExportReport> write_uqff_export(const ModelSource& source, const std:
 
 // The UQFF key of a Hugging Face weight name when it is a tracked module: {key, expert index (-1: not one expert
 // of a stack)}. Per-expert weights (mlp.experts.E.gate_proj, block_sparse_moe.experts.E.w1) map to the stacked
-// key mistral.rs writes (mlp.experts.gate_proj, block_sparse_moe.experts.gate_proj). Empty key: not tracked.
+// key mistral.rs writes (mlp.experts.gate_proj, block_sparse_moe.experts.gate_proj), as do those stacked names
+// themselves. Empty key: not tracked.
 std::pair<std::string, int> uqff_module_of(const std::string& hf_weight_name);
 
 }  // namespace qrt::convert

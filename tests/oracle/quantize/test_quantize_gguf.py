@@ -12,7 +12,9 @@
 
 and convert-model, from a UQFF export of the same checkpoint to GGUF: every block copied unchanged (the down
 projection byte for byte, Q and K with their rows reordered head by head), the same logits as the export read by
-qrt, and an AFQ export refused by tensor name.
+qrt, and an AFQ export refused by tensor name; then back from that GGUF to UQFF: every module's blocks equal the
+first export's, the logits too, and the tokenizer.json written from the GGUF vocabulary tokenizes llama.cpp's test
+strings to its recorded ids, in qrt and in Hugging Face's `tokenizers`.
 
 usage: test_quantize_gguf.py <quantize-model> <qrt_model_forward> <libruntime.so> <python dir> <work dir>
                              <convert-model>
@@ -163,6 +165,38 @@ if r.returncode == 0:
         la, lb = np.fromfile(a, np.float32), np.fromfile(b, np.float32)
         err = float(np.max(np.abs(la - lb)) / np.max(np.abs(lb)))
         check(f"converted GGUF logits equal the UQFF export's ({err:.2e})", err < 1e-5)
+    # And back: GGUF -> UQFF gives the first export's blocks again, a tokenizer.json Hugging Face's `tokenizers`
+    # reads and tokenizes as llama.cpp does, and the same logits.
+    back = os.path.join(WORK, "back-uqff")
+    shutil.rmtree(back, ignore_errors=True)
+    r = run([CONVERT, conv, "-o", back])
+    check("convert-model GGUF -> UQFF", r.returncode == 0 and os.path.isfile(os.path.join(back, "model-0.uqff")),
+          r.stderr)
+    if r.returncode == 0:
+        with safe_open(os.path.join(uqff, "q8_0-0.uqff"), "np") as f0, \
+                safe_open(os.path.join(back, "model-0.uqff"), "np") as f1:
+            names0 = {n for n in f0.keys() if n.endswith(".weight")}
+            same = [n for n in names0 if n in f1.keys() and np.array_equal(f0.get_tensor(n), f1.get_tensor(n))]
+            check("every module's blocks come back unchanged", len(same) == len(names0) and names0,
+                  sorted(names0 - set(same))[:5])
+        rb2 = run([FORWARD, "--model", back, "--tokens", "5,99,1000,50256,7", "--logits", b + "2"])
+        if rb2.returncode == 0:
+            err = float(np.max(np.abs(np.fromfile(b + "2", np.float32) - lb)) / np.max(np.abs(lb)))
+            check(f"the round trip's logits equal the first export's ({err:.2e})", err == 0.0)
+        else:
+            check("qrt_model_forward on the round trip", False, rb2.stderr)
+        texts = open(VOCAB + ".inp", encoding="utf-8").read().split("\n__ggml_vocab_test__\n")
+        want = [[int(t) for t in line.split()] for line in open(VOCAB + ".out").read().split("\n")]
+        back_model = qrt.Model(back)
+        bad = [t for t, w in zip(texts, want) if back_model.tokenize(t, add_special=False) != w]
+        check("qrt tokenizes with the written tokenizer.json as llama.cpp does", not bad, bad[:3])
+        try:
+            from tokenizers import Tokenizer
+            hf_tok = Tokenizer.from_file(os.path.join(back, "tokenizer.json"))
+            bad = [t for t, w in zip(texts, want) if hf_tok.encode(t, add_special_tokens=False).ids != w]
+            check("Hugging Face tokenizers reads the written tokenizer.json and agrees", not bad, bad[:3])
+        except ImportError:
+            print("skip: the tokenizers package is not installed")
 r = run([CONVERT, os.path.join(uqff, "afq4"), "-o", os.path.join(WORK, "afq.gguf")])
 check("an AFQ export refused by tensor name", r.returncode == 1 and "afq4, which has no GGUF type" in r.stderr and
       "blk." in r.stderr and not os.path.exists(os.path.join(WORK, "afq.gguf")), r.stderr)

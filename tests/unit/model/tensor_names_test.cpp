@@ -55,6 +55,27 @@ TEST(TensorNames, HuggingFaceMap) {
     EXPECT_FALSE(canonical_from_hf(ignored).has_value()) << ignored;
 }
 
+// hf_from_canonical inverts canonical_from_hf: every whole-tensor HF name comes back from its canonical name (Mixtral's
+// module names when asked), experts as mistral.rs' stacked keys.
+TEST(TensorNames, HfNamesFromCanonicalInvertTheMap) {
+  const std::pair<const char*, bool> names[] = {
+      {"model.embed_tokens.weight", false}, {"model.norm.weight", false}, {"lm_head.weight", false},
+      {"model.layers.0.input_layernorm.weight", false}, {"model.layers.11.post_attention_layernorm.weight", false},
+      {"model.layers.3.self_attn.q_proj.weight", false}, {"model.layers.3.self_attn.q_proj.bias", false},
+      {"model.layers.3.self_attn.k_norm.weight", false}, {"model.layers.3.mlp.down_proj.bias", false},
+      {"model.layers.3.mlp.gate.weight", false}, {"model.layers.3.block_sparse_moe.gate.weight", true},
+      {"model.layers.0.mlp.experts.gate_proj.weight", false},
+      {"model.layers.1.block_sparse_moe.experts.up_proj.weight", true},
+  };
+  for (const auto& [hf, mixtral] : names) {
+    auto c = canonical_from_hf(hf);
+    ASSERT_TRUE(c.has_value()) << hf;
+    EXPECT_EQ(hf_from_canonical(c->name, mixtral), std::optional<std::string>(hf)) << c->name;
+  }
+  EXPECT_FALSE(hf_from_canonical("blk.0.nonsense", false).has_value());
+  EXPECT_FALSE(hf_from_canonical("rope_freqs", false).has_value());
+}
+
 TEST(TensorNames, GgufMap) {
   EXPECT_EQ(*canonical_from_gguf("token_embd.weight"), (CanonicalName{"token_embd", -1}));
   EXPECT_EQ(*canonical_from_gguf("output.weight"), (CanonicalName{"output", -1}));

@@ -1,0 +1,257 @@
+#include "tools/convert/uqff_from_gguf.hpp"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "kernels/quant/formats.hpp"
+#include "loader/gguf_metadata.hpp"
+#include "models/arch/arch.hpp"
+#include "models/arch/gguf_metadata_view.hpp"
+#include "models/tensor_names.hpp"
+#include "models/tokenizer/tokenizer.hpp"
+#include "tools/convert/rope_rows.hpp"
+#include "tools/convert/uqff_layers.hpp"
+
+namespace qrt::convert {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+using quant::FormatId;
+
+bool llama_family(const ModelConfig& c) {
+  return c.architecture == "llama" || c.architecture == "mistral" || c.architecture == "mixtral";
+}
+
+// GGML type codes mistral.rs reads from UQFF's GGML family (spec/uqff.md §3.1).
+bool uqff_ggml_code(int code) { return code == 0 || code == 1 || code == 30 || (code >= 2 && code <= 15 && code != 4 && code != 5); }
+
+// config.json for a model config read from GGUF.
+Result<ordered_json> hf_config(const ModelConfig& c) {
+  ordered_json j;
+  std::string type = c.architecture;
+  if (type == "qwen3moe") type = "qwen3_moe";
+  if (type == "llama" && c.sliding_window > 0) type = "mistral";
+  j["model_type"] = type;
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden;
+  j["num_hidden_layers"] = c.layers;
+  j["num_attention_heads"] = c.heads;
+  j["num_key_value_heads"] = c.kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["intermediate_size"] = c.ffn > 0 ? c.ffn : c.expert_ffn;
+  j["max_position_embeddings"] = c.context_length;
+  j["rms_norm_eps"] = c.norm_eps;
+  j["rope_theta"] = c.rope.theta;
+  j["tie_word_embeddings"] = c.tied_embeddings;
+  j["hidden_act"] = "silu";
+  if (c.architecture == "llama") {
+    j["attention_bias"] = c.attention_bias;
+    j["mlp_bias"] = c.mlp_bias;
+  }
+  j["sliding_window"] = c.sliding_window > 0 ? ordered_json(c.sliding_window) : ordered_json(nullptr);
+  if (c.rope.scaling == RopeScaling::kLinear) {
+    j["rope_scaling"] = {{"type", "linear"}, {"factor", c.rope.factor}};
+  } else if (c.rope.scaling != RopeScaling::kNone) {
+    return unsupported("RoPE scaling other than linear is not written to config.json by convert-model yet");
+  }
+  if (c.experts > 0) {
+    if (c.architecture == "mixtral") {
+      j["num_local_experts"] = c.experts;
+    } else {
+      j["num_experts"] = c.experts;
+      j["moe_intermediate_size"] = c.expert_ffn;
+      j["norm_topk_prob"] = c.normalize_topk;
+    }
+    j["num_experts_per_tok"] = c.experts_used;
+  }
+  if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
+  if (c.eos_token_id >= 0) j["eos_token_id"] = c.eos_token_id;
+  // The file must describe the same model: read it back as a loader would.
+  QRT_ASSIGN_OR_RETURN(ModelConfig back, arch::config_from_hf(nlohmann::json::parse(j.dump())));
+  auto same = [&](auto a, auto b, const char* what) -> Status {
+    return a == b ? ok_status()
+                  : unsupported(std::string("config.json cannot express this model's ") + what + " (GGUF " +
+                                std::to_string(static_cast<long long>(a)) + ", read back " +
+                                std::to_string(static_cast<long long>(b)) + ")");
+  };
+  QRT_TRY(same(c.vocab_size, back.vocab_size, "vocabulary"));
+  QRT_TRY(same(c.layers, back.layers, "layer count"));
+  QRT_TRY(same(c.heads, back.heads, "heads"));
+  QRT_TRY(same(c.kv_heads, back.kv_heads, "KV heads"));
+  QRT_TRY(same(c.head_dim, back.head_dim, "head dim"));
+  QRT_TRY(same(c.ffn, back.ffn, "FFN width"));
+  QRT_TRY(same(c.experts, back.experts, "experts"));
+  QRT_TRY(same(c.rope.rot_dim, back.rope.rot_dim, "rotary dims"));
+  QRT_TRY(same(c.sliding_window, back.sliding_window, "sliding window"));
+  QRT_TRY(same(c.normalize_topk, back.normalize_topk, "router normalization"));
+  return j;
+}
+
+// tokenizer.json and tokenizer_config.json for a "gpt2" GGUF vocabulary.
+Result<std::pair<std::string, std::string>> hf_tokenizer(const GgufMetadata& md) {
+  QRT_ASSIGN_OR_RETURN(std::string model, md.get_string("tokenizer.ggml.model"));
+  if (model != "gpt2")
+    return unsupported("the GGUF tokenizer is \"" + model + "\"; convert-model writes tokenizer.json for byte-level BPE "
+                       "(\"gpt2\") vocabularies only for now");
+  std::string pre = "default";
+  if (md.contains("tokenizer.ggml.pre")) {
+    QRT_ASSIGN_OR_RETURN(pre, md.get_string("tokenizer.ggml.pre"));
+  }
+  QRT_ASSIGN_OR_RETURN(std::vector<std::string> regexes, gguf_pre_tokenizer_regexes(pre));
+  QRT_ASSIGN_OR_RETURN(const std::vector<std::string>* tokens, md.get_string_array("tokenizer.ggml.tokens"));
+  std::vector<int32_t> types(tokens->size(), 1);
+  if (md.contains("tokenizer.ggml.token_type")) {
+    QRT_ASSIGN_OR_RETURN(const std::vector<int32_t>* t, md.get_array_of<int32_t>("tokenizer.ggml.token_type"));
+    if (t->size() != tokens->size()) return format_error("tokenizer.ggml.token_type does not match the tokens");
+    types = *t;
+  }
+  std::vector<std::string> merges;
+  if (md.contains("tokenizer.ggml.merges")) {
+    QRT_ASSIGN_OR_RETURN(const std::vector<std::string>* m, md.get_string_array("tokenizer.ggml.merges"));
+    merges = *m;
+  }
+  ordered_json tok;
+  tok["version"] = "1.0";
+  tok["truncation"] = nullptr;
+  tok["padding"] = nullptr;
+  tok["added_tokens"] = ordered_json::array();
+  ordered_json vocab = ordered_json::object();
+  for (size_t i = 0; i < tokens->size(); ++i) {
+    if (types[i] == 3 || types[i] == 4) {
+      tok["added_tokens"].push_back({{"id", i}, {"content", (*tokens)[i]}, {"single_word", false}, {"lstrip", false},
+                                     {"rstrip", false}, {"normalized", types[i] == 4}, {"special", types[i] == 3}});
+      if (types[i] == 4) continue;  // user-defined: in the vocab only through added_tokens
+    }
+    vocab[(*tokens)[i]] = i;
+  }
+  tok["normalizer"] = nullptr;
+  const bool gpt2_regex = regexes.size() == 1 && (pre == "gpt-2" || pre == "default" || pre == "phi-2");
+  if (gpt2_regex) {
+    tok["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
+                            {"use_regex", true}};
+  } else {
+    if (regexes.size() != 1) return unsupported("the GGUF pre-tokenizer \"" + pre + "\" splits in several passes");
+    tok["pre_tokenizer"] = {
+        {"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"}, {"pattern", {{"Regex", regexes[0]}}}, {"behavior", "Isolated"}, {"invert", false}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
+  }
+  tok["post_processor"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false},
+                           {"use_regex", true}};
+  tok["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
+  tok["model"] = {{"type", "BPE"},         {"dropout", nullptr},  {"unk_token", nullptr},
+                  {"continuing_subword_prefix", nullptr},           {"end_of_word_suffix", nullptr},
+                  {"fuse_unk", false},     {"byte_fallback", false}, {"ignore_merges", pre == "llama-bpe"},
+                  {"vocab", vocab},        {"merges", merges}};
+  ordered_json cfg;
+  auto named = [&](const char* key, const char* cfg_key) -> Status {
+    if (!md.contains(key)) return ok_status();
+    QRT_ASSIGN_OR_RETURN(uint32_t id, md.get_u32(key));
+    if (id < tokens->size()) cfg[cfg_key] = (*tokens)[id];
+    return ok_status();
+  };
+  QRT_TRY(named("tokenizer.ggml.bos_token_id", "bos_token"));
+  QRT_TRY(named("tokenizer.ggml.eos_token_id", "eos_token"));
+  QRT_TRY(named("tokenizer.ggml.padding_token_id", "pad_token"));
+  if (md.contains("tokenizer.ggml.add_bos_token")) {
+    QRT_ASSIGN_OR_RETURN(bool add, md.get_bool("tokenizer.ggml.add_bos_token"));
+    cfg["add_bos_token"] = add;
+  }
+  if (md.contains("tokenizer.chat_template")) {
+    QRT_ASSIGN_OR_RETURN(std::string t, md.get_string("tokenizer.chat_template"));
+    cfg["chat_template"] = t;
+  }
+  return std::pair{tok.dump(), cfg.dump(2) + "\n"};
+}
+
+Status write_text(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.flush();
+  return out ? ok_status() : io_error("writing " + p.string() + " failed");
+}
+
+// Rows of a GGUF Q or K tensor back in Hugging Face's order (rope_rows.hpp).
+std::shared_ptr<std::vector<uint8_t>> unpermute(const QuantTensor& t, int heads) {
+  auto out = std::make_shared<std::vector<uint8_t>>(t.data.size);
+  const int64_t rows = t.shape.size() >= 2 ? t.numel() / t.cols() : t.numel();
+  reorder_rope_rows(t.data.data, out->data(), rows, t.data.size / static_cast<uint64_t>(rows), heads, true);
+  return out;
+}
+
+}  // namespace
+
+Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const std::string& dir,
+                                              const std::string& stem) {
+  if (!source.gguf_metadata) return unsupported(source.path + " is not a GGUF model");
+  const GgufMetadata& md = *source.gguf_metadata;
+  QRT_ASSIGN_OR_RETURN(ModelConfig c, arch::config_from_gguf(arch::GgufMetadataView(md)));
+  QRT_ASSIGN_OR_RETURN(names::CanonicalTensors canonical, names::canonicalize(source.tensors, names::NameScheme::kGguf));
+  arch::apply_tensor_presence(canonical.tensors, &c);
+  QRT_ASSIGN_OR_RETURN(ordered_json config, hf_config(c));
+  QRT_ASSIGN_OR_RETURN(auto tokenizer, hf_tokenizer(md));
+
+  // Every tensor under its Hugging Face name, Q/K rows reordered; modules for the shards, the rest residual.
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> storage;
+  std::vector<std::unique_ptr<QuantTensor>> renamed;
+  std::vector<std::unique_ptr<UqffLayer>> layers;
+  std::map<std::string, const QuantTensor*> biases;  // module key -> bias
+  std::vector<std::pair<std::string, const UqffLayer*>> modules;
+  std::vector<const QuantTensor*> residual;
+  for (const auto& [key, t] : canonical.tensors) {
+    const auto hf = names::hf_from_canonical(key, c.architecture == "mixtral");
+    if (!hf) return unsupported("tensor " + t.name + " has no Hugging Face name");
+    auto r = std::make_unique<QuantTensor>(t);
+    r->name = *hf;
+    const bool q = key.find(".attn_q") != std::string::npos && key.find("_norm") == std::string::npos;
+    const bool k = key.find(".attn_k") != std::string::npos && key.find("_norm") == std::string::npos;
+    if (llama_family(c) && (q || k)) {
+      storage.push_back(unpermute(t, q ? c.heads : c.kv_heads));
+      r->data = ByteSpan{storage.back()->data(), storage.back()->size()};
+    }
+    const bool is_bias = hf->size() > 5 && hf->compare(hf->size() - 5, 5, ".bias") == 0;
+    const auto [module, expert] = uqff_module_of(is_bias ? hf->substr(0, hf->size() - 5) + ".weight" : *hf);
+    const quant::FormatInfo info = quant::format_info(r->format);
+    const bool quantized = info.family != quant::Family::kDense;
+    if (quantized && !uqff_ggml_code(info.ggml_type))
+      return unsupported(t.name + " is " + std::string(info.name) + ", which UQFF's GGML family cannot hold (types "
+                         "mistral.rs reads: f32, f16, bf16, q4_0 ... q8_1, q2k ... q8k)");
+    if (is_bias && !module.empty()) {
+      biases[module] = r.get();
+    } else if (!module.empty() || (quantized && key == names::kTokenEmbd)) {
+      auto l = std::make_unique<UqffLayer>();
+      l->tensor = *r;
+      l->tag = quantized ? UqffTag::kGgml : UqffTag::kUnquant;
+      modules.emplace_back(module.empty() ? std::string("model.embed_tokens") : module, l.get());
+      layers.push_back(std::move(l));
+    } else if (quantized) {
+      return unsupported(t.name + " is quantized (" + std::string(info.name) + ") but is not a module UQFF quantizes");
+    } else {
+      residual.push_back(r.get());
+    }
+    renamed.push_back(std::move(r));
+  }
+  std::vector<UqffModule> set;
+  for (const auto& [key, layer] : modules) {
+    auto b = biases.find(key);
+    set.push_back({key, layer, b == biases.end() ? nullptr : b->second});
+  }
+  UqffExportReport report;
+  QRT_ASSIGN_OR_RETURN(UqffExportReport::Output out, write_uqff_set(dir, stem, stem, set, uint64_t{10} << 30));
+  report.outputs.push_back(std::move(out));
+  QRT_TRY(write_uqff_residual(dir, residual));
+  QRT_TRY(write_text(fs::path(dir) / "config.json", config.dump(2) + "\n"));
+  QRT_TRY(write_text(fs::path(dir) / "tokenizer.json", tokenizer.first));
+  QRT_TRY(write_text(fs::path(dir) / "tokenizer_config.json", tokenizer.second));
+  QRT_TRY(write_uqff_report(dir, report));
+  return report;
+}
+
+}  // namespace qrt::convert
