@@ -7,8 +7,8 @@
 // --kv-cache-mem MiB, or --kv-cache-fraction of the memory free after loading (as vLLM's --gpu-memory-utilization,
 // but of the free memory, so other users of the GPU keep theirs). The default on cuda is 0.9 of the free device
 // memory; on cpu it is room for --max-seqs full contexts of --ctx-size tokens, at most half the available RAM (a
-// pool's pages become resident as blocks are used, so a share of all RAM is only taken when asked). Requests are admitted
-// first come first served (qrt::Engine) while the pool has blocks for their prompts; prompts run in chunks between
+// pool's pages become resident as blocks are used, so a share of all RAM is only taken when asked). Requests are
+// admitted first come first served (qrt::Engine) while the pool has blocks for their prompts; prompts run in chunks between
 // the batched decode steps, prompts that start like an earlier one reuse its cached blocks, and when the pool runs
 // out the latest request is preempted and recomputed later. Logs go to stderr: one line when listening
 // ("serve-model: listening on http://HOST:PORT ..."), one per request. SIGINT/SIGTERM stop it.

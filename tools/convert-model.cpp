@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
   if (fs::path(out).extension() != ".gguf") {
     // GGUF -> a UQFF export directory, staged beside it.
     if (source->kind != qrt::SourceKind::kGguf)
-      return fail(model_path + ": a UQFF export is made from a GGUF model; give -o a path ending in .gguf to "
+      return fail(model_path +
+                  ": a UQFF export is made from a GGUF model; give -o a path ending in .gguf to "
                   "convert this one");
     const fs::path dest(out);
     const fs::path staging = dest.string() + ".qrt-staging-" + std::to_string(getpid());

@@ -57,6 +57,20 @@ Status check_free_space(const fs::path& p, uint64_t bytes) {
   return qrt::ok_status();
 }
 
+// --override REGEX=TYPE arguments, each type read by `type_of` (the output's own type names).
+qrt::Result<std::vector<std::pair<std::string, qrt::quant::FormatId>>> parse_overrides(
+    const std::vector<std::string>& args, qrt::Result<qrt::quant::FormatId> (*type_of)(std::string_view)) {
+  std::vector<std::pair<std::string, qrt::quant::FormatId>> out;
+  for (const std::string& arg : args) {
+    const size_t eq = arg.rfind('=');
+    if (eq == std::string::npos || eq == 0) return qrt::invalid_argument("--override " + arg + ": expected REGEX=TYPE");
+    auto f = type_of(arg.substr(eq + 1));
+    if (!f.ok()) return f.status().with_context("--override " + arg);
+    out.emplace_back(arg.substr(0, eq), *f);
+  }
+  return out;
+}
+
 // Files of a finished staging directory moved into `dest` (which exists): each rename replaces its target; shards
 // of the same stems left from an older export are removed.
 Status move_files_into(const fs::path& staging, const fs::path& dest, const std::vector<std::string>& stems) {
@@ -84,8 +98,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> type_names, override_args;
   bool force = false, quiet = false, no_promote = false;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  app.add_option("checkpoint", source_dir, "Hugging Face checkpoint directory (config.json + safetensors)")
-      ->required();
+  app.add_option("checkpoint", source_dir, "Hugging Face checkpoint directory (config.json + safetensors)")->required();
   app.add_option("-o,--output", out, "export directory, or (one type) a path ending in .uqff naming the shards")
       ->required();
   app.add_option("--type", type_names,
@@ -106,20 +119,17 @@ int main(int argc, char** argv) {
     auto type = qrt::convert::gguf_type_from_name(type_names[0]);
     if (!type.ok()) return fail("--type: " + type.status().message());
     g.type = *type;
-    for (const std::string& arg : override_args) {
-      const size_t eq = arg.rfind('=');
-      if (eq == std::string::npos || eq == 0) return fail("--override " + arg + ": expected REGEX=TYPE");
-      auto f = qrt::convert::gguf_type_from_name(arg.substr(eq + 1));
-      if (!f.ok()) return fail("--override " + arg + ": " + f.status().message());
-      g.overrides.emplace_back(arg.substr(0, eq), *f);
-    }
+    auto overrides = parse_overrides(override_args, qrt::convert::gguf_type_from_name);
+    if (!overrides.ok()) return fail(overrides.status().message());
+    g.overrides = std::move(*overrides);
     g.promote_output = !no_promote;
     g.threads = threads;
     g.quiet = quiet;
     std::error_code ec;
     if (fs::exists(out, ec) && !force) return fail(out + " exists; pass --force to replace it");
     if (!qrt::looks_like_hf_checkpoint(source_dir))
-      return fail(source_dir + " is not a Hugging Face checkpoint directory (config.json and model.safetensors or "
+      return fail(source_dir +
+                  " is not a Hugging Face checkpoint directory (config.json and model.safetensors or "
                   "model.safetensors.index.json)");
     auto source = qrt::open_hf_checkpoint(source_dir);
     if (!source.ok()) return fail(source.status().message());
@@ -146,13 +156,9 @@ int main(int argc, char** argv) {
     if (!f.ok()) return fail("--type: " + f.status().message());
     options.types.push_back(*f);
   }
-  for (const std::string& arg : override_args) {
-    const size_t eq = arg.rfind('=');
-    if (eq == std::string::npos || eq == 0) return fail("--override " + arg + ": expected REGEX=TYPE");
-    auto f = qrt::convert::uqff_type_from_name(arg.substr(eq + 1));
-    if (!f.ok()) return fail("--override " + arg + ": " + f.status().message());
-    options.overrides.emplace_back(arg.substr(0, eq), *f);
-  }
+  auto overrides = parse_overrides(override_args, qrt::convert::uqff_type_from_name);
+  if (!overrides.ok()) return fail(overrides.status().message());
+  options.overrides = std::move(*overrides);
   options.promote_output = !no_promote;
   options.threads = threads;
   options.quiet = quiet;
@@ -161,7 +167,8 @@ int main(int argc, char** argv) {
   fs::path dest = fs::path(out);
   const bool file_mode = dest.extension() == ".uqff";
   if (file_mode) {
-    if (options.types.size() != 1) return fail("-o " + out + ": a .uqff path names one output; give a directory for several types");
+    if (options.types.size() != 1)
+      return fail("-o " + out + ": a .uqff path names one output; give a directory for several types");
     options.stem = dest.stem().string();
     dest = dest.parent_path().empty() ? fs::path(".") : dest.parent_path();
   }
@@ -172,14 +179,14 @@ int main(int argc, char** argv) {
     // A directory export replaces the whole directory; a .uqff path only its own files.
     bool clash = !file_mode && !fs::is_empty(dest, ec);
     if (file_mode)
-      for (const char* f : {"residual.safetensors", "config.json"})
-        clash = clash || fs::exists(dest / f, ec);
+      for (const char* f : {"residual.safetensors", "config.json"}) clash = clash || fs::exists(dest / f, ec);
     if (file_mode) clash = clash || fs::exists(dest / (options.stem + "-0.uqff"), ec);
     if (clash) return fail(dest.string() + " already holds an export; pass --force to replace it");
   }
 
   if (!qrt::looks_like_hf_checkpoint(source_dir))
-    return fail(source_dir + " is not a Hugging Face checkpoint directory (config.json and model.safetensors or "
+    return fail(source_dir +
+                " is not a Hugging Face checkpoint directory (config.json and model.safetensors or "
                 "model.safetensors.index.json)");
   auto source = qrt::open_hf_checkpoint(source_dir);
   if (!source.ok()) return fail(source.status().message());

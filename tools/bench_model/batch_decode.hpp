@@ -16,9 +16,9 @@ namespace qrt::bench {
 
 struct BatchDecodeRuns {
   int batch = 0;
-  int context = 0;               // prompt tokens of each sequence before the timed steps
-  int steps = 0;                 // decode steps per timed run
-  std::vector<double> step_s;    // per run: seconds per step (the run's time / steps)
+  int context = 0;             // prompt tokens of each sequence before the timed steps
+  int steps = 0;               // decode steps per timed run
+  std::vector<double> step_s;  // per run: seconds per step (the run's time / steps)
   // Per run: seconds per prompt (each sequence's prompt runs alone before the steps): a lone request's time to
   // first token, and what each request that arrives with others adds to theirs when prompts run one after another.
   std::vector<double> prompt_s;

@@ -14,6 +14,7 @@
 #include "qrt/version.hpp"
 #include "tools/convert/gguf_tokenizer.hpp"
 #include "tools/convert/gguf_writer.hpp"
+#include "tools/convert/parallel.hpp"
 #include "tools/convert/progress.hpp"
 #include "tools/convert/rope_rows.hpp"
 #include "tools/convert/uqff_layers.hpp"
@@ -33,12 +34,12 @@ bool llama_family(const ModelConfig& c) {
 
 std::string gguf_architecture(const ModelConfig& c) { return llama_family(c) ? "llama" : c.architecture; }
 
-
 Status add_architecture(GgufWriter& w, const ModelConfig& c) {
   const std::string a = gguf_architecture(c), p = a + ".";
   if (c.rope.scaling == RopeScaling::kLlama3)
-    return unsupported("Llama 3 RoPE scaling needs a rope_freqs tensor in GGUF, which quantize-model does not write "
-                       "yet");
+    return unsupported(
+        "Llama 3 RoPE scaling needs a rope_freqs tensor in GGUF, which quantize-model does not write "
+        "yet");
   w.set_string("general.architecture", a);
   w.set_u32(p + "vocab_size", static_cast<uint32_t>(c.vocab_size));
   w.set_u32(p + "context_length", static_cast<uint32_t>(c.context_length));
@@ -96,10 +97,10 @@ Result<UqffLayer> copied_tensor(const QuantTensor& t, const std::string& name, i
 }
 
 struct Job {
-  std::string name;            // GGUF name
+  std::string name;  // GGUF name
   const QuantTensor* source;
-  FormatId format;             // F32 for vectors and routers
-  int permute_heads = 0;       // > 0: llama Q/K rows to interleave
+  FormatId format;        // F32 for vectors and routers
+  int permute_heads = 0;  // > 0: llama Q/K rows to interleave
 };
 
 }  // namespace
@@ -124,7 +125,8 @@ Result<FormatId> gguf_type_from_name(std::string_view name) {
 Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std::string& path,
                                            const GgufExportOptions& options) {
   if (source.kind != SourceKind::kHfCheckpoint && !(options.keep_types && source.kind == SourceKind::kUqff))
-    return unsupported(source.path + " is not a Hugging Face checkpoint" + (options.keep_types ? " or UQFF export" : ""));
+    return unsupported(source.path + " is not a Hugging Face checkpoint" +
+                       (options.keep_types ? " or UQFF export" : ""));
   if (!options.keep_types && quant::format_info(options.type).family != quant::Family::kGgml)
     return invalid_argument("a GGUF output needs a GGML type (q4_0 ... q8_0, q2k ... q6k, iq4_nl, ...), not " +
                             std::string(quant::format_name(options.type)));
@@ -141,13 +143,7 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
   QRT_TRY(add_gguf_tokenizer(w, source.tokenizer.tokenizer_json, source.tokenizer.tokenizer_config_json,
                              source.tokenizer.chat_template, hf));
 
-  std::vector<std::pair<tokenizer_detail::Regex, FormatId>> overrides;
-  for (const auto& [pattern, format] : options.overrides) {
-    auto re = tokenizer_detail::Regex::compile(pattern);
-    if (!re.ok()) return re.status().with_context("override pattern '" + pattern + "'");
-    overrides.emplace_back(std::move(*re), format);
-  }
-  tokenizer_detail::RegexScratch scratch;
+  QRT_ASSIGN_OR_RETURN(const TypeOverrides overrides, TypeOverrides::compile(options.overrides));
   std::vector<Job> jobs;
   uint64_t source_bytes = 0;
   for (const auto& [key, t] : canonical.tensors) {
@@ -158,17 +154,12 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
       format = t.format;
     } else if (!bias && t.shape.size() >= 2 && !ends_with(key, "ffn_gate_inp")) {  // routers stay F32 (llama.cpp)
       format = key == names::kOutput && options.promote_output ? promoted_for_output(options.type) : options.type;
-      for (const auto& [re, f] : overrides) {
-        std::vector<std::pair<size_t, size_t>> found;
-        QRT_TRY(re.find_all(name, scratch, &found));
-        if (!found.empty()) {
-          format = f;
-          break;
-        }
-      }
+      QRT_ASSIGN_OR_RETURN(std::optional<FormatId> pinned, overrides.match(name));
+      if (pinned) format = *pinned;
     }
     int permute = 0;
-    if (llama_family(config) && (key.find(".attn_q") != std::string::npos || key.find(".attn_k") != std::string::npos) &&
+    if (llama_family(config) &&
+        (key.find(".attn_q") != std::string::npos || key.find(".attn_k") != std::string::npos) &&
         key.find("_norm") == std::string::npos)
       permute = key.find(".attn_q") != std::string::npos ? config.heads : config.kv_heads;
     jobs.push_back({name, &t, format, permute});
@@ -176,16 +167,14 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
   }
   if (options.check_space) QRT_TRY(options.check_space(source_bytes + (uint64_t{1} << 20)));
 
-  // Quantize on `threads` threads; each result owns its bytes.
-  std::vector<Result<UqffLayer>> done(jobs.size(), Result<UqffLayer>(internal_error("not quantized")));
+  // Quantize (or copy) on `threads` threads; each result owns its bytes.
+  std::vector<Result<UqffLayer>> done;
   {
     Progress progress("quantizing", source_bytes, options.quiet ? Progress::Mode::kQuiet : Progress::Mode::kAuto);
-    std::atomic<size_t> next{0};
-    std::atomic<bool> failed{false};
-    auto work = [&] {
-      for (size_t i = next++; i < jobs.size() && !failed; i = next++) {
-        const Job& j = jobs[i];
-        done[i] = [&]() -> Result<UqffLayer> {
+    done = parallel_results<UqffLayer>(
+        jobs.size(), options.threads,
+        [&](size_t i) -> Result<UqffLayer> {
+          const Job& j = jobs[i];
           if (options.keep_types) return copied_tensor(*j.source, j.name, j.permute_heads);
           QRT_ASSIGN_OR_RETURN(std::vector<float> v, dense_values(*j.source));
           if (j.permute_heads > 0) {
@@ -210,15 +199,8 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
             return l;
           }
           return quantize_uqff_layer(dense, j.format, j.name);
-        }();
-        if (!done[i].ok()) failed = true;
-        progress.add(j.source->bytes());
-      }
-    };
-    std::vector<std::thread> pool;
-    for (int i = 1; i < std::max(1, options.threads); ++i) pool.emplace_back(work);
-    work();
-    for (std::thread& th : pool) th.join();
+        },
+        [&](size_t i) { progress.add(jobs[i].source->bytes()); });
   }
   GgufExportReport report;
   for (size_t i = 0; i < jobs.size(); ++i) {

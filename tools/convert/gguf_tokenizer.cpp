@@ -57,16 +57,17 @@ std::optional<int32_t> token_id(const json& cfg, const char* key, const std::map
 
 Status add_gguf_tokenizer(GgufWriter& w, const std::string& tokenizer_json, const std::string& tokenizer_config_json,
                           const std::string& chat_template, const json& hf_config) {
-  if (tokenizer_json.empty()) return not_found("the checkpoint has no tokenizer.json to write the GGUF vocabulary from");
+  if (tokenizer_json.empty())
+    return not_found("the checkpoint has no tokenizer.json to write the GGUF vocabulary from");
   const json tok = json::parse(tokenizer_json, nullptr, false);
   if (tok.is_discarded() || !tok.is_object()) return format_error("tokenizer.json is not a JSON object");
   const json& model = tok.contains("model") ? tok["model"] : json();
-  if (!model.is_object() || model.value("type", "") != "BPE" || !model.contains("vocab") ||
-      !model["vocab"].is_object())
+  if (!model.is_object() || model.value("type", "") != "BPE" || !model.contains("vocab") || !model["vocab"].is_object())
     return unsupported("tokenizer.json model is not BPE with a vocab (only byte-level BPE converts to GGUF for now)");
   if (model.value("byte_fallback", false))
-    return unsupported("a SentencePiece-style tokenizer.json (byte_fallback; Llama 2, Mistral v1) does not convert "
-                       "to GGUF yet");
+    return unsupported(
+        "a SentencePiece-style tokenizer.json (byte_fallback; Llama 2, Mistral v1) does not convert "
+        "to GGUF yet");
   QRT_ASSIGN_OR_RETURN(std::string pre, pre_tokenizer_name(tok["pre_tokenizer"]));
 
   std::map<int32_t, std::pair<std::string, int32_t>> by_id;  // id -> (text, type)
@@ -78,8 +79,8 @@ Status add_gguf_tokenizer(GgufWriter& w, const std::string& tokenizer_json, cons
   if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
     for (const json& a : tok["added_tokens"]) {
       if (!a.contains("id") || !a.contains("content")) continue;
-      by_id[a["id"].get<int32_t>()] = {a["content"].get<std::string>(), a.value("special", false) ? kControl
-                                                                                                    : kUserDefined};
+      by_id[a["id"].get<int32_t>()] = {a["content"].get<std::string>(),
+                                       a.value("special", false) ? kControl : kUserDefined};
     }
   const int32_t n = by_id.empty() ? 0 : by_id.rbegin()->first + 1;
   std::vector<std::string> tokens(static_cast<size_t>(n));
@@ -115,9 +116,12 @@ Status add_gguf_tokenizer(GgufWriter& w, const std::string& tokenizer_json, cons
       return hf_config[config_key].get<int32_t>();
     return std::nullopt;
   };
-  if (auto bos = id_of("bos_token", "bos_token_id")) w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(*bos));
-  if (auto eos = id_of("eos_token", "eos_token_id")) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(*eos));
-  if (auto pad = id_of("pad_token", "pad_token_id")) w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(*pad));
+  if (auto bos = id_of("bos_token", "bos_token_id"))
+    w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(*bos));
+  if (auto eos = id_of("eos_token", "eos_token_id"))
+    w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(*eos));
+  if (auto pad = id_of("pad_token", "pad_token_id"))
+    w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(*pad));
   if (cfg.is_object() && cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean())
     w.set_bool("tokenizer.ggml.add_bos_token", cfg["add_bos_token"].get<bool>());
   std::string template_text = chat_template;

@@ -11,8 +11,19 @@ namespace {
 
 // GGUF metadata value types (spec/ggml.md §1.2).
 enum GgufType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7, kString = 8, kArray = 9,
-  kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 
 template <class T>
@@ -91,16 +102,14 @@ void GgufWriter::set_alignment(uint32_t alignment) {
   set_u32("general.alignment", alignment);
 }
 
-void GgufWriter::add_tensor(const std::string& name, int ggml_type, const std::vector<int64_t>& shape,
-                            ByteSpan data) {
+void GgufWriter::add_tensor(const std::string& name, int ggml_type, const std::vector<int64_t>& shape, ByteSpan data) {
   tensors_.push_back({name, ggml_type, shape, data});
 }
 
 Status GgufWriter::write(const std::string& path) const {
   if (alignment_ < 8 || (alignment_ & (alignment_ - 1)) != 0)
     return invalid_argument(path + ": GGUF alignment " + std::to_string(alignment_) + " is not a power of two >= 8");
-  std::vector<uint8_t> head;
-  head.insert(head.end(), {'G', 'G', 'U', 'F'});
+  std::vector<uint8_t> head = {'G', 'G', 'U', 'F'};
   put<uint32_t>(head, 3);
   put<uint64_t>(head, tensors_.size());
   put<uint64_t>(head, kvs_.size());
@@ -115,8 +124,9 @@ Status GgufWriter::write(const std::string& path) const {
     if (t.name.empty() || t.name.size() > 63 || !names.insert(t.name).second)
       return invalid_argument(path + ": tensor name '" + t.name + "' is empty, longer than 63 bytes or repeated");
     const auto format = quant::format_from_ggml_type(t.ggml_type);
-    if (!format) return invalid_argument(path + ": tensor " + t.name + " has GGML type " +
-                                         std::to_string(t.ggml_type) + ", which qrt does not know");
+    if (!format)
+      return invalid_argument(path + ": tensor " + t.name + " has GGML type " + std::to_string(t.ggml_type) +
+                              ", which qrt does not know");
     const quant::FormatInfo info = quant::format_info(*format);
     uint64_t elements = 1;
     for (int64_t d : t.shape) elements *= static_cast<uint64_t>(d);
@@ -141,7 +151,8 @@ Status GgufWriter::write(const std::string& path) const {
   uint64_t at = 0;
   for (size_t i = 0; i < tensors_.size(); ++i) {
     out.write(zeros.data(), static_cast<std::streamsize>(offsets[i] - at));
-    out.write(reinterpret_cast<const char*>(tensors_[i].data.data), static_cast<std::streamsize>(tensors_[i].data.size));
+    out.write(reinterpret_cast<const char*>(tensors_[i].data.data),
+              static_cast<std::streamsize>(tensors_[i].data.size));
     at = offsets[i] + tensors_[i].data.size;
   }
   out.flush();

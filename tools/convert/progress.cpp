@@ -55,8 +55,8 @@ void Progress::draw(bool final) {
   const double left = rate > 0.0 ? static_cast<double>(total_ - done_) / rate : 0.0;
   char tail[160];
   std::snprintf(tail, sizeof tail, "%s / %s, %s/s, %s %.0f s", human_bytes(static_cast<double>(done_)).c_str(),
-                human_bytes(static_cast<double>(total_)).c_str(), human_bytes(rate).c_str(),
-                final ? "took" : "ETA", final ? elapsed : left);
+                human_bytes(static_cast<double>(total_)).c_str(), human_bytes(rate).c_str(), final ? "took" : "ETA",
+                final ? elapsed : left);
   if (mode_ == Mode::kLines) {
     const int tenth = static_cast<int>(fraction * 10.0);
     if (!final && tenth == last_tenth_) return;

@@ -28,9 +28,7 @@ void SafetensorsWriter::add_view(std::string name, quant::ScalarType dtype, std:
   entries_.push_back(Entry{std::move(name), dtype, std::move(shape), {}, bytes});
 }
 
-void SafetensorsWriter::add_u8(std::string name, uint8_t v) {
-  add(std::move(name), quant::ScalarType::kU8, {}, {v});
-}
+void SafetensorsWriter::add_u8(std::string name, uint8_t v) { add(std::move(name), quant::ScalarType::kU8, {}, {v}); }
 
 void SafetensorsWriter::add_u32(std::string name, uint32_t v) {
   add(std::move(name), quant::ScalarType::kU32, {}, little_endian(v, 4));
@@ -73,8 +71,7 @@ Status SafetensorsWriter::write(const std::string& path) const {
     const uint64_t size = e.bytes().size;
     if (elements * static_cast<uint64_t>(quant::scalar_type_bytes(e.dtype)) != size)
       return internal_error(path + ": entry '" + e.name + "' has " + std::to_string(size) + " bytes for " +
-                            std::to_string(elements) + " elements of " +
-                            std::string(quant::scalar_type_name(e.dtype)));
+                            std::to_string(elements) + " elements of " + std::string(quant::scalar_type_name(e.dtype)));
     header[e.name] = {{"dtype", std::string(quant::scalar_type_name(e.dtype))},
                       {"shape", e.shape},
                       {"data_offsets", {offset, offset + size}}};

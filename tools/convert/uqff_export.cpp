@@ -13,6 +13,7 @@
 #include "kernels/quant/formats.hpp"
 #include "models/tokenizer/regex.hpp"
 #include "qrt/version.hpp"
+#include "tools/convert/parallel.hpp"
 #include "tools/convert/progress.hpp"
 #include "tools/convert/safetensors_writer.hpp"
 #include "tools/convert/uqff_layers.hpp"
@@ -105,11 +106,11 @@ std::pair<std::string, int> uqff_module_of(const std::string& name) {
     const char* proj;
     const char* stacked;
   };
-  for (const Experts& e : {Experts{"mlp.experts.", "gate_proj", "gate_proj"}, Experts{"mlp.experts.", "up_proj", "up_proj"},
-                           Experts{"mlp.experts.", "down_proj", "down_proj"},
-                           Experts{"block_sparse_moe.experts.", "w1", "gate_proj"},
-                           Experts{"block_sparse_moe.experts.", "w3", "up_proj"},
-                           Experts{"block_sparse_moe.experts.", "w2", "down_proj"}}) {
+  for (const Experts& e :
+       {Experts{"mlp.experts.", "gate_proj", "gate_proj"}, Experts{"mlp.experts.", "up_proj", "up_proj"},
+        Experts{"mlp.experts.", "down_proj", "down_proj"}, Experts{"block_sparse_moe.experts.", "w1", "gate_proj"},
+        Experts{"block_sparse_moe.experts.", "w3", "up_proj"},
+        Experts{"block_sparse_moe.experts.", "w2", "down_proj"}}) {
     const std::string p = e.prefix;
     if (rest.rfind(p, 0) != 0) continue;
     const std::string tail = rest.substr(p.size());
@@ -169,9 +170,15 @@ Status write_uqff_residual(const std::string& dir_path, const std::vector<const 
   for (const QuantTensor* t : residual) {
     quant::ScalarType dtype;
     switch (t->format) {
-      case FormatId::kF32: dtype = quant::ScalarType::kF32; break;
-      case FormatId::kF16: dtype = quant::ScalarType::kF16; break;
-      case FormatId::kBF16: dtype = quant::ScalarType::kBF16; break;
+      case FormatId::kF32:
+        dtype = quant::ScalarType::kF32;
+        break;
+      case FormatId::kF16:
+        dtype = quant::ScalarType::kF16;
+        break;
+      case FormatId::kBF16:
+        dtype = quant::ScalarType::kBF16;
+        break;
       default:
         return unsupported(t->name + ": a " + std::string(quant::format_name(t->format)) +
                            " tensor outside the tracked modules (only dense ones are copied to residual.safetensors)");
@@ -237,20 +244,10 @@ Result<UqffExportReport> write_uqff_export(const ModelSource& source, const std:
   }
 
   // ---- the type of every (output, module) -------------------------------------------------------------------
-  std::vector<std::pair<tokenizer_detail::Regex, FormatId>> overrides;
-  for (const auto& [pattern, format] : options.overrides) {
-    auto re = tokenizer_detail::Regex::compile(pattern);
-    if (!re.ok()) return re.status().with_context("override pattern '" + pattern + "'");
-    overrides.emplace_back(std::move(*re), format);
-  }
-  tokenizer_detail::RegexScratch scratch;
+  QRT_ASSIGN_OR_RETURN(const TypeOverrides overrides, TypeOverrides::compile(options.overrides));
   auto type_of = [&](const std::string& key, FormatId type) -> Result<FormatId> {
-    const std::string w = key + ".weight";
-    for (const auto& [re, format] : overrides) {
-      std::vector<std::pair<size_t, size_t>> found;
-      QRT_TRY(re.find_all(w, scratch, &found));
-      if (!found.empty()) return format;
-    }
+    QRT_ASSIGN_OR_RETURN(std::optional<FormatId> pinned, overrides.match(key + ".weight"));
+    if (pinned) return *pinned;
     return key == "lm_head" && options.promote_output ? promoted_for_output(type) : type;
   };
   struct Task {
@@ -267,8 +264,8 @@ Result<UqffExportReport> write_uqff_export(const ModelSource& source, const std:
       tasks.push_back({o, &key, &m, f});
       const QuantTensor& s = m.source();
       const quant::Family family = quant::format_info(f).family;
-      if (s.shape.size() == 3 && (family == quant::Family::kHqq || family == quant::Family::kFp8 ||
-                                  family == quant::Family::kF8q8))
+      if (s.shape.size() == 3 &&
+          (family == quant::Family::kHqq || family == quant::Family::kFp8 || family == quant::Family::kF8q8))
         return unsupported(key + ": " + uqff_type_name(f) + " cannot hold a stack of expert weights (mistral.rs " +
                            "gathers experts only from GGML and AFQ stacks); choose another type for it, e.g. " +
                            "--override 'experts'=q8_0");
@@ -281,23 +278,13 @@ Result<UqffExportReport> write_uqff_export(const ModelSource& source, const std:
   if (options.check_space) QRT_TRY(options.check_space(estimate + residual_bytes + (uint64_t{1} << 20)));
 
   // ---- quantize, on `threads` threads ---------------------------------------------------------------------------
-  std::vector<Result<UqffLayer>> layers(tasks.size(), Result<UqffLayer>(internal_error("not quantized")));
+  std::vector<Result<UqffLayer>> layers;
   {
     Progress progress("quantizing", source_bytes, options.quiet ? Progress::Mode::kQuiet : Progress::Mode::kAuto);
-    std::atomic<size_t> next{0};
-    std::atomic<bool> failed{false};
-    auto work = [&] {
-      for (size_t i = next++; i < tasks.size() && !failed; i = next++) {
-        const Task& t = tasks[i];
-        layers[i] = quantize_uqff_layer(t.module->source(), t.format, *t.key);
-        if (!layers[i].ok()) failed = true;
-        progress.add(t.module->source().bytes());
-      }
-    };
-    std::vector<std::thread> pool;
-    for (int i = 1; i < std::max(1, options.threads); ++i) pool.emplace_back(work);
-    work();
-    for (std::thread& th : pool) th.join();
+    layers = parallel_results<UqffLayer>(
+        tasks.size(), options.threads,
+        [&](size_t i) { return quantize_uqff_layer(tasks[i].module->source(), tasks[i].format, *tasks[i].key); },
+        [&](size_t i) { progress.add(tasks[i].module->source().bytes()); });
   }
   for (const auto& l : layers)
     if (!l.ok()) return l.status();
@@ -311,9 +298,9 @@ Result<UqffExportReport> write_uqff_export(const ModelSource& source, const std:
     std::vector<UqffModule> set;
     for (size_t i = 0; i < tasks.size(); ++i)
       if (tasks[i].output == o) set.push_back({*tasks[i].key, &*layers[i], tasks[i].module->bias});
-    QRT_ASSIGN_OR_RETURN(UqffExportReport::Output out, write_uqff_set(dir_path, options.stem.empty() ? quant
-                                                                                                   : options.stem,
-                                                                      quant, set, options.shard_bytes));
+    QRT_ASSIGN_OR_RETURN(
+        UqffExportReport::Output out,
+        write_uqff_set(dir_path, options.stem.empty() ? quant : options.stem, quant, set, options.shard_bytes));
     report.outputs.push_back(std::move(out));
   }
   QRT_TRY(write_uqff_residual(dir_path, residual));

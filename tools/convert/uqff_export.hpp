@@ -34,8 +34,8 @@ struct UqffExportOptions {
 
 struct UqffExportReport {
   struct Output {
-    std::string quant;                 // the type's name
-    std::vector<std::string> shards;   // file names in the directory
+    std::string quant;                // the type's name
+    std::vector<std::string> shards;  // file names in the directory
     std::vector<std::string> fallbacks;
     uint64_t bytes = 0;
   };

@@ -29,7 +29,9 @@ bool llama_family(const ModelConfig& c) {
 }
 
 // GGML type codes mistral.rs reads from UQFF's GGML family (spec/uqff.md §3.1).
-bool uqff_ggml_code(int code) { return code == 0 || code == 1 || code == 30 || (code >= 2 && code <= 15 && code != 4 && code != 5); }
+bool uqff_ggml_code(int code) {
+  return code == 0 || code == 1 || code == 30 || (code >= 2 && code <= 15 && code != 4 && code != 5);
+}
 
 // config.json for a model config read from GGUF.
 Result<ordered_json> hf_config(const ModelConfig& c) {
@@ -97,7 +99,8 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
 Result<std::pair<std::string, std::string>> hf_tokenizer(const GgufMetadata& md) {
   QRT_ASSIGN_OR_RETURN(std::string model, md.get_string("tokenizer.ggml.model"));
   if (model != "gpt2")
-    return unsupported("the GGUF tokenizer is \"" + model + "\"; convert-model writes tokenizer.json for byte-level BPE "
+    return unsupported("the GGUF tokenizer is \"" + model +
+                       "\"; convert-model writes tokenizer.json for byte-level BPE "
                        "(\"gpt2\") vocabularies only for now");
   std::string pre = "default";
   if (md.contains("tokenizer.ggml.pre")) {
@@ -124,8 +127,13 @@ Result<std::pair<std::string, std::string>> hf_tokenizer(const GgufMetadata& md)
   ordered_json vocab = ordered_json::object();
   for (size_t i = 0; i < tokens->size(); ++i) {
     if (types[i] == 3 || types[i] == 4) {
-      tok["added_tokens"].push_back({{"id", i}, {"content", (*tokens)[i]}, {"single_word", false}, {"lstrip", false},
-                                     {"rstrip", false}, {"normalized", types[i] == 4}, {"special", types[i] == 3}});
+      tok["added_tokens"].push_back({{"id", i},
+                                     {"content", (*tokens)[i]},
+                                     {"single_word", false},
+                                     {"lstrip", false},
+                                     {"rstrip", false},
+                                     {"normalized", types[i] == 4},
+                                     {"special", types[i] == 3}});
       if (types[i] == 4) continue;  // user-defined: in the vocab only through added_tokens
     }
     vocab[(*tokens)[i]] = i;
@@ -133,8 +141,8 @@ Result<std::pair<std::string, std::string>> hf_tokenizer(const GgufMetadata& md)
   tok["normalizer"] = nullptr;
   const bool gpt2_regex = regexes.size() == 1 && (pre == "gpt-2" || pre == "default" || pre == "phi-2");
   if (gpt2_regex) {
-    tok["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
-                            {"use_regex", true}};
+    tok["pre_tokenizer"] = {
+        {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
   } else {
     if (regexes.size() != 1) return unsupported("the GGUF pre-tokenizer \"" + pre + "\" splits in several passes");
     tok["pre_tokenizer"] = {
@@ -143,13 +151,19 @@ Result<std::pair<std::string, std::string>> hf_tokenizer(const GgufMetadata& md)
          {{{"type", "Split"}, {"pattern", {{"Regex", regexes[0]}}}, {"behavior", "Isolated"}, {"invert", false}},
           {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
   }
-  tok["post_processor"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false},
-                           {"use_regex", true}};
+  tok["post_processor"] = {
+      {"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}};
   tok["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
-  tok["model"] = {{"type", "BPE"},         {"dropout", nullptr},  {"unk_token", nullptr},
-                  {"continuing_subword_prefix", nullptr},           {"end_of_word_suffix", nullptr},
-                  {"fuse_unk", false},     {"byte_fallback", false}, {"ignore_merges", pre == "llama-bpe"},
-                  {"vocab", vocab},        {"merges", merges}};
+  tok["model"] = {{"type", "BPE"},
+                  {"dropout", nullptr},
+                  {"unk_token", nullptr},
+                  {"continuing_subword_prefix", nullptr},
+                  {"end_of_word_suffix", nullptr},
+                  {"fuse_unk", false},
+                  {"byte_fallback", false},
+                  {"ignore_merges", pre == "llama-bpe"},
+                  {"vocab", vocab},
+                  {"merges", merges}};
   ordered_json cfg;
   auto named = [&](const char* key, const char* cfg_key) -> Status {
     if (!md.contains(key)) return ok_status();
@@ -193,7 +207,8 @@ Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const s
   if (!source.gguf_metadata) return unsupported(source.path + " is not a GGUF model");
   const GgufMetadata& md = *source.gguf_metadata;
   QRT_ASSIGN_OR_RETURN(ModelConfig c, arch::config_from_gguf(arch::GgufMetadataView(md)));
-  QRT_ASSIGN_OR_RETURN(names::CanonicalTensors canonical, names::canonicalize(source.tensors, names::NameScheme::kGguf));
+  QRT_ASSIGN_OR_RETURN(names::CanonicalTensors canonical,
+                       names::canonicalize(source.tensors, names::NameScheme::kGguf));
   arch::apply_tensor_presence(canonical.tensors, &c);
   QRT_ASSIGN_OR_RETURN(ordered_json config, hf_config(c));
   QRT_ASSIGN_OR_RETURN(auto tokenizer, hf_tokenizer(md));
@@ -221,7 +236,8 @@ Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const s
     const quant::FormatInfo info = quant::format_info(r->format);
     const bool quantized = info.family != quant::Family::kDense;
     if (quantized && !uqff_ggml_code(info.ggml_type))
-      return unsupported(t.name + " is " + std::string(info.name) + ", which UQFF's GGML family cannot hold (types "
+      return unsupported(t.name + " is " + std::string(info.name) +
+                         ", which UQFF's GGML family cannot hold (types "
                          "mistral.rs reads: f32, f16, bf16, q4_0 ... q8_1, q2k ... q8k)");
     if (is_bias && !module.empty()) {
       biases[module] = r.get();

@@ -15,10 +15,10 @@ using quant::FormatId;
 using quant::ScalarType;
 
 constexpr FormatId kUqffTypes[] = {
-    FormatId::kQ4_0,  FormatId::kQ4_1,  FormatId::kQ5_0, FormatId::kQ5_1, FormatId::kQ8_0, FormatId::kQ8_1,
-    FormatId::kQ2_K,  FormatId::kQ3_K,  FormatId::kQ4_K, FormatId::kQ5_K, FormatId::kQ6_K, FormatId::kQ8_K,
-    FormatId::kHQQ4,  FormatId::kHQQ8,  FormatId::kFP8,  FormatId::kAFQ2, FormatId::kAFQ3, FormatId::kAFQ4,
-    FormatId::kAFQ6,  FormatId::kAFQ8,  FormatId::kF8Q8, FormatId::kMXFP4,
+    FormatId::kQ4_0, FormatId::kQ4_1, FormatId::kQ5_0, FormatId::kQ5_1,  FormatId::kQ8_0, FormatId::kQ8_1,
+    FormatId::kQ2_K, FormatId::kQ3_K, FormatId::kQ4_K, FormatId::kQ5_K,  FormatId::kQ6_K, FormatId::kQ8_K,
+    FormatId::kHQQ4, FormatId::kHQQ8, FormatId::kFP8,  FormatId::kAFQ2,  FormatId::kAFQ3, FormatId::kAFQ4,
+    FormatId::kAFQ6, FormatId::kAFQ8, FormatId::kF8Q8, FormatId::kMXFP4,
 };
 
 bool is_k_quant(FormatId f) {
@@ -30,21 +30,31 @@ bool is_k_quant(FormatId f) {
 FormatId legacy_fallback(FormatId f) {
   switch (f) {
     case FormatId::kQ2_K:
-    case FormatId::kQ3_K: return FormatId::kQ4_0;
-    case FormatId::kQ4_K: return FormatId::kQ4_1;
-    case FormatId::kQ5_K: return FormatId::kQ5_0;
-    case FormatId::kQ6_K: return FormatId::kQ5_1;
-    default: return FormatId::kQ8_1;  // Q8K
+    case FormatId::kQ3_K:
+      return FormatId::kQ4_0;
+    case FormatId::kQ4_K:
+      return FormatId::kQ4_1;
+    case FormatId::kQ5_K:
+      return FormatId::kQ5_0;
+    case FormatId::kQ6_K:
+      return FormatId::kQ5_1;
+    default:
+      return FormatId::kQ8_1;  // Q8K
   }
 }
 
 int afq_bits(FormatId f) {
   switch (f) {
-    case FormatId::kAFQ2: return 2;
-    case FormatId::kAFQ3: return 3;
-    case FormatId::kAFQ4: return 4;
-    case FormatId::kAFQ6: return 6;
-    default: return 8;
+    case FormatId::kAFQ2:
+      return 2;
+    case FormatId::kAFQ3:
+      return 3;
+    case FormatId::kAFQ4:
+      return 4;
+    case FormatId::kAFQ6:
+      return 6;
+    default:
+      return 8;
   }
 }
 
@@ -113,8 +123,8 @@ Result<FormatId> uqff_type_from_name(std::string_view name) {
   if (!id) return invalid_argument("unknown type '" + std::string(name) + "' (UQFF types: " + known + ")");
   for (FormatId f : kUqffTypes)
     if (f == *id) return *id;
-  return unsupported("type '" + std::string(name) + "' has no UQFF encoding that mistral.rs reads (UQFF types: " +
-                     known + ")");
+  return unsupported("type '" + std::string(name) +
+                     "' has no UQFF encoding that mistral.rs reads (UQFF types: " + known + ")");
 }
 
 std::string uqff_type_name(FormatId format) {
@@ -131,20 +141,25 @@ FormatId promoted_for_output(FormatId format) {
     case FormatId::kQ3_K:
     case FormatId::kQ4_K:
     case FormatId::kQ4_0:
-    case FormatId::kQ4_1: return FormatId::kQ6_K;
+    case FormatId::kQ4_1:
+      return FormatId::kQ6_K;
     case FormatId::kQ5_0:
     case FormatId::kQ5_1:
     case FormatId::kQ8_0:
     case FormatId::kQ8_1:
     case FormatId::kQ5_K:
     case FormatId::kQ6_K:
-    case FormatId::kQ8_K: return FormatId::kQ8_0;
+    case FormatId::kQ8_K:
+      return FormatId::kQ8_0;
     case FormatId::kAFQ2:
     case FormatId::kAFQ3:
-    case FormatId::kAFQ4: return FormatId::kAFQ6;
+    case FormatId::kAFQ4:
+      return FormatId::kAFQ6;
     case FormatId::kAFQ6:
-    case FormatId::kAFQ8: return FormatId::kAFQ8;
-    default: return format;
+    case FormatId::kAFQ8:
+      return FormatId::kAFQ8;
+    default:
+      return format;
   }
 }
 
@@ -169,8 +184,7 @@ Result<UqffLayer> quantize_uqff_layer(const QuantTensor& source, FormatId format
                        " (mistral.rs gathers experts only from GGML and AFQ stacks); choose another type for it");
   QRT_ASSIGN_OR_RETURN(std::vector<float> values, dense_values(source));
   auto fits = [&](FormatId f, const quant::QuantParams& p) { return cpu::part_sizes(f, rows, cols, p).ok(); };
-  auto quantize = [&](FormatId f, const quant::QuantParams& p, UqffTag tag,
-                      std::string why) -> Result<UqffLayer> {
+  auto quantize = [&](FormatId f, const quant::QuantParams& p, UqffTag tag, std::string why) -> Result<UqffLayer> {
     QRT_ASSIGN_OR_RETURN(quant::QuantBuffers b, cpu::quantize(f, values.data(), rows, cols, p));
     UqffLayer l = quantized_layer(source, key, f, p, std::move(b), tag);
     l.fallback = std::move(why);
@@ -210,8 +224,8 @@ Result<UqffLayer> quantize_uqff_layer(const QuantTensor& source, FormatId format
       p.group_size = 64;
       p.scale_type = ScalarType::kF32;
       if (!fits(format, p))
-        return unquant(source, key, want + " needs a multiple of 64 elements (" + std::to_string(source.numel()) +
-                                        "): unquant");
+        return unquant(source, key,
+                       want + " needs a multiple of 64 elements (" + std::to_string(source.numel()) + "): unquant");
       return quantize(format, p, UqffTag::kHqq, "");
     }
     case Family::kFp8: {

@@ -190,8 +190,8 @@ if batched.returncode == 0:
         check(f"batch {r['batch']}: aggregate = batch / step", close(r["aggregate_tokens_per_s"], r["batch"] / med), r)
         check(f"batch {r['batch']}: per stream = 1 / step", close(r["per_stream_tokens_per_s"], 1 / med), r)
         one = one or r["aggregate_tokens_per_s"]
-        check(f"batch {r['batch']}: ratio to batch 1", close(r["aggregate_vs_batch_1"], r["aggregate_tokens_per_s"] / one),
-              r)
+        check(f"batch {r['batch']}: ratio to batch 1",
+              close(r["aggregate_vs_batch_1"], r["aggregate_tokens_per_s"] / one), r)
     rows = [line.split() for line in batched.stdout.splitlines() if line.split()[:1] == ["q4_k"]]
     check("batch table rows", [row[1] for row in rows[-3:]] == ["1", "3", "5"], batched.stdout)
 

@@ -47,9 +47,9 @@ int main(int argc, char** argv) {
     std::vector<int64_t> shape;
   };
   std::vector<quant::QuantBuffers> kept;
-  const T tensors[] = {{"f32", quant::FormatId::kF32, {3, 5}},        {"f16", quant::FormatId::kF16, {2, 4}},
-                       {"bf16", quant::FormatId::kBF16, {2, 8}},      {"q8_0", quant::FormatId::kQ8_0, {2, 64}},
-                       {"q4_k", quant::FormatId::kQ4_K, {3, 256}},    {"vector", quant::FormatId::kF32, {7}}};
+  const T tensors[] = {{"f32", quant::FormatId::kF32, {3, 5}},     {"f16", quant::FormatId::kF16, {2, 4}},
+                       {"bf16", quant::FormatId::kBF16, {2, 8}},   {"q8_0", quant::FormatId::kQ8_0, {2, 64}},
+                       {"q4_k", quant::FormatId::kQ4_K, {3, 256}}, {"vector", quant::FormatId::kF32, {7}}};
   kept.reserve(std::size(tensors));
   int index = 0;
   for (const T& t : tensors) {
@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     kept.push_back(std::move(*q));
-    w.add_tensor(t.name, quant::format_info(t.format).ggml_type, t.shape, {kept.back().data.data(), kept.back().data.size()});
+    w.add_tensor(t.name, quant::format_info(t.format).ggml_type, t.shape,
+                 {kept.back().data.data(), kept.back().data.size()});
     ++index;
   }
   const Status s = w.write(argv[1]);

@@ -20,16 +20,8 @@ except ImportError as e:  # pragma: no cover
     sys.exit(77)
 
 TOOL, WORK = sys.argv[1], sys.argv[2]
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {name}: {detail}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "e2e"))
+from e2e_checks import check, finish  # noqa: E402
 
 
 def values(n, tensor):
@@ -96,5 +88,4 @@ for alignment in (None, 64):
         err = float(np.linalg.norm(got - want_v) / np.linalg.norm(want_v))
         check(f"{name} values ({err:.2e})", err <= tol)
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """qrt's quantizers for the formats gguf-py cannot quantize (the K-quants, IQ4_NL, IQ4_XS) against bytes recorded
 from ggml's own quantizer (ggml_vectors/, made by make_vectors.py from a ggml checkout): the same input must give
-the same bytes, row by row (Gaussian rows and zero, constant, one-signed, outlier, tiny, huge and integer-valued ones). Also the
-round-trip error of each recorded tensor's Gaussian rows, decoded by gguf-py, against a bound per type.
+the same bytes, row by row (Gaussian rows and zero, constant, one-signed, outlier, tiny, huge and integer-valued
+ones). Also the round-trip error of each recorded tensor's Gaussian rows, decoded by gguf-py, against a bound per
+type.
 
 usage: test_recorded_quants.py QRT_QUANT_ORACLE
 """

@@ -48,16 +48,8 @@ os.environ["QRT_LIBRARY"] = LIB
 sys.path.insert(0, PYDIR)
 import qrt  # noqa: E402
 
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {name}: {str(detail)[:2000]}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "e2e"))
+from e2e_checks import check, finish  # noqa: E402
 
 
 def run(args, **kw):
@@ -160,7 +152,8 @@ if r.returncode == 0:
     a, b = os.path.join(WORK, "conv.f32"), os.path.join(WORK, "uqff.f32")
     ra = run([FORWARD, "--model", conv, "--tokens", "5,99,1000,50256,7", "--logits", a])
     rb = run([FORWARD, "--model", os.path.join(uqff, "q8_0"), "--tokens", "5,99,1000,50256,7", "--logits", b])
-    check("qrt_model_forward on the GGUF and the UQFF", ra.returncode == 0 and rb.returncode == 0, ra.stderr + rb.stderr)
+    check("qrt_model_forward on the GGUF and the UQFF", ra.returncode == 0 and rb.returncode == 0,
+          ra.stderr + rb.stderr)
     if ra.returncode == 0 and rb.returncode == 0:
         la, lb = np.fromfile(a, np.float32), np.fromfile(b, np.float32)
         err = float(np.max(np.abs(la - lb)) / np.max(np.abs(lb)))
@@ -214,5 +207,4 @@ for label, args, expect in (
     check(f"{label} refused", r.returncode == 1 and expect in r.stderr and not os.path.exists(bad_out) and
           not any(n.startswith("refused.gguf.qrt-staging") for n in os.listdir(WORK)), r.stderr)
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()

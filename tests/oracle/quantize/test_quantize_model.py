@@ -41,16 +41,8 @@ import spec_model  # noqa: E402
 from test_model_forward import base_config, make_weights  # noqa: E402
 
 QUANTIZE, FORWARD, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {name}: {detail}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "e2e"))
+from e2e_checks import check, finish  # noqa: E402
 
 
 GGML = {0: "F32", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 12: "Q4_K", 14: "Q6_K"}
@@ -321,5 +313,4 @@ check("refused runs leave no staging directory", not any(n.startswith(".qrt-stag
       os.listdir(WORK))
 check("refused runs write no output", not any(os.path.exists(os.path.join(WORK, n)) for n in ("x1", "x2", "x3", "x4")))
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()

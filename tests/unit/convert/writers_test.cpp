@@ -1,8 +1,7 @@
 // GgufWriter and SafetensorsWriter output read back by qrt's own readers (gguf-py and the safetensors package read
 // them in tests/oracle), and the inputs both refuse before writing anything.
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Records ggml's quantizer output for the formats gguf-py cannot quantize (the K-quants, IQ4_NL, IQ4_XS), as reference vectors
-for test_recorded_quants.py. Run by hand when a format is added; the files it writes are committed.
+"""Records ggml's quantizer output for the formats gguf-py cannot quantize (the K-quants, IQ4_NL, IQ4_XS), as
+reference vectors for test_recorded_quants.py. Run by hand when a format is added; the files it writes are committed.
 
   1. a ggml checkout (https://github.com/ggml-org/ggml; the vectors here come from commit d99724f2), built without
      host-specific code or FMA contraction so that its float arithmetic is plain IEEE single precision:
