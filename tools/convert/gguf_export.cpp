@@ -170,7 +170,8 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
   // Quantize (or copy) on `threads` threads; each result owns its bytes.
   std::vector<Result<UqffLayer>> done;
   {
-    Progress progress("quantizing", source_bytes, options.quiet ? Progress::Mode::kQuiet : Progress::Mode::kAuto);
+    Progress progress(options.keep_types ? "converting" : "quantizing", source_bytes,
+                      options.quiet ? Progress::Mode::kQuiet : Progress::Mode::kAuto);
     done = parallel_results<UqffLayer>(
         jobs.size(), options.threads,
         [&](size_t i) -> Result<UqffLayer> {
