@@ -57,6 +57,14 @@ Status check_free_space(const fs::path& p, uint64_t bytes) {
   return qrt::ok_status();
 }
 
+// The source: a Hugging Face checkpoint directory, or why not.
+qrt::Result<qrt::ModelSource> open_checkpoint(const std::string& dir) {
+  if (!qrt::looks_like_hf_checkpoint(dir))
+    return qrt::invalid_argument(dir + " is not a Hugging Face checkpoint directory (config.json and "
+                                 "model.safetensors or model.safetensors.index.json)");
+  return qrt::open_hf_checkpoint(dir);
+}
+
 // --override REGEX=TYPE arguments, each type read by `type_of` (the output's own type names).
 qrt::Result<std::vector<std::pair<std::string, qrt::quant::FormatId>>> parse_overrides(
     const std::vector<std::string>& args, qrt::Result<qrt::quant::FormatId> (*type_of)(std::string_view)) {
@@ -127,11 +135,7 @@ int main(int argc, char** argv) {
     g.quiet = quiet;
     std::error_code ec;
     if (fs::exists(out, ec) && !force) return fail(out + " exists; pass --force to replace it");
-    if (!qrt::looks_like_hf_checkpoint(source_dir))
-      return fail(source_dir +
-                  " is not a Hugging Face checkpoint directory (config.json and model.safetensors or "
-                  "model.safetensors.index.json)");
-    auto source = qrt::open_hf_checkpoint(source_dir);
+    auto source = open_checkpoint(source_dir);
     if (!source.ok()) return fail(source.status().message());
     const std::string staging = out + ".qrt-staging-" + std::to_string(getpid());
     g.check_space = [&](uint64_t bytes) { return check_free_space(fs::path(staging), bytes); };
@@ -184,11 +188,7 @@ int main(int argc, char** argv) {
     if (clash) return fail(dest.string() + " already holds an export; pass --force to replace it");
   }
 
-  if (!qrt::looks_like_hf_checkpoint(source_dir))
-    return fail(source_dir +
-                " is not a Hugging Face checkpoint directory (config.json and model.safetensors or "
-                "model.safetensors.index.json)");
-  auto source = qrt::open_hf_checkpoint(source_dir);
+  auto source = open_checkpoint(source_dir);
   if (!source.ok()) return fail(source.status().message());
 
   const fs::path staging = (file_mode ? dest : (dest.parent_path().empty() ? fs::path(".") : dest.parent_path())) /
