@@ -5,21 +5,16 @@
 #include <random>
 #include <string>
 
+#include "bench_inputs.hpp"
 #include "kernels/cpu/quant_reference.hpp"
 
 namespace {
 using namespace qrt::quant;
 
 void BM_Dequantize(benchmark::State& state, FormatId id) {
-  const FormatInfo info = format_info(id);
   const int64_t rows = 256, cols = 4096;
-  QuantParams p;
-  p.group_size = info.block_elems == 0 ? 64 : 0;
-  p.scale_type = ScalarType::kF16;
-  std::vector<float> x(rows * cols);
-  std::mt19937 gen(1);
-  std::normal_distribution<float> dist;
-  for (float& v : x) v = dist(gen);
+  const QuantParams p = qrt::bench::bench_params(id, ScalarType::kF16);
+  const std::vector<float> x = qrt::bench::gaussian_matrix(rows, cols, 1, 1.0f);
   auto q = qrt::cpu::quantize(id, x.data(), rows, cols, p);
   if (!q.ok()) {
     state.SkipWithError(q.status().to_string().c_str());

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_inputs.hpp"
 #include "kernels/cpu/quant_reference.hpp"
 
 namespace {
@@ -14,15 +15,9 @@ using namespace qrt::quant;
 
 // A [256, 4096] Gaussian matrix: one slab of an 8B model's 4096-wide projections.
 void BM_Quantize(benchmark::State& state, FormatId id) {
-  const FormatInfo info = format_info(id);
   const int64_t rows = 256, cols = 4096;
-  QuantParams p;
-  p.group_size = info.block_elems == 0 ? 64 : 0;
-  p.scale_type = ScalarType::kBF16;
-  std::vector<float> x(static_cast<size_t>(rows * cols));
-  std::mt19937 gen(2);
-  std::normal_distribution<float> dist(0.0f, 0.02f);
-  for (float& v : x) v = dist(gen);
+  const QuantParams p = qrt::bench::bench_params(id, ScalarType::kBF16);
+  const std::vector<float> x = qrt::bench::gaussian_matrix(rows, cols, 2, 0.02f);
   for (auto _ : state) {
     auto q = qrt::cpu::quantize(id, x.data(), rows, cols, p);
     if (!q.ok()) {

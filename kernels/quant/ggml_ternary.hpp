@@ -15,6 +15,13 @@ namespace qrt::quant {
 // The ternary code of x in a block of scale 1/id: round(x · id) + 1, in {0, 1, 2} (ggml's lroundf, half away).
 inline int ternary_code(float x, float id) { return static_cast<int>(round_half_away(x * id)) + 1; }
 
+// A 256-element block's scale, d = its largest magnitude (*amax), and the 1/d ternary_code takes (0 for a zero block).
+inline float ternary_scale(const float* xb, float* amax) {
+  *amax = 0.0f;
+  for (int j = 0; j < 256; ++j) *amax = std::fmax(*amax, std::fabs(xb[j]));
+  return *amax != 0.0f ? 1.0f / *amax : 0.0f;
+}
+
 struct block_tq1_0 {
   uint8_t qs[48];  // 5 trits per byte: elements 0..239
   uint8_t qh[4];   // 4 trits per byte: elements 240..255
@@ -43,9 +50,8 @@ struct FormatTraits<FormatId::kTQ1_0> : GgmlBlockBase<256, sizeof(block_tq1_0)> 
 
   static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
     return quantize_ggml_blocks<FormatTraits>(x, rows, cols, p, out, [](const float* xb, uint8_t* dst) {
-      float amax = 0.0f;
-      for (int j = 0; j < 256; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
-      const float id = amax != 0.0f ? 1.0f / amax : 0.0f;
+      float amax;
+      const float id = ternary_scale(xb, &amax);
       uint8_t* qs = dst + offsetof(block_tq1_0, qs);
       uint8_t* qh = dst + offsetof(block_tq1_0, qh);
       int c[5];
@@ -99,9 +105,8 @@ struct FormatTraits<FormatId::kTQ2_0> : GgmlBlockBase<256, sizeof(block_tq2_0)> 
 
   static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
     return quantize_ggml_blocks<FormatTraits>(x, rows, cols, p, out, [](const float* xb, uint8_t* dst) {
-      float amax = 0.0f;
-      for (int j = 0; j < 256; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
-      const float id = amax != 0.0f ? 1.0f / amax : 0.0f;
+      float amax;
+      const float id = ternary_scale(xb, &amax);
       uint8_t* qs = dst + offsetof(block_tq2_0, qs);
       for (int c = 0; c < 2; ++c)
         for (int m = 0; m < 32; ++m) {
