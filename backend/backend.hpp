@@ -250,6 +250,20 @@ class Backend {
   virtual Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, ConstI32View keys,
                            const AttentionParams& params, F32View out) = 0;
 
+  // Decode attention of many sequences of one paged pool in one op: query row i (one token of sequence i) attends
+  // over that sequence's slots [0, keys[i]) through row i of `tables`, masked by position as in attention(). Of
+  // `pool` the k, v and positions arrays, block_size and attention_workspace (attention_batch_workspace_bytes) are
+  // used; its block_table is not. The default runs attention() row by row; a GPU does all rows in one launch.
+  //   q: [items, heads * head_dim]; q_positions, keys: [items, 1]; tables: [items, table_blocks] (row i: sequence
+  //   i's blocks; entries past its keys are not read); out: [items, heads * head_dim]
+  virtual Status attention_batch(ConstF32View q, ConstI32View q_positions, const KvLayerView& pool,
+                                 ConstI32View tables, ConstI32View keys, const AttentionParams& params, F32View out);
+  // Bytes of the workspace attention_batch takes its fastest path with, for `items` rows over tables of `slots`
+  // slots each.
+  virtual uint64_t attention_batch_workspace_bytes(int64_t items, const AttentionParams& params, int64_t slots) const {
+    return attention_workspace_bytes(1, params, slots);
+  }
+
   // out = silu(gate) * up.  All [n, d].
   virtual Status silu_mul(ConstF32View gate, ConstF32View up, F32View out) = 0;
 

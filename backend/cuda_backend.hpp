@@ -20,6 +20,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/cuda_context.hpp"
+#include "backend/op_checks.hpp"
 #include "backend/pinned_staging.hpp"
 #include "kernels/linear/q8_activations.hpp"
 
@@ -73,6 +74,10 @@ class CudaBackend final : public Backend {
   uint64_t attention_workspace_bytes(int64_t tokens, const AttentionParams& params, int64_t capacity) const override;
   Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, ConstI32View keys,
                    const AttentionParams& params, F32View out) override;
+  // Every row in one launch of the split kernel (flash-decoding) when its plan applies, else row by row.
+  Status attention_batch(ConstF32View q, ConstI32View q_positions, const KvLayerView& pool, ConstI32View tables,
+                         ConstI32View keys, const AttentionParams& params, F32View out) override;
+  uint64_t attention_batch_workspace_bytes(int64_t items, const AttentionParams& params, int64_t slots) const override;
   Status silu_mul(ConstF32View gate, ConstF32View up, F32View out) override;
   bool supports_graphs() const override { return true; }
   bool supports_sample() const override { return true; }
@@ -165,5 +170,12 @@ class CudaBackend final : public Backend {
   WeightLoadStats load_stats_;
   Communicator* comm_ = nullptr;  // tensor-parallel peers; null on a single GPU
 };
+
+// The shape checks of a view and that its bytes lie inside one live allocation (every op, on every argument).
+template <class T>
+Status CudaBackend::check_view(const DeviceView<T>& v, const char* op, const char* what) const {
+  QRT_TRY(op_checks::check_non_negative(v, op, what));
+  return check_range(v.data, static_cast<uint64_t>(v.numel()) * sizeof(T), op, what);
+}
 
 }  // namespace qrt

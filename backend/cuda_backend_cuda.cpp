@@ -1,6 +1,5 @@
 #include "backend/cuda_backend.hpp"
 
-#include <bit>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -9,9 +8,6 @@
 #include <type_traits>
 
 #include "kernels/activation/silu_mul.hpp"
-#include "kernels/attention/attention.hpp"
-#include "kernels/attention/attention_prefill_tc.hpp"
-#include "kernels/attention/attention_split.hpp"
 #include "kernels/cpu/quant_reference.hpp"
 #include "kernels/elementwise/add.hpp"
 #include "kernels/embedding/embed.hpp"
@@ -182,12 +178,6 @@ Status CudaBackend::check_range(const void* p, uint64_t bytes, const char* op, c
     return ok_status();
   return out_of_range(std::string(op) + ": " + what + " (" + std::to_string(bytes) +
                       " bytes) is not inside a device allocation");
-}
-
-template <class T>
-Status CudaBackend::check_view(const DeviceView<T>& v, const char* op, const char* what) const {
-  QRT_TRY(op_checks::check_non_negative(v, op, what));
-  return check_range(v.data, static_cast<uint64_t>(v.numel()) * sizeof(T), op, what);
 }
 
 Status CudaBackend::upload(const void* host, void* device, uint64_t bytes) {
@@ -499,94 +489,6 @@ Status CudaBackend::rope(F32View x, int heads, ConstI32View positions, const Rop
   const kernels::RopeShape shape{x.rows, heads, p.head_dim, p.rot_dim, p.attn_factor,
                                  p.layout == RopeLayout::kInterleaved};
   return kernels::rope(x.data, positions.data, p.inv_freq.data, shape, ctx_->compute_stream());
-}
-
-Status CudaBackend::check_kv_write(const char* op, const KvLayerView& cache, ConstI32View slots,
-                                   ConstI32View positions, ConstF32View k, ConstF32View v) const {
-  QRT_TRY(op_checks::kv_write(cache, slots, positions, k, v));
-  QRT_TRY(check_view(k, op, "k"));
-  QRT_TRY(check_view(v, op, "v"));
-  QRT_TRY(check_view(slots, op, "slots"));
-  QRT_TRY(check_view(positions, op, "positions"));
-  QRT_TRY(check_view(cache.k.byte_view(), op, "cache k"));
-  QRT_TRY(check_view(cache.v.byte_view(), op, "cache v"));
-  return check_view(cache.positions, op, "cache positions");
-}
-
-Status CudaBackend::kv_write(const KvLayerView& cache, ConstI32View slots, ConstI32View positions, ConstF32View k,
-                             ConstF32View v) {
-  forget_q8_source();
-  QRT_TRY(check_kv_write("kv_write", cache, slots, positions, k, v));
-  if (k.numel() == 0) return ok_status();
-  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
-  return kernels::kv_write(k.data, v.data, slots.data, positions.data, k.rows, k.cols, cache.k.data, cache.v.data,
-                           cache.k.type, cache.positions.data, cache.k.rows, ctx_->compute_stream());
-}
-
-Status CudaBackend::rope_kv_write(F32View q, F32View k, ConstF32View v, int heads, int kv_heads,
-                                  ConstI32View positions, const RopeParams& p, const KvLayerView& cache,
-                                  ConstI32View slots) {
-  forget_q8_source();
-  const char* op = "rope_kv_write";
-  QRT_TRY(op_checks::rope(q, heads, positions, p));
-  QRT_TRY(op_checks::rope(k, kv_heads, positions, p));
-  QRT_TRY(check_kv_write(op, cache, slots, positions, k, v));
-  QRT_TRY(check_view(q, op, "q"));
-  QRT_TRY(check_view(p.inv_freq, op, "inv_freq"));
-  if (q.rows == 0) return ok_status();
-  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
-  const kernels::RopeShape shape{q.rows, heads, p.head_dim, p.rot_dim, p.attn_factor,
-                                 p.layout == RopeLayout::kInterleaved};
-  const kernels::KvCacheRef ref{cache.k.data, cache.v.data, cache.k.type, cache.positions.data, cache.k.rows};
-  return kernels::rope_kv_write(q.data, k.data, v.data, heads, kv_heads, positions.data, p.inv_freq.data, shape,
-                                slots.data, ref, ctx_->compute_stream());
-}
-
-Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, ConstI32View keys,
-                              const AttentionParams& p, F32View out) {
-  forget_q8_source();
-  const char* op = "attention";
-  QRT_TRY(op_checks::attention(q, q_positions, cache, keys, p, out));
-  QRT_TRY(check_view(q, op, "q"));
-  QRT_TRY(check_view(q_positions, op, "q_positions"));
-  QRT_TRY(check_view(keys, op, "keys"));
-  QRT_TRY(check_view(out, op, "out"));
-  QRT_TRY(check_view(cache.k.byte_view(), op, "cache k"));
-  QRT_TRY(check_view(cache.v.byte_view(), op, "cache v"));
-  QRT_TRY(check_view(cache.positions, op, "cache positions"));
-  if (cache.paged()) QRT_TRY(check_view(cache.block_table, op, "block table"));
-  const uint64_t shared = kernels::attention_shared_bytes(p.head_dim);
-  if (shared > ctx_->props().shared_mem_per_block)
-    return unsupported("attention: head_dim " + std::to_string(p.head_dim) + " needs " + std::to_string(shared) +
-                       " bytes of shared memory per block; " + ctx_->props().name + " has " +
-                       std::to_string(ctx_->props().shared_mem_per_block));
-  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
-  kernels::KvPages pages;
-  if (cache.paged()) pages = {cache.block_table.data, std::countr_zero(static_cast<unsigned>(cache.block_size))};
-  const kernels::AttentionShape shape{q.rows,  cache.slots(),    p.heads,      p.kv_heads, p.head_dim,
-                                      p.scale, p.sliding_window, cache.k.type, pages};
-  // A prompt over a 16-bit cache: tensor cores, FlashAttention-2 style.
-  if (kernels::attention_prefill_tc_applies(shape, ctx_->props().shared_mem_per_block_optin))
-    return kernels::attention_prefill_tc(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data,
-                                         keys.data, shape, out.data, ctx_->compute_stream());
-  const kernels::AttentionSplitPlan plan = kernels::plan_attention_split(shape);
-  const DeviceBuffer& ws = cache.attention_workspace;
-  if (plan.splits > 0 && ws.ptr != nullptr && ws.bytes >= plan.workspace_bytes &&
-      plan.shared_bytes <= ctx_->props().shared_mem_per_block) {
-    QRT_TRY(check_range(ws.ptr, plan.workspace_bytes, op, "attention workspace"));
-    return kernels::attention_split(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data,
-                                    keys.data, shape, plan, static_cast<float*>(ws.ptr), out.data,
-                                    ctx_->compute_stream());
-  }
-  return kernels::attention(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data, keys.data,
-                            shape, out.data, ctx_->compute_stream());
-}
-
-uint64_t CudaBackend::attention_workspace_bytes(int64_t tokens, const AttentionParams& p, int64_t capacity) const {
-  const kernels::AttentionShape shape{tokens,  capacity,         p.heads,         p.kv_heads, p.head_dim,
-                                      p.scale, p.sliding_window, KvType::kF32, {}};
-  const kernels::AttentionSplitPlan plan = kernels::plan_attention_split(shape);
-  return plan.splits > 0 && plan.shared_bytes <= ctx_->props().shared_mem_per_block ? plan.workspace_bytes : 0;
 }
 
 Status CudaBackend::silu_mul(ConstF32View gate, ConstF32View up, F32View out) {

@@ -136,6 +136,19 @@ Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& ca
   return ok_status();
 }
 
+Status attention_batch(ConstF32View q, ConstI32View q_positions, const KvLayerView& pool, ConstI32View tables,
+                       ConstI32View keys, const AttentionParams& p, F32View out) {
+  const char* op = "attention_batch";
+  if (tables.rows != q.rows || tables.cols <= 0 || keys.rows != q.rows || keys.cols != 1)
+    return shape_error(op, "tables " + view_string(tables) + " and keys " + view_string(keys) + " for " +
+                               std::to_string(q.rows) + " query rows (one table row and one key count per row)");
+  // The pool as one sequence's cache over the first table row: attention's checks of everything else.
+  const KvLayerView first{pool.k, pool.v, pool.positions, {}, tables.row_range(0, 1).reshaped(tables.cols, 1),
+                          pool.block_size};
+  QRT_TRY(attention(q, q_positions, first, keys.row_range(0, 1), p, out));
+  return check_non_negative(tables, op, "tables");
+}
+
 Status key_count(const KvLayerView& cache, int64_t keys) {
   if (keys < 0 || keys > cache.slots())
     return out_of_range("attention: " + std::to_string(keys) + " keys exceed the cache capacity " +

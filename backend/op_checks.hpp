@@ -66,6 +66,10 @@ Status kv_slots(const KvLayerView& cache, const int32_t* slots, int64_t count);
 // is checked by key_count.
 Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, ConstI32View keys,
                  const AttentionParams& p, F32View out);
+// attention_batch's shapes: q and out [items, heads * head_dim], q_positions and keys [items, 1], tables
+// [items, blocks >= 1], a pool whose block size is a power of two dividing its rows (the cache checks of attention).
+Status attention_batch(ConstF32View q, ConstI32View q_positions, const KvLayerView& pool, ConstI32View tables,
+                       ConstI32View keys, const AttentionParams& params, F32View out);
 // Host value of attention's key count (the CPU backend): 0 <= keys <= capacity.
 Status key_count(const KvLayerView& cache, int64_t keys);
 // gate, up, out: [n, d] (silu_mul); a, b, out: [n, d] (add).

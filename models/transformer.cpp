@@ -441,7 +441,7 @@ Status Transformer::run_forward(Sequence& seq, std::span<const int32_t> tokens, 
   const F32View out = seq.scratch_[kLogits].view<float>(n - first_row, config_.vocab_size);
   const CacheRows all_rows[] = {{&seq, 0, n}};
   if (n == 1 && graphs_ && backend_.supports_graphs() && seq.decode_graph_ == nullptr) {
-    auto graph = backend_.capture([&] { return issue_forward(seq.scratch_, all_rows, n, first_row, out); });
+    auto graph = backend_.capture([&] { return issue_forward(seq.scratch_, all_rows, n, first_row, out, {}, DecodeRows()); });
     if (graph.ok()) {
       seq.decode_graph_ = std::move(*graph);
     } else if (graph.status().code() == ErrorCode::kUnsupported) {
@@ -454,7 +454,7 @@ Status Transformer::run_forward(Sequence& seq, std::span<const int32_t> tokens, 
   if (n == 1 && seq.decode_graph_ != nullptr) {
     QRT_TRY(backend_.launch(*seq.decode_graph_));
   } else {
-    QRT_TRY(issue_forward(seq.scratch_, all_rows, n, first_row, out));
+    QRT_TRY(issue_forward(seq.scratch_, all_rows, n, first_row, out, {}, DecodeRows()));
   }
   *logits = out;
   seq.length_ += n;
@@ -463,7 +463,7 @@ Status Transformer::run_forward(Sequence& seq, std::span<const int32_t> tokens, 
 }
 
 Status Transformer::issue_forward(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int64_t n,
-                                  int64_t first_row, F32View logits, ConstI32View gather) {
+                                  int64_t first_row, F32View logits, ConstI32View gather, const DecodeRows& decode) {
   const F32View x = scratch[kX].view<float>(n, config_.hidden);
   const F32View h = scratch[kH].view<float>(n, config_.hidden);
   QRT_TRY(backend_.embed(token_embd_, scratch[kStep].view<int32_t>(n, 1), x));
@@ -472,7 +472,7 @@ Status Transformer::issue_forward(std::vector<ScopedBuffer>& scratch, std::span<
   const WeightHandle first_norm = config_.layers > 0 ? layers_[0].attn_norm : output_norm_;
   QRT_TRY(backend_.rms_norm(x, first_norm, config_.norm_eps, h));
   for (int l = 0; l < config_.layers; ++l) {
-    Status s = run_layer(scratch, groups, l, n, x);
+    Status s = run_layer(scratch, groups, l, n, x, decode);
     if (!s.ok()) return s.with_context("layer " + std::to_string(l));
   }
   if (gather.data != nullptr) {
@@ -490,7 +490,7 @@ AttentionParams Transformer::attention_params() const {
 }
 
 Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int layer_index,
-                              int64_t n, F32View x) {
+                              int64_t n, F32View x, const DecodeRows& decode) {
   const ModelConfig& c = config_;
   const Layer& L = layers_[static_cast<size_t>(layer_index)];
   Backend& be = backend_;
@@ -510,23 +510,35 @@ Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<cons
     QRT_TRY(be.rms_norm(q_heads, L.q_norm, c.norm_eps, q_heads));
     QRT_TRY(be.rms_norm(k_heads, L.k_norm, c.norm_eps, k_heads));
   }
-  // RoPE, the KV write and attention per sequence, each on its rows and its own cache. The step scratch holds
-  // token ids [n], positions [n], cache slots [n], then one key count per group.
+  // RoPE, the KV write and attention, each sequence on its rows and its own cache. The step scratch holds token ids
+  // [n], positions [n], cache slots [n], then one key count per group. Sequences of one pool write through one op
+  // (the slots are pool rows); the leading one-token groups of `decode` attend through one op.
   const I32View step = scratch[kStep].view<int32_t>(3 * n + static_cast<int64_t>(groups.size()), 1);
   const RopeParams rope{rope_.layout, head_dim_, rope_.rot_dim, rope_.attn_factor,
                         rope_inv_freq_.view<const float>(static_cast<int64_t>(rope_.inv_freq.size()), 1)};
-  for (size_t g = 0; g < groups.size(); ++g) {
+  const auto write_rows = [&](const KvLayerView& cache, int64_t first, int64_t rows) {
+    return be.rope_kv_write(q.row_range(first, rows), k.row_range(first, rows), v.row_range(first, rows), heads_,
+                            kv_heads_, step.row_range(n + first, rows), rope, cache, step.row_range(2 * n + first, rows));
+  };
+  const KvPool* pool = groups.empty() ? nullptr : groups[0].seq->pool_;
+  const bool one_pool = pool != nullptr && std::all_of(groups.begin(), groups.end(), [&](const CacheRows& r) {
+    return r.seq->pool_ == pool;
+  });
+  if (one_pool) QRT_TRY(write_rows(cache_view(*groups[0].seq, layer_index), 0, n));
+  if (decode.items > 0) {
+    KvLayerView cache = cache_view(*groups[0].seq, layer_index);
+    cache.attention_workspace = decode.workspace;
+    QRT_TRY(be.attention_batch(q.row_range(0, decode.items), step.row_range(n, decode.items), cache, decode.tables,
+                               step.row_range(3 * n, decode.items), attention_params(),
+                               attn.row_range(0, decode.items)));
+  }
+  for (size_t g = static_cast<size_t>(decode.items); g < groups.size(); ++g) {
     const CacheRows& rows = groups[g];
-    Sequence& seq = *rows.seq;
-    const ConstI32View q_positions = step.row_range(n + rows.first_row, rows.rows);
-    const ConstI32View slots = step.row_range(2 * n + rows.first_row, rows.rows);
+    const KvLayerView cache = cache_view(*rows.seq, layer_index);
+    if (!one_pool) QRT_TRY(write_rows(cache, rows.first_row, rows.rows));
     const ConstI32View key_count = step.row_range(3 * n + static_cast<int64_t>(g), 1);
-    const KvLayerView cache = cache_view(seq, layer_index);
-    const F32View q_rows = q.row_range(rows.first_row, rows.rows), k_rows = k.row_range(rows.first_row, rows.rows);
-    QRT_TRY(be.rope_kv_write(q_rows, k_rows, v.row_range(rows.first_row, rows.rows), heads_, kv_heads_,
-                             q_positions, rope, cache, slots));
-    QRT_TRY(be.attention(q_rows, q_positions, cache, key_count, attention_params(),
-                         attn.row_range(rows.first_row, rows.rows)));
+    QRT_TRY(be.attention(q.row_range(rows.first_row, rows.rows), step.row_range(n + rows.first_row, rows.rows), cache,
+                         key_count, attention_params(), attn.row_range(rows.first_row, rows.rows)));
   }
   QRT_TRY(be.linear(attn, L.o, L.o_bias, proj));
   QRT_TRY(be.all_reduce_sum(proj));

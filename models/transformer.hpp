@@ -161,7 +161,7 @@ class DecodeBatch {
   DecodeBatch(const DecodeBatch&) = delete;
   DecodeBatch& operator=(const DecodeBatch&) = delete;
   uint64_t scratch_bytes() const {
-    uint64_t n = 0;
+    uint64_t n = attention_tables_.buffer().bytes + attention_workspace_.buffer().bytes;
     for (const ScopedBuffer& b : scratch_) n += b.buffer().bytes;
     return n;
   }
@@ -170,6 +170,10 @@ class DecodeBatch {
   friend class Transformer;
   int64_t scratch_tokens_ = 0;
   std::vector<ScopedBuffer> scratch_;
+  // The block tables of a step's decode rows side by side, and the workspace of their one attention op
+  // (Backend::attention_batch); both grow with the largest step so far.
+  ScopedBuffer attention_tables_;
+  ScopedBuffer attention_workspace_;
   int64_t logits_rows_ = 0;  // rows of the last decode step's logits still in the scratch (0: none)
 };
 
@@ -312,13 +316,23 @@ class Transformer {
   // The forward pass up to the logits, left on the device: [rows, vocab], rows = 1 for kLast, n for kAll.
   Status run_forward(Sequence& seq, std::span<const int32_t> tokens, std::span<const int32_t> positions,
                      LogitsFor which, F32View* logits);
+  // The leading groups of a step that are one token each of sequences of one pool: rows [0, items), whose
+  // attention runs as one Backend::attention_batch over their block tables ([items, blocks], device values).
+  struct DecodeRows {
+    int64_t items = 0;
+    ConstI32View tables;
+    DeviceBuffer workspace;
+  };
   // The device ops of a pass whose token ids, positions, slots and key counts are already in the step scratch;
   // `groups` says which rows go to which sequence's cache. The logits are those of rows [first_row, tokens), or
   // with `gather`, of the rows it names (device values).
   Status issue_forward(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int64_t tokens,
-                       int64_t first_row, F32View logits, ConstI32View gather = {});
+                       int64_t first_row, F32View logits, ConstI32View gather, const DecodeRows& decode);
   Status run_layer(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int layer_index,
-                   int64_t tokens, F32View x);
+                   int64_t tokens, F32View x, const DecodeRows& decode);
+  // DecodeRows for a step over `groups` (rows of the step scratch), with the tables uploaded to the batch's
+  // buffers: none (items = 0) unless at least two leading groups qualify.
+  Result<DecodeRows> stage_decode_rows(DecodeBatch& batch, std::span<const CacheRows> groups);
   AttentionParams attention_params() const;
 
   Backend& backend_;

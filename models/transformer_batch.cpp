@@ -94,7 +94,8 @@ Status Transformer::step_keep_logits(DecodeBatch& batch, std::span<const StepSpa
   const ConstI32View gather = one_token_each ? ConstI32View{}
                                              : batch.scratch_[kStep].view<const int32_t>(3 * n + 2 * groups, 1)
                                                    .row_range(3 * n + groups, groups);
-  QRT_TRY(issue_forward(batch.scratch_, rows, n, 0, out, gather));
+  QRT_ASSIGN_OR_RETURN(const DecodeRows decode, stage_decode_rows(batch, rows));
+  QRT_TRY(issue_forward(batch.scratch_, rows, n, 0, out, gather, decode));
   batch.logits_rows_ = groups;
   for (const StepSpan& span : spans) {
     span.seq->length_ += static_cast<int64_t>(span.tokens.size());
@@ -102,6 +103,44 @@ Status Transformer::step_keep_logits(DecodeBatch& batch, std::span<const StepSpa
     record_tokens(*span.seq, span.tokens, true);
   }
   return ok_status();
+}
+
+// Grows a batch buffer to at least `bytes`, by at least half again, so that a step a little larger than the last
+// does not reallocate.
+static Status grow(Backend& backend, ScopedBuffer& buffer, uint64_t bytes) {
+  const uint64_t have = buffer.buffer().bytes;
+  if (have >= bytes) return ok_status();
+  buffer.reset();
+  QRT_ASSIGN_OR_RETURN(buffer, allocate_scoped(backend, std::max(bytes, have * 3 / 2)));
+  return ok_status();
+}
+
+Result<Transformer::DecodeRows> Transformer::stage_decode_rows(DecodeBatch& batch, std::span<const CacheRows> groups) {
+  const KvPool* pool = groups.empty() ? nullptr : groups[0].seq->pool_;
+  size_t items = 0;
+  size_t table_blocks = 1;
+  while (items < groups.size() && pool != nullptr && groups[items].rows == 1 && groups[items].seq->pool_ == pool &&
+         groups[items].first_row == static_cast<int64_t>(items)) {
+    table_blocks = std::max(table_blocks, groups[items].seq->blocks_.size());
+    ++items;
+  }
+  if (items < 2) return DecodeRows{};
+  // Row i: sequence i's blocks, then zeros (a block of the pool) past them; the kernel reads only its keys' blocks.
+  std::vector<int32_t> tables(items * table_blocks, 0);
+  for (size_t i = 0; i < items; ++i) {
+    const std::vector<int32_t>& blocks = groups[i].seq->blocks_;
+    std::copy(blocks.begin(), blocks.end(), tables.begin() + static_cast<std::ptrdiff_t>(i * table_blocks));
+  }
+  QRT_TRY(grow(backend_, batch.attention_tables_, tables.size() * sizeof(int32_t)));
+  QRT_TRY(backend_.upload(tables.data(), batch.attention_tables_.buffer().ptr, tables.size() * sizeof(int32_t)));
+  const int64_t slots = static_cast<int64_t>(table_blocks) * pool->block_size();
+  QRT_TRY(grow(backend_, batch.attention_workspace_,
+               backend_.attention_batch_workspace_bytes(static_cast<int64_t>(items), attention_params(), slots)));
+  DecodeRows decode;
+  decode.items = static_cast<int64_t>(items);
+  decode.tables = batch.attention_tables_.view<const int32_t>(decode.items, static_cast<int64_t>(table_blocks));
+  decode.workspace = batch.attention_workspace_.buffer();
+  return decode;
 }
 
 Status Transformer::sample_batch_rows(DecodeBatch& batch, int64_t first, const SampleStep& step,

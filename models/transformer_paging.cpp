@@ -50,7 +50,12 @@ uint64_t Transformer::paged_overhead_bytes(int64_t sequences, int64_t capacity, 
                                 backend_.attention_workspace_bytes(1, attention_params(), table_blocks * block_size);
   uint64_t scratch = 0;
   for (int64_t n : scratch_per_token()) scratch += static_cast<uint64_t>(n * pass_tokens) * 4;
-  return static_cast<uint64_t>(sequences) * per_sequence + scratch;
+  // A step with every sequence decoding: their tables side by side and one attention_batch workspace, each grown by
+  // half again at most (stage_decode_rows).
+  const uint64_t decode_rows =
+      static_cast<uint64_t>(sequences * table_blocks) * sizeof(int32_t) +
+      backend_.attention_batch_workspace_bytes(sequences, attention_params(), table_blocks * block_size);
+  return static_cast<uint64_t>(sequences) * per_sequence + scratch + decode_rows * 3 / 2;
 }
 
 int64_t Transformer::blocks_needed(const Sequence& seq, int64_t tokens) const {

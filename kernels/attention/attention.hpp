@@ -28,6 +28,10 @@ struct AttentionShape {
   int sliding_window = 0;  // 0 = unlimited; else key visible only when q_pos - k_pos < sliding_window
   KvType kv_type = KvType::kF32;  // the element type of k and v
   KvPages pages;                   // a paged cache, or none
+  // Many sequences of one pool, one query row each (the split kernel only, attention_split): row t reads its key
+  // count at key_count[t] and its block table at pages.table + t * table_stride. 0: every row belongs to the one
+  // sequence of key_count[0] and pages.table.
+  int64_t table_stride = 0;
 };
 
 // Dynamic shared memory the kernel needs for this head_dim; the caller checks it against the device's

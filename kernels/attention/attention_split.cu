@@ -21,6 +21,16 @@ __device__ __forceinline__ int64_t clamp_keys(const int32_t* key_count, int64_t 
   return n < 0 ? 0 : (n > capacity ? capacity : n);
 }
 
+// Query row t's key count and block table: its own when the rows are many sequences (AttentionShape::table_stride).
+__device__ __forceinline__ const int32_t* row_key_count(const int32_t* key_count, const AttentionShape& s, int64_t t) {
+  return s.table_stride > 0 ? key_count + t : key_count;
+}
+__device__ __forceinline__ KvPages row_pages(const AttentionShape& s, int64_t t) {
+  KvPages pages = s.pages;
+  if (s.table_stride > 0) pages.table += t * s.table_stride;
+  return pages;
+}
+
 // Keys per split for the current count: the count spread evenly over the splits, in whole warps' worth of keys.
 __device__ __forceinline__ int64_t split_chunk(int64_t keys, int splits) {
   const int64_t per = (keys + splits - 1) / splits;
@@ -45,7 +55,8 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
   const int split = blockIdx.x, kv_head = blockIdx.y;
   const int64_t t = blockIdx.z;
   const int hd = s.head_dim, group = s.heads / s.kv_heads;
-  const int64_t keys = clamp_keys(key_count, s.capacity);
+  const int64_t keys = clamp_keys(row_key_count(key_count, s, t), s.capacity);
+  const KvPages pages = row_pages(s, t);
   const int64_t chunk = split_chunk(keys, splits);
   const int64_t j0 = split * chunk;
   if (j0 >= keys) return;  // the merge reads only the splits that hold keys
@@ -73,7 +84,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
 #pragma unroll
     for (int u = 0; u < kKeysAtOnce; ++u) {
       const int c = c0 + u;
-      const int64_t row = kv_row(s.pages, j0 + (c < n ? c : n - 1));  // past the split: a repeat, discarded below
+      const int64_t row = kv_row(pages, j0 + (c < n ? c : n - 1));  // past the split: a repeat, discarded below
       const int64_t dist = qp - static_cast<int64_t>(key_pos[row]);
       seen[u] = c < n && dist >= 0 && (s.sliding_window <= 0 || dist < s.sliding_window);
       const KvHead<T> kj = kr.head(row, kv_off);
@@ -142,7 +153,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
     for (; c + kKeysAtOnce <= n; c += kKeysAtOnce) {
       float vv[kKeysAtOnce];
 #pragma unroll
-      for (int u = 0; u < kKeysAtOnce; ++u) vv[u] = vr.head(kv_row(s.pages, j0 + c + u), col).at(0);
+      for (int u = 0; u < kKeysAtOnce; ++u) vv[u] = vr.head(kv_row(pages, j0 + c + u), col).at(0);
 #pragma unroll
       for (int u = 0; u < kKeysAtOnce; ++u) {
         const float w = visible[c + u] ? vv[u] : 0.0f;
@@ -153,7 +164,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
     }
     for (; c < n; ++c) {
       if (!visible[c]) continue;
-      const float vv = vr.head(kv_row(s.pages, j0 + c), col).at(0);
+      const float vv = vr.head(kv_row(pages, j0 + c), col).at(0);
 #pragma unroll
       for (int g = 0; g < kGroup; ++g)
         if (g < group) acc[g] += p[g * chunk_capacity + c] * vv;
@@ -181,7 +192,7 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const int32_t
   __shared__ float warp_top[kWarps], warp_denom[kWarps];
   const int64_t item = blockIdx.x;  // t * heads + h
   const int hd = s.head_dim;
-  const int64_t keys = clamp_keys(key_count, s.capacity);
+  const int64_t keys = clamp_keys(row_key_count(key_count, s, item / s.heads), s.capacity);
   const int64_t chunk = split_chunk(keys, splits);
   const int used = static_cast<int>((keys + chunk - 1) / chunk);
   const float* m = ws_max + item * splits;

@@ -30,7 +30,8 @@ struct AttentionSplitPlan {
 AttentionSplitPlan plan_attention_split(const AttentionShape& shape);
 
 // The same result as attention() (same arguments), through the split and merge kernels; workspace holds
-// plan.workspace_bytes of device memory.
+// plan.workspace_bytes of device memory. With shape.table_stride > 0 the query rows are as many sequences of one
+// paged pool, each with its own key count and block table (AttentionShape): a batched decode step in one launch.
 Status attention_split(const float* q, const int32_t* q_pos, const void* k, const void* v, const int32_t* key_pos,
                        const int32_t* key_count, const AttentionShape& shape, const AttentionSplitPlan& plan,
                        float* workspace, float* out, cudaStream_t stream);

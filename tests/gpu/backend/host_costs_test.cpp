@@ -5,6 +5,8 @@
 // op (TransformerOptions::graphs off) the same step launches every kernel from the host. Needs the layer's
 // counters, so it runs under gpu-sim only.
 #include <cstdio>
+#include <memory>
+#include <vector>
 
 #include "backend_pair.hpp"
 #include "models/transformer.hpp"
@@ -99,6 +101,56 @@ TEST_F(HostCosts, OneDecodeStep) {
   EXPECT_EQ(eager_one.graph_launches, 0u);
   EXPECT_EQ(eager_two.kernel_launches - eager_one.kernel_launches, per_layer);
   EXPECT_EQ(eager_one.kernel_launches, one.graph_kernel_nodes + one.kernel_launches);
+#endif
+}
+
+#if defined(QRT_SIMT)
+// Kernels the host launches for one batched decode step (decode_batch_keep_logits, no graph) of `sequences` paged
+// sequences of one pool, after prompts of different lengths and one step that sizes the batch's buffers.
+uint64_t batched_step_launches(Backend& gpu, int layers, int sequences) {
+  ModelConfig c = test::tiny_llama_config();
+  c.layers = layers;
+  auto m = test::make_tiny_model(c);
+  auto model = Transformer::create(gpu, m.config, m.tensors, TransformerOptions{});
+  EXPECT_TRUE(model.ok()) << model.status().to_string();
+  if (!model.ok()) return 0;
+  auto pool = (*model)->new_kv_pool(64, 4);
+  EXPECT_TRUE(pool.ok());
+  if (!pool.ok()) return 0;
+  std::vector<std::unique_ptr<Sequence>> owned;
+  std::vector<Sequence*> seqs;
+  std::vector<int32_t> tokens;
+  for (int s = 0; s < sequences; ++s) {
+    auto seq = (*model)->new_sequence(**pool, 32);
+    EXPECT_TRUE(seq.ok());
+    if (!seq.ok()) return 0;
+    const std::vector<int32_t> prompt(static_cast<size_t>(2 + 3 * s), 5 + s);
+    EXPECT_TRUE((*model)->forward_keep_logits(**seq, prompt).ok());
+    seqs.push_back(seq->get());
+    owned.push_back(std::move(*seq));
+    tokens.push_back(3 + s);
+  }
+  DecodeBatch batch;
+  EXPECT_TRUE((*model)->decode_batch_keep_logits(batch, seqs, tokens).ok());
+  EXPECT_TRUE(gpu.synchronize().ok());
+  const simt::StreamCounters before = simt::device_counters(0);
+  EXPECT_TRUE((*model)->decode_batch_keep_logits(batch, seqs, tokens).ok());
+  return (simt::device_counters(0) - before).kernel_launches;
+}
+#endif
+
+// A batched decode step runs RoPE + the KV write and attention once per layer for all its sequences (one pool,
+// Backend::attention_batch), not once per sequence: the kernels per layer do not grow with the batch.
+TEST_F(HostCosts, BatchedDecodeStepLaunchesPerLayerNotPerSequence) {
+#if !defined(QRT_SIMT)
+  GTEST_SKIP() << "counting launches needs the SIMT layer's counters (label gpu-sim)";
+#else
+  const uint64_t two = batched_step_launches(*gpu_, 2, 2) - batched_step_launches(*gpu_, 1, 2);
+  const uint64_t five = batched_step_launches(*gpu_, 2, 5) - batched_step_launches(*gpu_, 1, 5);
+  std::printf("[ costs    ] batched decode step: %llu kernels per layer for 2 sequences, %llu for 5\n",
+              static_cast<unsigned long long>(two), static_cast<unsigned long long>(five));
+  EXPECT_EQ(five, two) << "kernels per layer must not grow with the sequences in the step";
+  EXPECT_LE(two, 13u) << "the one-sequence step's kernels per layer (OneDecodeStep)";
 #endif
 }
 

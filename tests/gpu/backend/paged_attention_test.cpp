@@ -148,6 +148,138 @@ TEST_F(CudaPagedAttention, MatchesContiguousForEveryKernel) {
   }
 }
 
+// attention_batch: sequences of different lengths sharing one pool (blocks interleaved, tables padded to the longest
+// with block 0, NaN in every row no query may read), one decode row each. The CPU backend's (row by row) must equal
+// its attention of each sequence alone bit for bit; the CUDA backend's one launch must match it, with and without
+// the workspace (without: row by row through attention()).
+struct BatchCase {
+  int heads, kv_heads, head_dim, window, block_size;
+  std::vector<int32_t> keys;  // per sequence
+  KvType type;
+};
+
+class CudaAttentionBatch : public CudaPagedAttention {
+ protected:
+  void check(const BatchCase& c, bool workspace) {
+    std::string what = "heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " hd " +
+                       std::to_string(c.head_dim) + " window " + std::to_string(c.window) + " block " +
+                       std::to_string(c.block_size) + " type " + std::string(kv_type_name(c.type)) + " keys";
+    for (int32_t k : c.keys) what += " " + std::to_string(k);
+    if (workspace) what += " (workspace)";
+    const int64_t kv_dim = int64_t{c.kv_heads} * c.head_dim, q_dim = int64_t{c.heads} * c.head_dim;
+    const int64_t b = c.block_size, items = static_cast<int64_t>(c.keys.size());
+    std::vector<int64_t> blocks;
+    int64_t total_blocks = 0, widest = 0;
+    for (int32_t k : c.keys) {
+      blocks.push_back((k + b - 1) / b);
+      total_blocks += blocks.back();
+      widest = std::max(widest, blocks.back());
+    }
+    const int64_t pool_blocks = total_blocks + 2, pool_rows = pool_blocks * b;
+    // Blocks dealt out in a shuffled order; the pool starts as NaN rows at position 0, visible to any query.
+    std::vector<int32_t> order(static_cast<size_t>(pool_blocks));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(static_cast<uint32_t>(items * 7 + b)));
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> pool_k(static_cast<size_t>(pool_rows * kv_dim), nan), pool_v = pool_k;
+    std::vector<int32_t> pool_pos(static_cast<size_t>(pool_rows), 0);
+    std::vector<int32_t> tables(static_cast<size_t>(items * widest), 0), q_positions;
+    const std::vector<float> values = test::random_normal(static_cast<size_t>(2 * pool_rows * kv_dim), 900 + items);
+    size_t next = 0;
+    for (int64_t i = 0; i < items; ++i) {
+      const int64_t keys = c.keys[static_cast<size_t>(i)];
+      for (int64_t j = 0; j < blocks[static_cast<size_t>(i)]; ++j)
+        tables[static_cast<size_t>(i * widest + j)] = order[next++];
+      for (int64_t j = 0; j < keys; ++j) {
+        const int64_t row = int64_t{tables[static_cast<size_t>(i * widest + j / b)]} * b + j % b;
+        std::copy_n(values.begin() + row * kv_dim, kv_dim, pool_k.begin() + row * kv_dim);
+        std::copy_n(values.begin() + (pool_rows + row) * kv_dim, kv_dim, pool_v.begin() + row * kv_dim);
+        pool_pos[static_cast<size_t>(row)] = static_cast<int32_t>(j);
+      }
+      // The rest of the sequence's last block: NaN rows of later positions (not yet written).
+      for (int64_t j = keys; j < blocks[static_cast<size_t>(i)] * b; ++j)
+        pool_pos[static_cast<size_t>(int64_t{tables[static_cast<size_t>(i * widest + j / b)]} * b + j % b)] =
+            static_cast<int32_t>(1000000 + j);
+      q_positions.push_back(static_cast<int32_t>(keys - 1));
+    }
+    const Dual<uint8_t> pk = kv_bits(c.type, pool_k, pool_rows, kv_dim), pv = kv_bits(c.type, pool_v, pool_rows, kv_dim);
+    const Dual<int32_t> pp = input_values(pool_pos, pool_rows, 1);
+    const Dual<int32_t> tbl = input_values(tables, items, widest);
+    const Dual<int32_t> key_counts = input_values(c.keys, items, 1);
+    const Dual<int32_t> q_pos = input_values(q_positions, items, 1);
+    const Dual<float> q = input(items, q_dim, 77 + items);
+    const AttentionParams p{c.heads, c.kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                            c.window};
+    const auto pool = [&](bool gpu) {
+      return KvLayerView{KvView{gpu ? pk.gpu.data : pk.cpu.data, pool_rows, kv_dim, c.type},
+                         KvView{gpu ? pv.gpu.data : pv.cpu.data, pool_rows, kv_dim, c.type},
+                         gpu ? pp.gpu : pp.cpu,
+                         {},
+                         {},
+                         c.block_size};
+    };
+
+    const Dual<float> want = output(items, q_dim), out = output(items, q_dim);
+    for (int64_t i = 0; i < items; ++i) {
+      KvLayerView alone = pool(false);
+      alone.block_table = tbl.cpu.row_range(i, 1).reshaped(blocks[static_cast<size_t>(i)], 1);
+      ASSERT_TRUE(cpu_.attention(q.cpu.row_range(i, 1), q_pos.cpu.row_range(i, 1), alone,
+                                 key_counts.cpu.row_range(i, 1), p, want.cpu.row_range(i, 1))
+                      .ok())
+          << what;
+    }
+    Status s = cpu_.attention_batch(q.cpu, q_pos.cpu, pool(false), tbl.cpu, key_counts.cpu, p, out.cpu);
+    ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
+    EXPECT_EQ(cpu_values(out.cpu), cpu_values(want.cpu)) << "CPU batch vs each alone, " << what;
+
+    KvLayerView gpu_pool = pool(true);
+    std::optional<ScopedBuffer> ws;
+    if (workspace) {
+      const uint64_t bytes = gpu_->attention_batch_workspace_bytes(items, p, widest * b);
+      ASSERT_GT(bytes, 0u) << what;
+      auto w = allocate_scoped(*gpu_, bytes);
+      ASSERT_TRUE(w.ok());
+      ws = std::move(*w);
+      gpu_pool.attention_workspace = ws->buffer();
+    }
+    s = gpu_->attention_batch(q.gpu, q_pos.gpu, gpu_pool, tbl.gpu, key_counts.gpu, p, out.gpu);
+    ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
+    expect_close(out, 1e-5, "CUDA attention_batch vs CPU, " + what);
+  }
+};
+
+TEST_F(CudaAttentionBatch, EachRowEqualsItsSequenceAlone) {
+  for (const BatchCase& c : {
+           BatchCase{32, 8, 128, 0, 16, {1, 33, 17, 200, 16}, KvType::kF16},
+           BatchCase{8, 8, 64, 0, 16, {5, 64, 3}, KvType::kF32},
+           BatchCase{32, 4, 128, 0, 32, {700, 31, 32, 33}, KvType::kBF16},
+           BatchCase{16, 2, 64, 9, 8, {40, 12}, KvType::kFp8},
+           BatchCase{16, 4, 64, 0, 16, {77, 2, 45}, KvType::kQ8_0},
+       }) {
+    check(c, true);
+    check(c, false);
+  }
+}
+
+// Shapes the op refuses by name: a key count or table per row missing.
+TEST_F(CudaAttentionBatch, RefusesTablesThatDoNotMatchTheRows) {
+  const AttentionParams p{2, 1, 32, 0.2f, 0};
+  const Dual<float> pool_k = input(32, 32, 1), pool_v = input(32, 32, 2);
+  const Dual<int32_t> pos = input_values(std::vector<int32_t>(32, 0), 32, 1);
+  const KvLayerView pool{pool_k.gpu, pool_v.gpu, pos.gpu, {}, {}, 16};
+  const Dual<float> q = input(3, 64, 3), out = output(3, 64);
+  const Dual<int32_t> q_pos = input_values(std::vector<int32_t>{0, 0, 0}, 3, 1);
+  const Dual<int32_t> keys = input_values(std::vector<int32_t>{1, 1, 1}, 3, 1);
+  const Dual<int32_t> two_tables = input_values(std::vector<int32_t>{0, 1}, 2, 1);
+  Status s = gpu_->attention_batch(q.gpu, q_pos.gpu, pool, two_tables.gpu, keys.gpu, p, out.gpu);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("one table row and one key count per row"), std::string::npos) << s.to_string();
+  const Dual<int32_t> tables = input_values(std::vector<int32_t>{0, 1, 0}, 3, 1);
+  EXPECT_TRUE(gpu_->attention_batch(q.gpu, q_pos.gpu, pool, tables.gpu, keys.gpu, p, out.gpu).ok());
+  s = gpu_->attention_batch(q.gpu, q_pos.gpu, pool, tables.gpu, keys.gpu.row_range(0, 2), p, out.gpu);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+}
+
 // The CPU backend checks what a GPU cannot: a table entry outside the pool, a block size that is not a power of
 // two, and a key count beyond the table's slots.
 TEST_F(CudaPagedAttention, CpuRefusesBadTables) {
