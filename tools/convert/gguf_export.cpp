@@ -16,6 +16,7 @@
 #include "tools/convert/gguf_writer.hpp"
 #include "tools/convert/parallel.hpp"
 #include "tools/convert/progress.hpp"
+#include "tools/convert/rope_freqs.hpp"
 #include "tools/convert/rope_rows.hpp"
 #include "tools/convert/uqff_layers.hpp"
 
@@ -36,10 +37,11 @@ std::string gguf_architecture(const ModelConfig& c) { return llama_family(c) ? "
 
 Status add_architecture(GgufWriter& w, const ModelConfig& c) {
   const std::string a = gguf_architecture(c), p = a + ".";
-  if (c.rope.scaling == RopeScaling::kLlama3)
-    return unsupported(
-        "Llama 3 RoPE scaling needs a rope_freqs tensor in GGUF, which quantize-model does not write "
-        "yet");
+  if (c.rope.scaling == RopeScaling::kLlama3 &&
+      (c.rope.original_context <= 0 || !(c.rope.high_freq_factor > c.rope.low_freq_factor) ||
+       !(c.rope.low_freq_factor > 0.0f) || !(c.rope.factor > 0.0f)))
+    return invalid_argument("Llama 3 RoPE scaling needs original_max_position_embeddings > 0, factor > 0 and "
+                            "high_freq_factor > low_freq_factor > 0");
   w.set_string("general.architecture", a);
   w.set_u32(p + "vocab_size", static_cast<uint32_t>(c.vocab_size));
   w.set_u32(p + "context_length", static_cast<uint32_t>(c.context_length));
@@ -204,6 +206,14 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
         [&](size_t i) { progress.add(jobs[i].source->bytes()); });
   }
   GgufExportReport report;
+  std::vector<float> rope_divisors;  // alive until the file is written
+  if (config.rope.scaling == RopeScaling::kLlama3) {
+    rope_divisors = llama3_rope_divisors(config.rope, config.head_dim);
+    const ByteSpan bytes{reinterpret_cast<const uint8_t*>(rope_divisors.data()), rope_divisors.size() * sizeof(float)};
+    w.add_tensor(std::string(names::kRopeFreqs) + ".weight", quant::format_info(FormatId::kF32).ggml_type,
+                 {static_cast<int64_t>(rope_divisors.size())}, bytes);
+    report.bytes += bytes.size;
+  }
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (!done[i].ok()) return done[i].status().with_context(jobs[i].name);
     const UqffLayer& l = *done[i];

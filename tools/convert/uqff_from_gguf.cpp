@@ -14,6 +14,7 @@
 #include "models/arch/gguf_metadata_view.hpp"
 #include "models/tensor_names.hpp"
 #include "models/tokenizer/tokenizer.hpp"
+#include "tools/convert/rope_freqs.hpp"
 #include "tools/convert/rope_rows.hpp"
 #include "tools/convert/uqff_layers.hpp"
 
@@ -59,8 +60,15 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
   j["sliding_window"] = c.sliding_window > 0 ? ordered_json(c.sliding_window) : ordered_json(nullptr);
   if (c.rope.scaling == RopeScaling::kLinear) {
     j["rope_scaling"] = {{"type", "linear"}, {"factor", c.rope.factor}};
+  } else if (c.rope.scaling == RopeScaling::kLlama3) {
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", c.rope.factor},
+                         {"low_freq_factor", c.rope.low_freq_factor},
+                         {"high_freq_factor", c.rope.high_freq_factor},
+                         {"original_max_position_embeddings", c.rope.original_context}};
   } else if (c.rope.scaling != RopeScaling::kNone) {
-    return unsupported("RoPE scaling other than linear is not written to config.json by convert-model yet");
+    return unsupported("RoPE scaling other than linear and Llama 3's is not written to config.json by convert-model "
+                       "yet");
   }
   if (c.experts > 0) {
     if (c.architecture == "mixtral") {
@@ -92,6 +100,7 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
   QRT_TRY(same(c.rope.rot_dim, back.rope.rot_dim, "rotary dims"));
   QRT_TRY(same(c.sliding_window, back.sliding_window, "sliding window"));
   QRT_TRY(same(c.normalize_topk, back.normalize_topk, "router normalization"));
+  QRT_TRY(same(static_cast<int>(c.rope.scaling), static_cast<int>(back.rope.scaling), "RoPE scaling"));
   return j;
 }
 
@@ -210,6 +219,13 @@ Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const s
   QRT_ASSIGN_OR_RETURN(names::CanonicalTensors canonical,
                        names::canonicalize(source.tensors, names::NameScheme::kGguf));
   arch::apply_tensor_presence(canonical.tensors, &c);
+  // Llama 3.x files carry their RoPE scaling as a rope_freqs tensor: back into config.json's rope_scaling.
+  if (auto it = canonical.tensors.find(std::string(names::kRopeFreqs)); it != canonical.tensors.end()) {
+    QRT_ASSIGN_OR_RETURN(const std::vector<float> divisors, dense_values(it->second));
+    Status s = llama3_rope_from_divisors(divisors, c.head_dim, &c.rope);
+    if (!s.ok()) return s.with_context(it->second.name);
+    canonical.tensors.erase(it);
+  }
   QRT_ASSIGN_OR_RETURN(ordered_json config, hf_config(c));
   QRT_ASSIGN_OR_RETURN(auto tokenizer, hf_tokenizer(md));
 

@@ -8,7 +8,10 @@
   * the architecture keys and tensors: qrt's forward pass on the GGUF (Q/K rows permuted, interleaved RoPE) gives
     the logits of the Hugging Face source quantized the same way in memory, and reads the same config but for the
     RoPE layout; K-quant rows that do not fit fall back and are reported; an existing file needs --force; a
-    SentencePiece-style tokenizer and a non-GGML type are refused.
+    SentencePiece-style tokenizer and a non-GGML type are refused;
+  * Llama 3 RoPE scaling: a rope_freqs tensor equal to the llama3 rule's divisors, no scaling keys, and the logits
+    of the scaled source (not those of the unscaled one); convert-model back to UQFF writes the rule's parameters
+    into config.json again, with the same logits.
 
 and convert-model, from a UQFF export of the same checkpoint to GGUF: every block copied unchanged (the down
 projection byte for byte, Q and K with their rows reordered head by head), the same logits as the export read by
@@ -122,6 +125,77 @@ if r.returncode == 0:
     k = run([QUANTIZE, src, "-o", out, "--type", "q4k", "--force"])
     check("q4k: rows of 64 and 96 fall back to a 32-block type, reported", k.returncode == 0 and
           "needs rows of a multiple of 256" in k.stderr, k.stderr)
+
+# ---- Llama 3 RoPE scaling: a rope_freqs tensor, as llama.cpp's converter writes it ------------------------------
+# head_dim 16 at theta 10000 against an original context of 64: pair 0 keeps its frequency (wavelength 6.3 < 64 / 4),
+# pairs 1 and 2 lie in the blended band, pairs 3..7 are interpolated by the factor.
+l3cfg = dict(cfg, rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                "high_freq_factor": 4.0, "original_max_position_embeddings": 64},
+             max_position_embeddings=512)
+l3src = os.path.join(WORK, "llama3-rope")
+shutil.rmtree(l3src, ignore_errors=True)
+shutil.copytree(src, l3src)
+json.dump(l3cfg, open(os.path.join(l3src, "config.json"), "w"))
+l3out = os.path.join(WORK, "llama3-q8_0.gguf")
+if os.path.exists(l3out):
+    os.remove(l3out)
+r = run([QUANTIZE, l3src, "-o", l3out, "--type", "q8_0", "--quiet"])
+check("quantize-model with Llama 3 RoPE scaling to .gguf", r.returncode == 0, r.stderr)
+if r.returncode == 0:
+    reader = GGUFReader(l3out)
+    freqs = {t.name: t for t in reader.tensors}.get("rope_freqs.weight")
+    # The divisors from the rule itself (transformers' llama3 rope init; llama.cpp stores 1 / its blend).
+    rs, hd = l3cfg["rope_scaling"], l3cfg["hidden_size"] // l3cfg["num_attention_heads"]
+    want = []
+    for i in range(hd // 2):
+        wavelength = 2 * np.pi * l3cfg["rope_theta"] ** (2 * i / hd)
+        ctx = rs["original_max_position_embeddings"]
+        if wavelength < ctx / rs["high_freq_factor"]:
+            want.append(1.0)
+        elif wavelength > ctx / rs["low_freq_factor"]:
+            want.append(rs["factor"])
+        else:
+            smooth = (ctx / wavelength - rs["low_freq_factor"]) / (rs["high_freq_factor"] - rs["low_freq_factor"])
+            want.append(1.0 / ((1 - smooth) / rs["factor"] + smooth))
+    got = None if freqs is None else np.asarray(freqs.data, np.float32).ravel()
+    check("rope_freqs: one divisor per rotary pair, F32, equal to the llama3 rule's",
+          got is not None and got.shape == (hd // 2,) and np.allclose(got, np.float32(want), rtol=1e-6, atol=0) and
+          1.0 < got[1] < 8.0 and got[0] == 1.0 and got[-1] == 8.0, (got, want))
+    check("no rope scaling keys (the tensor carries it)",
+          not any(k.startswith("llama.rope.scaling") for k in reader.fields))
+    tokens = ",".join(str((37 * i + 11) % 50257) for i in range(40))  # positions up to 39: the rotations differ
+    a, b, c = (os.path.join(WORK, n) for n in ("l3-gguf.f32", "l3-hf.f32", "l3-unscaled.f32"))
+    ra = run([FORWARD, "--model", l3out, "--tokens", tokens, "--logits", a])
+    rb = run([FORWARD, "--weights", os.path.join(l3src, "model.safetensors"), "--hf-config",
+              os.path.join(l3src, "config.json"), "--format", "q8_0", "--tokens", tokens, "--logits", b])
+    rc = run([FORWARD, "--weights", os.path.join(l3src, "model.safetensors"), "--hf-config",
+              os.path.join(src, "config.json"), "--format", "q8_0", "--tokens", tokens, "--logits", c])
+    check("qrt_model_forward on the Llama 3 GGUF and its source", ra.returncode == rb.returncode == rc.returncode == 0,
+          ra.stderr + rb.stderr + rc.stderr)
+    if ra.returncode == rb.returncode == rc.returncode == 0:
+        la, lb, lc = (np.fromfile(x, np.float32) for x in (a, b, c))
+        err = float(np.max(np.abs(la - lb)) / np.max(np.abs(lb)))
+        unscaled = float(np.max(np.abs(lc - lb)) / np.max(np.abs(lb)))
+        check(f"GGUF logits equal the scaled source's ({err:.2e}; without the scaling {unscaled:.2e})",
+              err < 1e-4 and unscaled > 100 * max(err, 1e-6))
+        # And back to UQFF: rope_freqs becomes config.json's rope_scaling again, with the same logits.
+        l3back = os.path.join(WORK, "llama3-back-uqff")
+        shutil.rmtree(l3back, ignore_errors=True)
+        r = run([CONVERT, l3out, "-o", l3back])
+        check("convert-model of the Llama 3 GGUF to UQFF", r.returncode == 0, r.stderr)
+        if r.returncode == 0:
+            rope = json.load(open(os.path.join(l3back, "config.json"))).get("rope_scaling", {})
+            check("config.json's rope_scaling recovered from rope_freqs", rope.get("rope_type") == "llama3" and
+                  {k: rope.get(k) for k in ("factor", "low_freq_factor", "high_freq_factor",
+                                            "original_max_position_embeddings")} ==
+                  {k: l3cfg["rope_scaling"][k] for k in ("factor", "low_freq_factor", "high_freq_factor",
+                                                         "original_max_position_embeddings")}, rope)
+            d = os.path.join(WORK, "l3-back.f32")
+            rd = run([FORWARD, "--model", l3back, "--tokens", tokens, "--logits", d])
+            check("qrt_model_forward on the UQFF", rd.returncode == 0, rd.stderr)
+            if rd.returncode == 0:
+                back_err = float(np.max(np.abs(np.fromfile(d, np.float32) - la)) / np.max(np.abs(la)))
+                check(f"its logits equal the GGUF's ({back_err:.2e})", back_err < 1e-5)
 
 # ---- convert-model: UQFF -> GGUF, blocks copied ----------------------------------------------------------------
 uqff = os.path.join(WORK, "uqff")
