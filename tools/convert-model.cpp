@@ -1,14 +1,15 @@
 // convert-model: a model from one ecosystem's file format into another's without re-quantizing: the encoded
 // blocks are copied unchanged wherever the type exists in both.
 //
-//   convert-model MODEL -o OUT.gguf [--force] [--quiet]     UQFF export (or HF checkpoint) -> GGUF
+//   convert-model MODEL -o OUT.gguf [--requantize TYPE] [--force] [--quiet]   UQFF export (or HF checkpoint) -> GGUF
 //   convert-model MODEL.gguf -o OUT_DIR [--force]            GGUF -> UQFF export directory (uqff_from_gguf.hpp)
 //
 // MODEL is a UQFF export (a set of it, as run-model takes it) or a Hugging Face checkpoint; OUT.gguf gets
 // llama.cpp's tensor names and metadata, the tokenizer converted from tokenizer.json (byte-level BPE for now), and
 // every tensor in its own GGML type (Q/K rows of llama-family models reordered for interleaved RoPE, bytes
 // otherwise unchanged). A tensor whose type has no GGUF counterpart (AFQ, HQQ, FP8, F8Q8, UQFF's MXFP4 layout) is
-// an error naming it: quantize-model makes GGUF from the checkpoint instead. The other way, a GGUF model becomes a
+// an error naming it, unless --requantize names a GGML type to quantize such tensors to (decoded first: the result
+// carries both encodings' errors, so quantize-model from the checkpoint is better where one has it). The other way, a GGUF model becomes a
 // UQFF export directory (shards model-<n>.uqff) with its blocks copied, a config.json and a tokenizer.json.
 // Outputs are written beside OUT and renamed into place; an existing OUT is replaced only with --force.
 #include <unistd.h>
@@ -47,6 +48,9 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", out, "a path ending in .gguf, or (from GGUF) an export directory")->required();
   app.add_flag("--force", force, "replace an existing output");
   app.add_flag("-q,--quiet", quiet, "no progress output");
+  std::string requantize;
+  app.add_option("--requantize", requantize,
+                 "to GGUF: quantize tensors whose type GGUF lacks (AFQ, HQQ, FP8, ...) to this GGML type, e.g. q8_0");
   CLI11_PARSE(app, argc, argv);
 
   std::error_code ec;
@@ -59,6 +63,8 @@ int main(int argc, char** argv) {
       return fail(model_path +
                   ": a UQFF export is made from a GGUF model; give -o a path ending in .gguf to "
                   "convert this one");
+    if (!requantize.empty())
+      return fail("--requantize applies to GGUF outputs; GGUF -> UQFF copies every block or refuses it by name");
     const fs::path dest(out);
     const fs::path staging = dest.string() + ".qrt-staging-" + std::to_string(getpid());
     fs::create_directories(staging, ec);
@@ -86,6 +92,11 @@ int main(int argc, char** argv) {
   qrt::convert::GgufExportOptions options;
   options.keep_types = true;
   options.quiet = quiet;
+  if (!requantize.empty()) {
+    auto type = qrt::convert::gguf_type_from_name(requantize);
+    if (!type.ok()) return fail("--requantize: " + type.status().message());
+    options.requantize = *type;
+  }
   options.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const std::string staging = out + ".qrt-staging-" + std::to_string(getpid());
   auto report = qrt::convert::write_gguf_export(*source, staging, options);
@@ -94,8 +105,11 @@ int main(int argc, char** argv) {
     fs::remove(staging, ec);
     return fail(report.ok() ? "publishing " + out + ": " + ec.message() : report.status().message());
   }
-  if (!quiet)
-    std::fprintf(stderr, "convert-model: wrote %s (%s)\n", out.c_str(),
-                 qrt::convert::human_bytes(static_cast<double>(report->bytes)).c_str());
+  if (!quiet) {
+    for (const std::string& line : report->requantized) std::fprintf(stderr, "requantized %s\n", line.c_str());
+    for (const std::string& line : report->fallbacks) std::fprintf(stderr, "fell back: %s\n", line.c_str());
+    std::fprintf(stderr, "convert-model: wrote %s (%s; %zu tensors requantized, the rest copied)\n", out.c_str(),
+                 qrt::convert::human_bytes(static_cast<double>(report->bytes)).c_str(), report->requantized.size());
+  }
   return 0;
 }

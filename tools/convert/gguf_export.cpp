@@ -77,13 +77,19 @@ Status add_architecture(GgufWriter& w, const ModelConfig& c) {
   return ok_status();
 }
 
+bool has_gguf_type(FormatId f) {
+  const quant::FormatInfo info = quant::format_info(f);
+  return info.ggml_type >= 0 && (info.family == quant::Family::kGgml || info.family == quant::Family::kDense);
+}
+
 // A tensor kept in its encoding: GGML blocks and dense floats have GGUF types; whole rows move for the Q/K
 // permutation (block formats keep each row's blocks together, so rows are byte ranges).
 Result<UqffLayer> copied_tensor(const QuantTensor& t, const std::string& name, int permute) {
   const quant::FormatInfo info = quant::format_info(t.format);
-  if (info.ggml_type < 0 || (info.family != quant::Family::kGgml && info.family != quant::Family::kDense))
+  if (!has_gguf_type(t.format))
     return unsupported(name + " (" + t.name + ") is " + std::string(info.name) +
-                       ", which has no GGUF type; convert from an export in GGML types, or quantize the checkpoint");
+                       ", which has no GGUF type; pass --requantize TYPE, convert from an export in GGML types, or "
+                       "quantize the checkpoint");
   auto keep = std::make_shared<quant::QuantBuffers>();
   keep->data.assign(t.data.data, t.data.data + t.data.size);
   if (permute > 0) {
@@ -103,7 +109,9 @@ struct Job {
   const QuantTensor* source;
   FormatId format;        // F32 for vectors and routers
   int permute_heads = 0;  // > 0: llama Q/K rows to interleave
+  bool requantize = false;  // keep_types, but the source's type has no GGUF counterpart
 };
+
 
 }  // namespace
 
@@ -152,8 +160,13 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
     const bool bias = ends_with(key, ".bias");
     const std::string name = bias ? key : key + ".weight";
     FormatId format = FormatId::kF32;
+    bool requantize = false;
     if (options.keep_types) {
       format = t.format;
+      if (options.requantize && !has_gguf_type(t.format)) {
+        format = *options.requantize;
+        requantize = true;
+      }
     } else if (!bias && t.shape.size() >= 2 && !ends_with(key, "ffn_gate_inp")) {  // routers stay F32 (llama.cpp)
       format = key == names::kOutput && options.promote_output ? promoted_for_output(options.type) : options.type;
       QRT_ASSIGN_OR_RETURN(std::optional<FormatId> pinned, overrides.match(name));
@@ -164,7 +177,7 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
         (key.find(".attn_q") != std::string::npos || key.find(".attn_k") != std::string::npos) &&
         key.find("_norm") == std::string::npos)
       permute = key.find(".attn_q") != std::string::npos ? config.heads : config.kv_heads;
-    jobs.push_back({name, &t, format, permute});
+    jobs.push_back({name, &t, format, permute, requantize});
     source_bytes += t.bytes();
   }
   if (options.check_space) QRT_TRY(options.check_space(source_bytes + (uint64_t{1} << 20)));
@@ -178,8 +191,8 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
         jobs.size(), options.threads,
         [&](size_t i) -> Result<UqffLayer> {
           const Job& j = jobs[i];
-          if (options.keep_types) return copied_tensor(*j.source, j.name, j.permute_heads);
-          QRT_ASSIGN_OR_RETURN(std::vector<float> v, dense_values(*j.source));
+          if (options.keep_types && !j.requantize) return copied_tensor(*j.source, j.name, j.permute_heads);
+          QRT_ASSIGN_OR_RETURN(std::vector<float> v, j.requantize ? decoded_values(*j.source) : dense_values(*j.source));
           if (j.permute_heads > 0) {
             const int64_t cols = j.source->shape.size() >= 2 ? j.source->cols() : 1;
             std::vector<float> reordered(v.size());
@@ -220,6 +233,9 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
     if (l.tag != UqffTag::kGgml && l.tensor.format != FormatId::kF32)
       return internal_error(jobs[i].name + ": not a GGML encoding");
     if (!l.fallback.empty()) report.fallbacks.push_back(jobs[i].name + ": " + l.fallback);
+    if (jobs[i].requantize)
+      report.requantized.push_back(jobs[i].name + ": " + std::string(quant::format_name(jobs[i].source->format)) +
+                                   " -> " + std::string(quant::format_name(l.tensor.format)));
     w.add_tensor(jobs[i].name, quant::format_info(l.tensor.format).ggml_type, l.tensor.shape, l.tensor.data);
     report.bytes += l.tensor.data.size;
   }

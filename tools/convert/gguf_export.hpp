@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -25,6 +26,9 @@ struct GgufExportOptions {
   // the Q/K permutation); a tensor whose type has no GGUF counterpart is an error naming it. The source may then
   // be a UQFF export too.
   bool keep_types = false;
+  // With keep_types: a tensor whose type has no GGUF counterpart is decoded and quantized to this GGML type (and
+  // listed in the report) instead of refused.
+  std::optional<quant::FormatId> requantize;
   bool promote_output = true;
   std::vector<std::pair<std::string, quant::FormatId>> overrides;  // (regex over GGUF names, GGML type)
   int threads = 1;
@@ -34,6 +38,7 @@ struct GgufExportOptions {
 
 struct GgufExportReport {
   std::vector<std::string> fallbacks;
+  std::vector<std::string> requantized;  // "name: from -> to" for each tensor GgufExportOptions::requantize made
   uint64_t bytes = 0;
 };
 

@@ -172,6 +172,15 @@ Result<std::vector<float>> dense_values(const QuantTensor& t) {
   return out;
 }
 
+Result<std::vector<float>> decoded_values(const QuantTensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  if (!out.empty()) {
+    Status s = cpu::dequantize(t.format, t.view(), out.data());
+    if (!s.ok()) return s.with_context(t.name);
+  }
+  return out;
+}
+
 Result<UqffLayer> quantize_uqff_layer(const QuantTensor& source, FormatId format, const std::string& key) {
   if (source.shape.size() != 2 && source.shape.size() != 3)
     return invalid_argument(key + ": a weight of shape " + shape_string(source.shape) + " (expected 2-D or 3-D)");

@@ -54,5 +54,7 @@ Status add_uqff_layer(SafetensorsWriter& shard, const std::string& key, const Uq
 
 // The f32 values of a dense tensor (F32, F16 or BF16).
 Result<std::vector<float>> dense_values(const QuantTensor& t);
+// The values of a tensor in any format qrt decodes (convert-model --requantize).
+Result<std::vector<float>> decoded_values(const QuantTensor& t);
 
 }  // namespace qrt::convert

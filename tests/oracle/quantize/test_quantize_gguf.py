@@ -266,7 +266,33 @@ if r.returncode == 0:
             print("skip: the tokenizers package is not installed")
 r = run([CONVERT, os.path.join(uqff, "afq4"), "-o", os.path.join(WORK, "afq.gguf")])
 check("an AFQ export refused by tensor name", r.returncode == 1 and "afq4, which has no GGUF type" in r.stderr and
-      "blk." in r.stderr and not os.path.exists(os.path.join(WORK, "afq.gguf")), r.stderr)
+      "blk." in r.stderr and "--requantize" in r.stderr and not os.path.exists(os.path.join(WORK, "afq.gguf")),
+      r.stderr)
+# --requantize: the AFQ layers decoded and quantized to Q8_0, everything else copied; the logits stay within Q8_0's
+# error of the AFQ export's.
+requant = os.path.join(WORK, "afq-requant.gguf")
+if os.path.exists(requant):
+    os.remove(requant)
+r = run([CONVERT, os.path.join(uqff, "afq4"), "-o", requant, "--requantize", "q8_0"])
+check("convert-model --requantize q8_0 of the AFQ export", r.returncode == 0 and "requantized blk.0.attn_q.weight: "
+      "afq4 -> q8_0" in r.stderr, r.stderr)
+if r.returncode == 0:
+    types = {t.name: t.tensor_type.name for t in GGUFReader(requant).tensors}
+    # ffn_down (rows of 96: not whole AFQ groups of 64) fell back to unquantized in the export: copied as F32.
+    check("the AFQ layers are Q8_0 in the file; the unquantized down projection and the norms stay F32",
+          types.get("blk.1.ffn_gate.weight") == "Q8_0" and types.get("blk.1.ffn_down.weight") == "F32" and
+          types.get("blk.0.attn_norm.weight") == "F32", types)
+    a, b = os.path.join(WORK, "requant.f32"), os.path.join(WORK, "afq.f32")
+    ra = run([FORWARD, "--model", requant, "--tokens", "5,99,1000,50256,7", "--logits", a])
+    rb = run([FORWARD, "--model", os.path.join(uqff, "afq4"), "--tokens", "5,99,1000,50256,7", "--logits", b])
+    if ra.returncode == 0 and rb.returncode == 0:
+        la, lb = np.fromfile(a, np.float32), np.fromfile(b, np.float32)
+        err = float(np.max(np.abs(la - lb)) / np.max(np.abs(lb)))
+        check(f"its logits are the AFQ export's within Q8_0's error ({err:.2e})", 0 < err < 3e-2)
+    else:
+        check("qrt_model_forward on the requantized GGUF and the AFQ export", False, ra.stderr + rb.stderr)
+r = run([CONVERT, os.path.join(uqff, "afq4"), "-o", os.path.join(WORK, "x.gguf"), "--requantize", "afq4"])
+check("--requantize to a type GGUF lacks refused", r.returncode == 1 and "not a GGML type" in r.stderr, r.stderr)
 
 for label, args, expect in (
         ("a UQFF-only type", ["--type", "afq4"], "not a GGML type"),
