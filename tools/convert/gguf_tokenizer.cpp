@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "models/tokenizer/tokenizer.hpp"
+#include "tools/convert/spm_vocab.hpp"
 
 namespace qrt::convert {
 namespace {
@@ -53,44 +54,20 @@ std::optional<int32_t> token_id(const json& cfg, const char* key, const std::map
   return it == ids.end() ? std::nullopt : std::optional<int32_t>(it->second);
 }
 
-}  // namespace
-
-Status add_gguf_tokenizer(GgufWriter& w, const std::string& tokenizer_json, const std::string& tokenizer_config_json,
-                          const std::string& chat_template, const json& hf_config) {
-  if (tokenizer_json.empty())
-    return not_found("the checkpoint has no tokenizer.json to write the GGUF vocabulary from");
-  const json tok = json::parse(tokenizer_json, nullptr, false);
-  if (tok.is_discarded() || !tok.is_object()) return format_error("tokenizer.json is not a JSON object");
-  const json& model = tok.contains("model") ? tok["model"] : json();
-  if (!model.is_object() || model.value("type", "") != "BPE" || !model.contains("vocab") || !model["vocab"].is_object())
-    return unsupported("tokenizer.json model is not BPE with a vocab (only byte-level BPE converts to GGUF for now)");
-  if (model.value("byte_fallback", false))
-    return unsupported(
-        "a SentencePiece-style tokenizer.json (byte_fallback; Llama 2, Mistral v1) does not convert "
-        "to GGUF yet");
+// tokenizer.ggml.* of a byte-level BPE tokenizer.json (the "gpt2" model): tokens, token types, merges and the
+// pre-tokenizer's name; *ids gets each token's id.
+Status add_gguf_bpe_vocab(GgufWriter& w, const json& tok, std::map<std::string, int32_t>* ids) {
+  const json& model = tok["model"];
   QRT_ASSIGN_OR_RETURN(std::string pre, pre_tokenizer_name(tok["pre_tokenizer"]));
-
-  std::map<int32_t, std::pair<std::string, int32_t>> by_id;  // id -> (text, type)
-  for (const auto& [text, id] : model["vocab"].items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (int64_t{1} << 24))
-      return format_error("tokenizer.json vocab entry \"" + text + "\" has no valid id");
-    by_id[id.get<int32_t>()] = {text, kNormal};
-  }
-  if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
-    for (const json& a : tok["added_tokens"]) {
-      if (!a.contains("id") || !a.contains("content")) continue;
-      by_id[a["id"].get<int32_t>()] = {a["content"].get<std::string>(),
-                                       a.value("special", false) ? kControl : kUserDefined};
-    }
+  QRT_ASSIGN_OR_RETURN(const auto by_id, hf_tokens_by_id(tok));
   const int32_t n = by_id.empty() ? 0 : by_id.rbegin()->first + 1;
   std::vector<std::string> tokens(static_cast<size_t>(n));
   std::vector<int32_t> types(static_cast<size_t>(n), kUserDefined);
-  std::map<std::string, int32_t> ids;
   for (int32_t i = 0; i < n; ++i) tokens[static_cast<size_t>(i)] = "[PAD" + std::to_string(i) + "]";  // gaps
-  for (const auto& [id, entry] : by_id) {
-    tokens[static_cast<size_t>(id)] = entry.first;
-    types[static_cast<size_t>(id)] = entry.second;
-    ids.emplace(entry.first, id);
+  for (const auto& [id, t] : by_id) {
+    tokens[static_cast<size_t>(id)] = t.text;
+    types[static_cast<size_t>(id)] = t.special ? kControl : t.added ? kUserDefined : kNormal;
+    ids->emplace(t.text, id);
   }
   std::vector<std::string> merges;
   if (model.contains("merges") && model["merges"].is_array())
@@ -108,6 +85,27 @@ Status add_gguf_tokenizer(GgufWriter& w, const std::string& tokenizer_json, cons
   w.set_strings("tokenizer.ggml.tokens", tokens);
   w.set_i32s("tokenizer.ggml.token_type", types);
   w.set_strings("tokenizer.ggml.merges", merges);
+  return ok_status();
+}
+
+}  // namespace
+
+Status add_gguf_tokenizer(GgufWriter& w, const std::string& tokenizer_json, const std::string& tokenizer_config_json,
+                          const std::string& chat_template, const json& hf_config) {
+  if (tokenizer_json.empty())
+    return not_found("the checkpoint has no tokenizer.json to write the GGUF vocabulary from");
+  const json tok = json::parse(tokenizer_json, nullptr, false);
+  if (tok.is_discarded() || !tok.is_object()) return format_error("tokenizer.json is not a JSON object");
+  const json& model = tok.contains("model") ? tok["model"] : json();
+  if (!model.is_object() || model.value("type", "") != "BPE" || !model.contains("vocab") || !model["vocab"].is_object())
+    return unsupported("tokenizer.json model is not BPE with a vocab (byte-level and SentencePiece-style BPE convert "
+                       "to GGUF)");
+  std::map<std::string, int32_t> ids;
+  if (is_spm_tokenizer_json(tok)) {
+    QRT_TRY(add_gguf_spm_vocab(w, tok, &ids));
+  } else {
+    QRT_TRY(add_gguf_bpe_vocab(w, tok, &ids));
+  }
 
   const json cfg = tokenizer_config_json.empty() ? json() : json::parse(tokenizer_config_json, nullptr, false);
   auto id_of = [&](const char* cfg_key, const char* config_key) -> std::optional<int32_t> {
@@ -124,6 +122,8 @@ Status add_gguf_tokenizer(GgufWriter& w, const std::string& tokenizer_json, cons
     w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(*pad));
   if (cfg.is_object() && cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean())
     w.set_bool("tokenizer.ggml.add_bos_token", cfg["add_bos_token"].get<bool>());
+  if (cfg.is_object() && cfg.contains("add_eos_token") && cfg["add_eos_token"].is_boolean())
+    w.set_bool("tokenizer.ggml.add_eos_token", cfg["add_eos_token"].get<bool>());
   std::string template_text = chat_template;
   if (template_text.empty() && cfg.is_object() && cfg.contains("chat_template") && cfg["chat_template"].is_string())
     template_text = cfg["chat_template"].get<std::string>();

@@ -2,7 +2,8 @@
 // converter writes it: byte-level BPE tokenizers (GPT-2, Llama 3, Qwen2 style) become the "gpt2" model with their
 // tokens, token types (added special tokens control, other added tokens user-defined), merges and the
 // pre-tokenizer's name, plus the BOS/EOS ids of tokenizer_config.json (or config.json) and the chat template.
-// SentencePiece-style tokenizers (Llama 2, Mistral v1: byte fallback, Metaspace) are refused for now.
+// SentencePiece-style tokenizers (Llama 2, Mistral v1: byte fallback, "▁" for spaces) become the "llama" model
+// with scores from the merge ranks (spm_vocab.hpp).
 #pragma once
 
 #include <nlohmann/json.hpp>

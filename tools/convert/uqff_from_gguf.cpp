@@ -16,6 +16,7 @@
 #include "models/tokenizer/tokenizer.hpp"
 #include "tools/convert/rope_freqs.hpp"
 #include "tools/convert/rope_rows.hpp"
+#include "tools/convert/spm_vocab.hpp"
 #include "tools/convert/uqff_layers.hpp"
 
 namespace qrt::convert {
@@ -105,24 +106,13 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
 }
 
 // tokenizer.json and tokenizer_config.json for a "gpt2" GGUF vocabulary.
-Result<std::pair<std::string, std::string>> hf_tokenizer(const GgufMetadata& md) {
-  QRT_ASSIGN_OR_RETURN(std::string model, md.get_string("tokenizer.ggml.model"));
-  if (model != "gpt2")
-    return unsupported("the GGUF tokenizer is \"" + model +
-                       "\"; convert-model writes tokenizer.json for byte-level BPE "
-                       "(\"gpt2\") vocabularies only for now");
+Result<ordered_json> gpt2_tokenizer_json(const GgufMetadata& md, const std::vector<std::string>* tokens,
+                                         const std::vector<int32_t>& types) {
   std::string pre = "default";
   if (md.contains("tokenizer.ggml.pre")) {
     QRT_ASSIGN_OR_RETURN(pre, md.get_string("tokenizer.ggml.pre"));
   }
   QRT_ASSIGN_OR_RETURN(std::vector<std::string> regexes, gguf_pre_tokenizer_regexes(pre));
-  QRT_ASSIGN_OR_RETURN(const std::vector<std::string>* tokens, md.get_string_array("tokenizer.ggml.tokens"));
-  std::vector<int32_t> types(tokens->size(), 1);
-  if (md.contains("tokenizer.ggml.token_type")) {
-    QRT_ASSIGN_OR_RETURN(const std::vector<int32_t>* t, md.get_array_of<int32_t>("tokenizer.ggml.token_type"));
-    if (t->size() != tokens->size()) return format_error("tokenizer.ggml.token_type does not match the tokens");
-    types = *t;
-  }
   std::vector<std::string> merges;
   if (md.contains("tokenizer.ggml.merges")) {
     QRT_ASSIGN_OR_RETURN(const std::vector<std::string>* m, md.get_string_array("tokenizer.ggml.merges"));
@@ -173,6 +163,38 @@ Result<std::pair<std::string, std::string>> hf_tokenizer(const GgufMetadata& md)
                   {"ignore_merges", pre == "llama-bpe"},
                   {"vocab", vocab},
                   {"merges", merges}};
+  return tok;
+}
+
+// tokenizer.json and tokenizer_config.json for a GGUF vocabulary: byte-level BPE ("gpt2") or SentencePiece-style
+// ("llama", spm_vocab.hpp).
+Result<std::pair<std::string, std::string>> hf_tokenizer(const GgufMetadata& md) {
+  QRT_ASSIGN_OR_RETURN(std::string model, md.get_string("tokenizer.ggml.model"));
+  if (model != "gpt2" && model != "llama")
+    return unsupported("the GGUF tokenizer is \"" + model +
+                       "\"; convert-model writes tokenizer.json for byte-level BPE (\"gpt2\") and "
+                       "SentencePiece-style (\"llama\") vocabularies");
+  QRT_ASSIGN_OR_RETURN(const std::vector<std::string>* tokens, md.get_string_array("tokenizer.ggml.tokens"));
+  std::vector<int32_t> types(tokens->size(), 1);
+  if (md.contains("tokenizer.ggml.token_type")) {
+    QRT_ASSIGN_OR_RETURN(const std::vector<int32_t>* t, md.get_array_of<int32_t>("tokenizer.ggml.token_type"));
+    if (t->size() != tokens->size()) return format_error("tokenizer.ggml.token_type does not match the tokens");
+    types = *t;
+  }
+  ordered_json tok;
+  if (model == "llama") {
+    SpmVocab v;
+    v.tokens = *tokens;
+    v.types = types;
+    QRT_ASSIGN_OR_RETURN(const std::vector<float>* scores, md.get_f32_array("tokenizer.ggml.scores"));
+    v.scores = *scores;
+    if (md.contains("tokenizer.ggml.add_space_prefix")) {
+      QRT_ASSIGN_OR_RETURN(v.add_space_prefix, md.get_bool("tokenizer.ggml.add_space_prefix"));
+    }
+    QRT_ASSIGN_OR_RETURN(tok, spm_tokenizer_json(v));
+  } else {
+    QRT_ASSIGN_OR_RETURN(tok, gpt2_tokenizer_json(md, tokens, types));
+  }
   ordered_json cfg;
   auto named = [&](const char* key, const char* cfg_key) -> Status {
     if (!md.contains(key)) return ok_status();
@@ -183,9 +205,16 @@ Result<std::pair<std::string, std::string>> hf_tokenizer(const GgufMetadata& md)
   QRT_TRY(named("tokenizer.ggml.bos_token_id", "bos_token"));
   QRT_TRY(named("tokenizer.ggml.eos_token_id", "eos_token"));
   QRT_TRY(named("tokenizer.ggml.padding_token_id", "pad_token"));
+  QRT_TRY(named("tokenizer.ggml.unknown_token_id", "unk_token"));
   if (md.contains("tokenizer.ggml.add_bos_token")) {
     QRT_ASSIGN_OR_RETURN(bool add, md.get_bool("tokenizer.ggml.add_bos_token"));
     cfg["add_bos_token"] = add;
+  } else if (model == "llama") {
+    cfg["add_bos_token"] = true;  // llama.cpp's default for SentencePiece vocabularies without the key
+  }
+  if (md.contains("tokenizer.ggml.add_eos_token")) {
+    QRT_ASSIGN_OR_RETURN(bool add, md.get_bool("tokenizer.ggml.add_eos_token"));
+    cfg["add_eos_token"] = add;
   }
   if (md.contains("tokenizer.chat_template")) {
     QRT_ASSIGN_OR_RETURN(std::string t, md.get_string("tokenizer.chat_template"));

@@ -8,7 +8,7 @@
   * the architecture keys and tensors: qrt's forward pass on the GGUF (Q/K rows permuted, interleaved RoPE) gives
     the logits of the Hugging Face source quantized the same way in memory, and reads the same config but for the
     RoPE layout; K-quant rows that do not fit fall back and are reported; an existing file needs --force; a
-    SentencePiece-style tokenizer and a non-GGML type are refused;
+    WordPiece tokenizer and a non-GGML type are refused (SentencePiece-style ones: test_spm_tokenizer.py);
   * Llama 3 RoPE scaling: a rope_freqs tensor equal to the llama3 rule's divisors, no scaling keys, and the logits
     of the scaled source (not those of the unscaled one); convert-model back to UQFF writes the rule's parameters
     into config.json again, with the same logits.
@@ -294,14 +294,16 @@ if r.returncode == 0:
 r = run([CONVERT, os.path.join(uqff, "afq4"), "-o", os.path.join(WORK, "x.gguf"), "--requantize", "afq4"])
 check("--requantize to a type GGUF lacks refused", r.returncode == 1 and "not a GGML type" in r.stderr, r.stderr)
 
-for label, args, expect in (
-        ("a UQFF-only type", ["--type", "afq4"], "not a GGML type"),
-        ("a SentencePiece tokenizer", ["--type", "q8_0"], "SentencePiece-style")):
-    d = src
-    if label == "a SentencePiece tokenizer":
-        d = os.path.join(WORK, "stories-hf")
-        shutil.rmtree(d, ignore_errors=True)
-        shutil.copytree(os.path.join(DATA, "stories260K-hf"), d)
+# A tokenizer GGUF cannot describe: a WordPiece model.
+wordpiece = os.path.join(WORK, "wordpiece-llama")
+shutil.rmtree(wordpiece, ignore_errors=True)
+shutil.copytree(src, wordpiece)
+tj = json.load(open(os.path.join(wordpiece, "tokenizer.json")))
+tj["model"] = {"type": "WordPiece", "vocab": {"[UNK]": 0, "a": 1}, "unk_token": "[UNK]"}
+json.dump(tj, open(os.path.join(wordpiece, "tokenizer.json"), "w"))
+for label, d, args, expect in (
+        ("a UQFF-only type", src, ["--type", "afq4"], "not a GGML type"),
+        ("a WordPiece tokenizer", wordpiece, ["--type", "q8_0"], "not BPE with a vocab")):
     bad_out = os.path.join(WORK, "refused.gguf")
     r = run([QUANTIZE, d, "-o", bad_out] + args)
     check(f"{label} refused", r.returncode == 1 and expect in r.stderr and not os.path.exists(bad_out) and
