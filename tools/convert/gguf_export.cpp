@@ -14,6 +14,7 @@
 #include "qrt/version.hpp"
 #include "tools/convert/gguf_tokenizer.hpp"
 #include "tools/convert/gguf_writer.hpp"
+#include "tools/convert/mxfp4_repack.hpp"
 #include "tools/convert/parallel.hpp"
 #include "tools/convert/progress.hpp"
 #include "tools/convert/rope_freqs.hpp"
@@ -77,9 +78,11 @@ Status add_architecture(GgufWriter& w, const ModelConfig& c) {
   return ok_status();
 }
 
+// GGML blocks and dense floats have GGUF types; UQFF's MXFP4 is repacked into GGUF's MXFP4 blocks.
 bool has_gguf_type(FormatId f) {
   const quant::FormatInfo info = quant::format_info(f);
-  return info.ggml_type >= 0 && (info.family == quant::Family::kGgml || info.family == quant::Family::kDense);
+  return f == FormatId::kMXFP4 ||
+         (info.ggml_type >= 0 && (info.family == quant::Family::kGgml || info.family == quant::Family::kDense));
 }
 
 // A tensor kept in its encoding: GGML blocks and dense floats have GGUF types; whole rows move for the Q/K
@@ -90,14 +93,26 @@ Result<UqffLayer> copied_tensor(const QuantTensor& t, const std::string& name, i
     return unsupported(name + " (" + t.name + ") is " + std::string(info.name) +
                        ", which has no GGUF type; pass --requantize TYPE, convert from an export in GGML types, or "
                        "quantize the checkpoint");
+  const int64_t rows = t.shape.size() >= 2 ? t.numel() / t.cols() : t.numel();
   auto keep = std::make_shared<quant::QuantBuffers>();
-  keep->data.assign(t.data.data, t.data.data + t.data.size);
+  FormatId format = t.format;
+  if (t.format == FormatId::kMXFP4) {
+    if (t.cols() % 32 != 0 || t.scales.data == nullptr)
+      return format_error(name + " (" + t.name + "): MXFP4 rows of " + std::to_string(t.cols()) +
+                          " are not whole blocks of 32 with scales");
+    keep->data = mxfp4_uqff_to_gguf(t.data.data, t.scales.data, rows, t.cols());
+    format = FormatId::kMXFP4_GGML;
+  } else {
+    keep->data.assign(t.data.data, t.data.data + t.data.size);
+  }
   if (permute > 0) {
-    const int64_t rows = t.shape.size() >= 2 ? t.numel() / t.cols() : t.numel();
-    reorder_rope_rows(t.data.data, keep->data.data(), rows, t.data.size / static_cast<uint64_t>(rows), permute, false);
+    const std::vector<uint8_t> in = keep->data;
+    reorder_rope_rows(in.data(), keep->data.data(), rows, in.size() / static_cast<uint64_t>(rows), permute, false);
   }
   UqffLayer l;
   l.tensor = t;
+  l.tensor.format = format;
+  l.tensor.scales = {};
   l.tensor.data = ByteSpan{keep->data.data(), keep->data.size()};
   l.buffers = keep;
   l.tag = UqffTag::kGgml;

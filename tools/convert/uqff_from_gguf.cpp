@@ -14,6 +14,7 @@
 #include "models/arch/gguf_metadata_view.hpp"
 #include "models/tensor_names.hpp"
 #include "models/tokenizer/tokenizer.hpp"
+#include "tools/convert/mxfp4_repack.hpp"
 #include "tools/convert/rope_freqs.hpp"
 #include "tools/convert/rope_rows.hpp"
 #include "tools/convert/spm_vocab.hpp"
@@ -260,6 +261,7 @@ Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const s
 
   // Every tensor under its Hugging Face name, Q/K rows reordered; modules for the shards, the rest residual.
   std::vector<std::shared_ptr<std::vector<uint8_t>>> storage;
+  std::vector<std::shared_ptr<quant::QuantBuffers>> repacked_mxfp4;
   std::vector<std::unique_ptr<QuantTensor>> renamed;
   std::vector<std::unique_ptr<UqffLayer>> layers;
   std::map<std::string, const QuantTensor*> biases;  // module key -> bias
@@ -276,11 +278,23 @@ Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const s
       storage.push_back(unpermute(t, q ? c.heads : c.kv_heads));
       r->data = ByteSpan{storage.back()->data(), storage.back()->size()};
     }
+    // GGUF's MXFP4 blocks become UQFF's MXFP4 layer (tag 6): the same codes and exponents, repacked.
+    UqffTag tag = UqffTag::kGgml;
+    if (r->format == quant::FormatId::kMXFP4_GGML) {
+      auto repacked = std::make_shared<quant::QuantBuffers>();
+      const int64_t cols = r->cols();
+      mxfp4_gguf_to_uqff(r->data.data, r->numel() / cols, cols, &repacked->data, &repacked->scales);
+      r->format = quant::FormatId::kMXFP4;
+      r->data = ByteSpan{repacked->data.data(), repacked->data.size()};
+      r->scales = ByteSpan{repacked->scales.data(), repacked->scales.size()};
+      repacked_mxfp4.push_back(std::move(repacked));
+      tag = UqffTag::kMxfp4;
+    }
     const bool is_bias = hf->size() > 5 && hf->compare(hf->size() - 5, 5, ".bias") == 0;
     const auto [module, expert] = uqff_module_of(is_bias ? hf->substr(0, hf->size() - 5) + ".weight" : *hf);
     const quant::FormatInfo info = quant::format_info(r->format);
     const bool quantized = info.family != quant::Family::kDense;
-    if (quantized && !uqff_ggml_code(info.ggml_type))
+    if (quantized && tag == UqffTag::kGgml && !uqff_ggml_code(info.ggml_type))
       return unsupported(t.name + " is " + std::string(info.name) +
                          ", which UQFF's GGML family cannot hold (types "
                          "mistral.rs reads: f32, f16, bf16, q4_0 ... q8_1, q2k ... q8k)");
@@ -289,7 +303,7 @@ Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const s
     } else if (!module.empty() || (quantized && key == names::kTokenEmbd)) {
       auto l = std::make_unique<UqffLayer>();
       l->tensor = *r;
-      l->tag = quantized ? UqffTag::kGgml : UqffTag::kUnquant;
+      l->tag = quantized ? tag : UqffTag::kUnquant;
       modules.emplace_back(module.empty() ? std::string("model.embed_tokens") : module, l.get());
       layers.push_back(std::move(l));
     } else if (quantized) {

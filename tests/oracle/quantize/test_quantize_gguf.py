@@ -11,7 +11,9 @@
     WordPiece tokenizer and a non-GGML type are refused (SentencePiece-style ones: test_spm_tokenizer.py);
   * Llama 3 RoPE scaling: a rope_freqs tensor equal to the llama3 rule's divisors, no scaling keys, and the logits
     of the scaled source (not those of the unscaled one); convert-model back to UQFF writes the rule's parameters
-    into config.json again, with the same logits.
+    into config.json again, with the same logits;
+  * MXFP4: an MXFP4 export converted to GGUF holds the same values in GGUF's blocks (gguf-py's decoder against the
+    spec's decode of the export), the same logits, and converts back to the export's bytes.
 
 and convert-model, from a UQFF export of the same checkpoint to GGUF: every block copied unchanged (the down
 projection byte for byte, Q and K with their rows reordered head by head), the same logits as the export read by
@@ -293,6 +295,49 @@ if r.returncode == 0:
         check("qrt_model_forward on the requantized GGUF and the AFQ export", False, ra.stderr + rb.stderr)
 r = run([CONVERT, os.path.join(uqff, "afq4"), "-o", os.path.join(WORK, "x.gguf"), "--requantize", "afq4"])
 check("--requantize to a type GGUF lacks refused", r.returncode == 1 and "not a GGML type" in r.stderr, r.stderr)
+
+# ---- MXFP4: UQFF's layout <-> GGUF's blocks, repacked without re-quantizing --------------------------------------
+mx = os.path.join(WORK, "uqff-mxfp4")
+shutil.rmtree(mx, ignore_errors=True)
+r = run([QUANTIZE, src, "-o", mx, "--type", "mxfp4", "--quiet"])
+mx_gguf = os.path.join(WORK, "mxfp4.gguf")
+if os.path.exists(mx_gguf):
+    os.remove(mx_gguf)
+r2 = run([CONVERT, os.path.join(mx, "mxfp4"), "-o", mx_gguf, "--quiet"]) if r.returncode == 0 else r
+check("convert-model of an MXFP4 export to GGUF", r.returncode == 0 and r2.returncode == 0, r.stderr + r2.stderr)
+if r2.returncode == 0:
+    from gguf.quants import dequantize
+    from safetensors import safe_open
+    e2m1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+    g = {t.name: t for t in GGUFReader(mx_gguf).tensors}
+    with safe_open(os.path.join(mx, "mxfp4-0.uqff"), "np") as f:
+        w = f.get_tensor("model.layers.1.mlp.down_proj.weight")
+        e = f.get_tensor("model.layers.1.mlp.down_proj.weight.scales")
+    codes = np.stack([w & 0xF, w >> 4], axis=-1).reshape(w.shape[0], -1)
+    spec = e2m1[codes] * np.exp2(np.repeat(e.astype(np.float32) - 127, 32, axis=1))
+    t = g["blk.1.ffn_down.weight"]
+    ours = dequantize(t.data, t.tensor_type).reshape(spec.shape)
+    check("GGUF MXFP4 blocks (gguf-py's decoder) hold the UQFF export's values (spec §3.3) exactly",
+          t.tensor_type.name == "MXFP4" and np.array_equal(ours, spec), t.tensor_type.name)
+    a, b = os.path.join(WORK, "mx-gguf.f32"), os.path.join(WORK, "mx-uqff.f32")
+    ra = run([FORWARD, "--model", mx_gguf, "--tokens", "5,99,1000,50256,7", "--logits", a])
+    rb = run([FORWARD, "--model", os.path.join(mx, "mxfp4"), "--tokens", "5,99,1000,50256,7", "--logits", b])
+    if ra.returncode == 0 and rb.returncode == 0:
+        err = float(np.max(np.abs(np.fromfile(a, np.float32) - np.fromfile(b, np.float32))))
+        check(f"the GGUF's logits equal the MXFP4 export's ({err:.2e})", err == 0.0)
+    else:
+        check("qrt_model_forward on the MXFP4 GGUF and export", False, ra.stderr + rb.stderr)
+    mx_back = os.path.join(WORK, "mxfp4-back")
+    shutil.rmtree(mx_back, ignore_errors=True)
+    r = run([CONVERT, mx_gguf, "-o", mx_back, "--quiet"])
+    check("and back to UQFF", r.returncode == 0, r.stderr)
+    if r.returncode == 0:
+        with safe_open(os.path.join(mx, "mxfp4-0.uqff"), "np") as f0, \
+                safe_open(os.path.join(mx_back, "model-0.uqff"), "np") as f1:
+            keys = [k for k in f0.keys() if ".weight" in k]
+            same = [k for k in keys if k in f1.keys() and np.array_equal(f0.get_tensor(k), f1.get_tensor(k))]
+            check("every MXFP4 weight and scale tensor comes back byte for byte", len(same) == len(keys) and keys,
+                  sorted(set(keys) - set(same))[:4])
 
 # A tokenizer GGUF cannot describe: a WordPiece model.
 wordpiece = os.path.join(WORK, "wordpiece-llama")
