@@ -2,7 +2,7 @@
 // blocks are copied unchanged wherever the type exists in both.
 //
 //   convert-model MODEL -o OUT.gguf [--requantize TYPE] [--force] [--quiet]   UQFF export (or HF checkpoint) -> GGUF
-//   convert-model MODEL.gguf -o OUT_DIR [--force]            GGUF -> UQFF export directory (uqff_from_gguf.hpp)
+//   convert-model MODEL.gguf -o OUT_DIR [--requantize TYPE] [--force] [--quiet]   GGUF -> UQFF export directory
 //
 // MODEL is a UQFF export (a set of it, as run-model takes it) or a Hugging Face checkpoint; OUT.gguf gets
 // llama.cpp's tensor names and metadata, the tokenizer converted from tokenizer.json (byte-level BPE for now), and
@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "kernels/quant/formats.hpp"
 #include "loader/open_model.hpp"
 #include "qrt/version.hpp"
 #include "tools/convert/gguf_export.hpp"
@@ -50,7 +51,8 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "no progress output");
   std::string requantize;
   app.add_option("--requantize", requantize,
-                 "to GGUF: quantize tensors whose type GGUF lacks (AFQ, HQQ, FP8, ...) to this GGML type, e.g. q8_0");
+                 "quantize tensors whose type the output lacks (to GGUF: AFQ, HQQ, FP8, ...; to UQFF: i-quants, "
+                 "ternary) to this GGML type, e.g. q8_0");
   CLI11_PARSE(app, argc, argv);
 
   std::error_code ec;
@@ -63,13 +65,21 @@ int main(int argc, char** argv) {
       return fail(model_path +
                   ": a UQFF export is made from a GGUF model; give -o a path ending in .gguf to "
                   "convert this one");
-    if (!requantize.empty())
-      return fail("--requantize applies to GGUF outputs; GGUF -> UQFF copies every block or refuses it by name");
+    qrt::convert::UqffFromGgufOptions options;
+    options.quiet = quiet;
+    if (!requantize.empty()) {
+      auto type = qrt::convert::gguf_type_from_name(requantize);
+      if (!type.ok()) return fail("--requantize: " + type.status().message());
+      if (!qrt::convert::uqff_ggml_code(qrt::quant::format_info(*type).ggml_type))
+        return fail("--requantize: " + requantize +
+                    " is not a type of UQFF's GGML family (q4_0 ... q8_0, q2k ... q6k: what mistral.rs reads)");
+      options.requantize = *type;
+    }
     const fs::path dest(out);
     const fs::path staging = dest.string() + ".qrt-staging-" + std::to_string(getpid());
     fs::create_directories(staging, ec);
     if (ec) return fail("cannot create " + staging.string() + ": " + ec.message());
-    auto report = qrt::convert::write_uqff_from_gguf(*source, staging.string(), "model");
+    auto report = qrt::convert::write_uqff_from_gguf(*source, staging.string(), "model", options);
     if (!report.ok()) {
       fs::remove_all(staging, ec);
       return fail(report.status().message());
@@ -83,6 +93,8 @@ int main(int argc, char** argv) {
       return fail("publishing " + out + ": " + ec.message());
     }
     if (existed) fs::remove_all(old, ec);
+    if (!quiet)
+      for (const std::string& line : report->outputs[0].fallbacks) std::fprintf(stderr, "%s\n", line.c_str());
     if (!quiet)
       std::fprintf(stderr, "convert-model: wrote %s (%s in %zu shard(s))\n", out.c_str(),
                    qrt::convert::human_bytes(static_cast<double>(report->outputs[0].bytes)).c_str(),

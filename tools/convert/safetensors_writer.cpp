@@ -55,7 +55,7 @@ bool SafetensorsWriter::contains(const std::string& name) const {
   return false;
 }
 
-Status SafetensorsWriter::write(const std::string& path) const {
+Status SafetensorsWriter::write(const std::string& path, const std::function<void(uint64_t)>& on_bytes) const {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata_.empty()) {
     nlohmann::ordered_json md = nlohmann::ordered_json::object();
@@ -87,6 +87,7 @@ Status SafetensorsWriter::write(const std::string& path) const {
   for (const Entry& e : entries_) {
     const ByteSpan b = e.bytes();
     if (b.size > 0) out.write(reinterpret_cast<const char*>(b.data), static_cast<std::streamsize>(b.size));
+    if (on_bytes) on_bytes(b.size);
   }
   out.flush();
   if (!out) return io_error("writing " + path + " failed (disk full?)");

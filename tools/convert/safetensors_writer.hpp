@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -32,8 +33,9 @@ class SafetensorsWriter {
   bool contains(const std::string& name) const;
   uint64_t data_bytes() const { return data_bytes_; }  // the payload so far
   // Writes the file (replacing it); an entry whose bytes do not match its shape, or a repeated name, is an
-  // internal error and nothing is written.
-  Status write(const std::string& path) const;
+  // internal error and nothing is written. `on_bytes`, when given, hears of each entry's payload as it is written
+  // (a progress display).
+  Status write(const std::string& path, const std::function<void(uint64_t)>& on_bytes = {}) const;
 
  private:
   struct Entry {

@@ -126,7 +126,7 @@ std::pair<std::string, int> uqff_module_of(const std::string& name) {
 
 Result<UqffExportReport::Output> write_uqff_set(const std::string& dir_path, const std::string& stem,
                                                 const std::string& quant, const std::vector<UqffModule>& modules,
-                                                uint64_t shard_bytes) {
+                                                uint64_t shard_bytes, const std::function<void(uint64_t)>& on_bytes) {
   const fs::path dir(dir_path);
   UqffExportReport::Output out;
   out.quant = quant;
@@ -142,7 +142,7 @@ Result<UqffExportReport::Output> write_uqff_set(const std::string& dir_path, con
   };
   auto flush = [&]() -> Status {
     const std::string file = stem + "-" + std::to_string(out.shards.size()) + ".uqff";
-    QRT_TRY(shard.write((dir / file).string()));
+    QRT_TRY(shard.write((dir / file).string(), on_bytes));
     out.bytes += shard.data_bytes();
     out.shards.push_back(file);
     start_shard();

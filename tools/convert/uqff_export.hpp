@@ -55,7 +55,8 @@ struct UqffModule {
 // (split at `shard_bytes`), residual.safetensors of dense tensors under their own names, uqff_report.json.
 Result<UqffExportReport::Output> write_uqff_set(const std::string& dir, const std::string& stem,
                                                 const std::string& quant, const std::vector<UqffModule>& modules,
-                                                uint64_t shard_bytes);
+                                                uint64_t shard_bytes,
+                                                const std::function<void(uint64_t)>& on_bytes = {});
 Status write_uqff_residual(const std::string& dir, const std::vector<const QuantTensor*>& residual);
 Status write_uqff_report(const std::string& dir, const UqffExportReport& report);
 

@@ -15,6 +15,7 @@
 #include "models/tensor_names.hpp"
 #include "models/tokenizer/tokenizer.hpp"
 #include "tools/convert/mxfp4_repack.hpp"
+#include "tools/convert/progress.hpp"
 #include "tools/convert/rope_freqs.hpp"
 #include "tools/convert/rope_rows.hpp"
 #include "tools/convert/spm_vocab.hpp"
@@ -29,11 +30,6 @@ using quant::FormatId;
 
 bool llama_family(const ModelConfig& c) {
   return c.architecture == "llama" || c.architecture == "mistral" || c.architecture == "mixtral";
-}
-
-// GGML type codes mistral.rs reads from UQFF's GGML family (spec/uqff.md §3.1).
-bool uqff_ggml_code(int code) {
-  return code == 0 || code == 1 || code == 30 || (code >= 2 && code <= 15 && code != 4 && code != 5);
 }
 
 // config.json for a model config read from GGUF.
@@ -241,8 +237,13 @@ std::shared_ptr<std::vector<uint8_t>> unpermute(const QuantTensor& t, int heads)
 
 }  // namespace
 
+// GGML type codes mistral.rs reads from UQFF's GGML family (spec/uqff.md §3.1).
+bool uqff_ggml_code(int code) {
+  return code == 0 || code == 1 || code == 30 || (code >= 2 && code <= 15 && code != 4 && code != 5);
+}
+
 Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const std::string& dir,
-                                              const std::string& stem) {
+                                              const std::string& stem, const UqffFromGgufOptions& options) {
   if (!source.gguf_metadata) return unsupported(source.path + " is not a GGUF model");
   const GgufMetadata& md = *source.gguf_metadata;
   QRT_ASSIGN_OR_RETURN(ModelConfig c, arch::config_from_gguf(arch::GgufMetadataView(md)));
@@ -294,17 +295,32 @@ Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const s
     const auto [module, expert] = uqff_module_of(is_bias ? hf->substr(0, hf->size() - 5) + ".weight" : *hf);
     const quant::FormatInfo info = quant::format_info(r->format);
     const bool quantized = info.family != quant::Family::kDense;
-    if (quantized && tag == UqffTag::kGgml && !uqff_ggml_code(info.ggml_type))
+    const bool requantize = quantized && tag == UqffTag::kGgml && !uqff_ggml_code(info.ggml_type);
+    if (requantize && !options.requantize)
       return unsupported(t.name + " is " + std::string(info.name) +
                          ", which UQFF's GGML family cannot hold (types "
-                         "mistral.rs reads: f32, f16, bf16, q4_0 ... q8_1, q2k ... q8k)");
+                         "mistral.rs reads: f32, f16, bf16, q4_0 ... q8_1, q2k ... q8k); pass --requantize TYPE");
     if (is_bias && !module.empty()) {
       biases[module] = r.get();
     } else if (!module.empty() || (quantized && key == names::kTokenEmbd)) {
+      const std::string module_key = module.empty() ? std::string("model.embed_tokens") : module;
       auto l = std::make_unique<UqffLayer>();
-      l->tensor = *r;
-      l->tag = quantized ? tag : UqffTag::kUnquant;
-      modules.emplace_back(module.empty() ? std::string("model.embed_tokens") : module, l.get());
+      if (requantize) {
+        // Decoded, then quantized to the asked type (with mistral.rs' fallbacks, e.g. q4k -> q4_1 for short rows).
+        QRT_ASSIGN_OR_RETURN(std::vector<float> values, decoded_values(*r));
+        QuantTensor dense = *r;
+        dense.format = quant::FormatId::kF32;
+        dense.data = ByteSpan{reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(float)};
+        dense.scales = dense.biases = {};
+        QRT_ASSIGN_OR_RETURN(*l, quantize_uqff_layer(dense, *options.requantize, module_key));
+        const std::string why = std::string(info.name) + " has no UQFF type: requantized to " +
+                                std::string(quant::format_name(l->tensor.format));
+        l->fallback = l->fallback.empty() ? why : why + " (" + l->fallback + ")";
+      } else {
+        l->tensor = *r;
+        l->tag = quantized ? tag : UqffTag::kUnquant;
+      }
+      modules.emplace_back(module_key, l.get());
       layers.push_back(std::move(l));
     } else if (quantized) {
       return unsupported(t.name + " is quantized (" + std::string(info.name) + ") but is not a module UQFF quantizes");
@@ -319,7 +335,13 @@ Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const s
     set.push_back({key, layer, b == biases.end() ? nullptr : b->second});
   }
   UqffExportReport report;
-  QRT_ASSIGN_OR_RETURN(UqffExportReport::Output out, write_uqff_set(dir, stem, stem, set, uint64_t{10} << 30));
+  uint64_t total = 0;
+  for (const UqffModule& m : set) total += uqff_layer_bytes(*m.layer);
+  Progress progress("converting", total, options.quiet ? Progress::Mode::kQuiet : Progress::Mode::kAuto);
+  QRT_ASSIGN_OR_RETURN(UqffExportReport::Output out,
+                       write_uqff_set(dir, stem, stem, set, uint64_t{10} << 30,
+                                      [&](uint64_t bytes) { progress.add(bytes); }));
+  progress.finish();
   report.outputs.push_back(std::move(out));
   QRT_TRY(write_uqff_residual(dir, residual));
   QRT_TRY(write_text(fs::path(dir) / "config.json", config.dump(2) + "\n"));

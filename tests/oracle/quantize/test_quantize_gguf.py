@@ -13,7 +13,9 @@
     of the scaled source (not those of the unscaled one); convert-model back to UQFF writes the rule's parameters
     into config.json again, with the same logits;
   * MXFP4: an MXFP4 export converted to GGUF holds the same values in GGUF's blocks (gguf-py's decoder against the
-    spec's decode of the export), the same logits, and converts back to the export's bytes.
+    spec's decode of the export), the same logits, and converts back to the export's bytes;
+  * a GGUF in a type UQFF lacks (IQ4_NL) is refused by tensor name, or with --requantize q8_0 converted with the
+    modules listed as fallbacks, progress shown, and logits within Q8_0's error of the GGUF's.
 
 and convert-model, from a UQFF export of the same checkpoint to GGUF: every block copied unchanged (the down
 projection byte for byte, Q and K with their rows reordered head by head), the same logits as the export read by
@@ -338,6 +340,40 @@ if r2.returncode == 0:
             same = [k for k in keys if k in f1.keys() and np.array_equal(f0.get_tensor(k), f1.get_tensor(k))]
             check("every MXFP4 weight and scale tensor comes back byte for byte", len(same) == len(keys) and keys,
                   sorted(set(keys) - set(same))[:4])
+
+# ---- GGUF in a type UQFF lacks (IQ4_NL) -> UQFF: refused by name, or requantized when asked, with progress ---------
+iq = os.path.join(WORK, "iq4_nl.gguf")
+if os.path.exists(iq):
+    os.remove(iq)
+r = run([QUANTIZE, src, "-o", iq, "--type", "iq4_nl", "--quiet"])
+check("an IQ4_NL GGUF", r.returncode == 0, r.stderr)
+if r.returncode == 0:
+    iq_uqff = os.path.join(WORK, "iq-uqff")
+    shutil.rmtree(iq_uqff, ignore_errors=True)
+    r = run([CONVERT, iq, "-o", iq_uqff])
+    check("GGUF -> UQFF refuses an i-quant by tensor name, pointing at --requantize",
+          r.returncode == 1 and "iq4_nl, which UQFF's GGML family cannot hold" in r.stderr and
+          "--requantize" in r.stderr and not os.path.exists(iq_uqff), r.stderr)
+    r = run([CONVERT, iq, "-o", iq_uqff, "--requantize", "q8_0"], env=dict(os.environ, QRT_PROGRESS_AFTER="0"))
+    check("--requantize q8_0 converts it, listing each requantized module and showing progress",
+          r.returncode == 0 and "iq4_nl has no UQFF type: requantized to q8_0" in r.stderr and
+          "converting" in r.stderr, r.stderr)
+    if r.returncode == 0:
+        report = json.load(open(os.path.join(iq_uqff, "uqff_report.json")))
+        check("uqff_report.json lists them as fallbacks", any("requantized to q8_0" in f for o in report["outputs"]
+                                                              for f in o.get("fallbacks", [])), report)
+        a, b = os.path.join(WORK, "iq-gguf.f32"), os.path.join(WORK, "iq-uqff.f32")
+        ra = run([FORWARD, "--model", iq, "--tokens", "5,99,1000,50256,7", "--logits", a])
+        rb = run([FORWARD, "--model", iq_uqff, "--tokens", "5,99,1000,50256,7", "--logits", b])
+        if ra.returncode == 0 and rb.returncode == 0:
+            la, lb = np.fromfile(a, np.float32), np.fromfile(b, np.float32)
+            err = float(np.max(np.abs(la - lb)) / np.max(np.abs(la)))
+            check(f"its logits are the IQ4_NL GGUF's within Q8_0's error ({err:.2e})", 0 < err < 3e-2)
+        else:
+            check("qrt_model_forward on the IQ4_NL GGUF and its UQFF", False, ra.stderr + rb.stderr)
+    r = run([CONVERT, iq, "-o", os.path.join(WORK, "iq-bad"), "--requantize", "iq4_nl"])
+    check("--requantize to a type UQFF lacks refused", r.returncode == 1 and "not a type of UQFF's GGML family"
+          in r.stderr, r.stderr)
 
 # A tokenizer GGUF cannot describe: a WordPiece model.
 wordpiece = os.path.join(WORK, "wordpiece-llama")
