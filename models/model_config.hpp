@@ -10,7 +10,7 @@
 
 namespace qrt {
 
-enum class RopeScaling { kNone, kLinear, kLlama3, kYarn };
+enum class RopeScaling { kNone, kLinear, kLlama3, kYarn, kLongRope };
 
 struct RopeConfig {
   RopeLayout layout = RopeLayout::kHalfSplit;
@@ -26,10 +26,14 @@ struct RopeConfig {
   float yarn_beta_fast = 32.0f;
   float yarn_beta_slow = 1.0f;
   float attn_factor = 1.0f;
+  // LongRoPE (Phi-3): a divisor per rotary pair, the short set within original_context and the long set beyond
+  // (GGUF: the rope_factors_short / rope_factors_long tensors); cos/sin scaled by attn_factor.
+  std::vector<float> short_factor;
+  std::vector<float> long_factor;
 };
 
 struct ModelConfig {
-  std::string architecture;  // "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3moe" (for reports only)
+  std::string architecture;  // "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3moe", "phi3" (for reports only)
   int vocab_size = 0;
   int hidden = 0;
   int layers = 0;

@@ -16,7 +16,8 @@ double yarn_correction_dim(double rotations, int dim, double base, double contex
 
 }  // namespace
 
-Result<RopeTable> make_rope_table(const RopeConfig& rope, int head_dim, const std::vector<float>* freq_factors) {
+Result<RopeTable> make_rope_table(const RopeConfig& rope, int head_dim, const std::vector<float>* freq_factors,
+                                  int64_t context) {
   RopeTable table;
   table.layout = rope.layout;
   table.head_dim = head_dim;
@@ -29,7 +30,7 @@ Result<RopeTable> make_rope_table(const RopeConfig& rope, int head_dim, const st
   if (!(rope.theta > 0.0f)) return invalid_argument("rope: theta must be positive, found " + std::to_string(rope.theta));
   if (!(rope.attn_factor > 0.0f))
     return invalid_argument("rope: attn_factor must be positive, found " + std::to_string(rope.attn_factor));
-  if (rope.scaling != RopeScaling::kNone && !(rope.factor > 0.0f))
+  if (rope.scaling != RopeScaling::kNone && rope.scaling != RopeScaling::kLongRope && !(rope.factor > 0.0f))
     return invalid_argument("rope: scaling factor must be positive, found " + std::to_string(rope.factor));
 
   const int half = rot / 2;
@@ -79,6 +80,23 @@ Result<RopeTable> make_rope_table(const RopeConfig& rope, int head_dim, const st
         const double extrapolation_weight = 1.0 - ramp;
         double& f = inv[static_cast<size_t>(i)];
         f = (f / factor) * (1.0 - extrapolation_weight) + f * extrapolation_weight;
+      }
+      break;
+    }
+    case RopeScaling::kLongRope: {
+      // Phi-3: each pair's frequency divided by its factor, the long set beyond the original context.
+      const bool long_context = context > rope.original_context;
+      const std::vector<float>& factors = long_context ? rope.long_factor : rope.short_factor;
+      if (rope.original_context <= 0 || static_cast<int>(factors.size()) != half)
+        return invalid_argument("rope: LongRoPE needs original_context > 0 and " + std::to_string(half) + " " +
+                                (long_context ? "long" : "short") + " factors, found " +
+                                std::to_string(factors.size()));
+      for (int i = 0; i < half; ++i) {
+        const float f = factors[static_cast<size_t>(i)];
+        if (!(f > 0.0f) || !std::isfinite(f))
+          return invalid_argument("rope: LongRoPE factor " + std::to_string(i) + " = " + std::to_string(f) +
+                                  " is not positive and finite");
+        inv[static_cast<size_t>(i)] /= f;
       }
       break;
     }

@@ -13,7 +13,7 @@ struct SuffixEntry {
   std::string_view suffix;
 };
 
-constexpr std::array<SuffixEntry, 15> kLayerSuffixes = {{
+constexpr std::array<SuffixEntry, 17> kLayerSuffixes = {{
     {LayerTensor::kAttnNorm, "attn_norm"},
     {LayerTensor::kAttnQ, "attn_q"},
     {LayerTensor::kAttnK, "attn_k"},
@@ -29,6 +29,8 @@ constexpr std::array<SuffixEntry, 15> kLayerSuffixes = {{
     {LayerTensor::kFfnGateExps, "ffn_gate_exps"},
     {LayerTensor::kFfnUpExps, "ffn_up_exps"},
     {LayerTensor::kFfnDownExps, "ffn_down_exps"},
+    {LayerTensor::kAttnQkv, "attn_qkv"},
+    {LayerTensor::kFfnGateUp, "ffn_gate_up"},
 }};
 
 // Hugging Face module paths inside model.layers.N (without .weight/.bias).
@@ -36,7 +38,7 @@ struct HfEntry {
   std::string_view hf;
   LayerTensor tensor;
 };
-constexpr std::array<HfEntry, 13> kHfLayerModules = {{
+constexpr std::array<HfEntry, 15> kHfLayerModules = {{
     {"input_layernorm", LayerTensor::kAttnNorm},
     {"post_attention_layernorm", LayerTensor::kFfnNorm},
     {"self_attn.q_proj", LayerTensor::kAttnQ},
@@ -50,6 +52,8 @@ constexpr std::array<HfEntry, 13> kHfLayerModules = {{
     {"mlp.down_proj", LayerTensor::kFfnDown},
     {"mlp.gate", LayerTensor::kFfnGateInp},               // Qwen3-MoE router
     {"block_sparse_moe.gate", LayerTensor::kFfnGateInp},  // Mixtral router
+    {"self_attn.qkv_proj", LayerTensor::kAttnQkv},        // Phi-3
+    {"mlp.gate_up_proj", LayerTensor::kFfnGateUp},
 }};
 
 // Per-expert projections: "<prefix>.E.<proj>".
@@ -162,7 +166,7 @@ std::optional<CanonicalName> canonical_from_gguf(std::string_view gguf_name) {
   auto split = split_param(gguf_name);
   if (!split) return std::nullopt;
   auto [base, is_bias] = *split;
-  for (std::string_view top : {kTokenEmbd, kOutputNorm, kOutput, kRopeFreqs})
+  for (std::string_view top : {kTokenEmbd, kOutputNorm, kOutput, kRopeFreqs, kRopeFactorsLong, kRopeFactorsShort})
     if (base == top) return make(std::string(top), is_bias);
   if (!consume(base, "blk.")) return std::nullopt;
   const auto layer = consume_index(base);

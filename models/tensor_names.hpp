@@ -1,10 +1,11 @@
 // Canonical tensor names (GGUF's, without the ".weight" suffix) and the maps from Hugging Face and GGUF file
 // names to them. The transformer only ever asks for canonical names.
 //
-//   token_embd, output_norm, output, rope_freqs
+//   token_embd, output_norm, output, rope_freqs, rope_factors_long, rope_factors_short
 //   blk.N.attn_norm, blk.N.attn_q, blk.N.attn_k, blk.N.attn_v, blk.N.attn_output, blk.N.attn_q_norm,
 //   blk.N.attn_k_norm, blk.N.ffn_norm, blk.N.ffn_gate, blk.N.ffn_up, blk.N.ffn_down, blk.N.ffn_gate_inp,
 //   blk.N.ffn_gate_exps, blk.N.ffn_up_exps, blk.N.ffn_down_exps        (+ ".bias" for biases)
+//   blk.N.attn_qkv, blk.N.ffn_gate_up: fused projections, split before use
 //
 // Expert tensors are stacked: blk.N.ffn_gate_exps is [experts, expert_ffn, hidden]. Hugging Face MoE
 // checkpoints store one tensor per expert (mlp.experts.E.gate_proj); canonicalize() stacks them.
@@ -25,6 +26,9 @@ inline constexpr std::string_view kTokenEmbd = "token_embd";
 inline constexpr std::string_view kOutputNorm = "output_norm";
 inline constexpr std::string_view kOutput = "output";
 inline constexpr std::string_view kRopeFreqs = "rope_freqs";
+// LongRoPE's per-pair divisors in GGUF (llama.cpp's phi3): [rot_dim / 2] each.
+inline constexpr std::string_view kRopeFactorsLong = "rope_factors_long";
+inline constexpr std::string_view kRopeFactorsShort = "rope_factors_short";
 inline constexpr std::string_view kBiasSuffix = ".bias";
 
 enum class LayerTensor {
@@ -43,6 +47,9 @@ enum class LayerTensor {
   kFfnGateExps,
   kFfnUpExps,
   kFfnDownExps,
+  // Fused projections (Phi-3), split into the ones above when the model is built (models/fused_tensors.hpp):
+  kAttnQkv,    // [q_dim + 2 kv_dim, hidden]: q, k, v rows
+  kFfnGateUp,  // [2 ffn, hidden]: gate, up rows (GGUF stores it as ffn_up of 2 ffn rows)
 };
 
 // "attn_q", "ffn_gate_exps", ...

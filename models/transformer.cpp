@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/quant_reference.hpp"
 #include "kernels/quant/slicing.hpp"
+#include "models/fused_tensors.hpp"
 #include "models/transformer_scratch.hpp"
 #include "loader/tensor_slice.hpp"
 #include "qrt/log.hpp"
@@ -57,9 +58,11 @@ Result<std::unique_ptr<Transformer>> Transformer::create(Backend& backend, const
   return t;
 }
 
-Status Transformer::load(const TensorTable& tensors, const TransformerOptions& options) {
+Status Transformer::load(const TensorTable& given, const TransformerOptions& options) {
   ModelConfig& c = config_;
   if (c.head_dim == 0 && c.heads > 0) c.head_dim = c.hidden / c.heads;
+  // Fused projections (Phi-3) as the canonical q/k/v and gate/up tensors, pointing into the fused bytes.
+  QRT_ASSIGN_OR_RETURN(const TensorTable tensors, split_fused_tensors(given, c, &fused_parts_));
   auto require = [](bool ok, const std::string& what) { return ok ? ok_status() : invalid_argument("config: " + what); };
   QRT_TRY(require(c.vocab_size > 0 && c.hidden > 0 && c.layers > 0, "vocab_size, hidden and layers must be positive"));
   QRT_TRY(require(c.heads > 0 && c.kv_heads > 0 && c.heads % c.kv_heads == 0,
@@ -259,7 +262,22 @@ Status Transformer::load(const TensorTable& tensors, const TransformerOptions& o
     freq_factors.resize(static_cast<size_t>(t.cols()));
     QRT_TRY(cpu::dequantize(t.format, t.view(), freq_factors.data()));
   }
-  QRT_ASSIGN_OR_RETURN(rope_, make_rope_table(c.rope, head_dim_, freq_factors.empty() ? nullptr : &freq_factors));
+  // LongRoPE factors from GGUF's tensors (config.json carries them in rope_scaling).
+  for (auto [name, out] : {std::pair{names::kRopeFactorsLong, &c.rope.long_factor},
+                           std::pair{names::kRopeFactorsShort, &c.rope.short_factor}}) {
+    auto it = tensors.find(std::string(name));
+    if (it == tensors.end()) continue;
+    consumed.insert(std::string(name));
+    const QuantTensor& t = it->second;
+    if (t.shape != std::vector<int64_t>{rot_dim / 2})
+      return invalid_argument("tensor " + std::string(name) + " (" + t.name + "): expected shape [" +
+                              std::to_string(rot_dim / 2) + "], found " + shape_string(t.shape));
+    out->resize(static_cast<size_t>(t.cols()));
+    QRT_TRY(cpu::dequantize(t.format, t.view(), out->data()));
+  }
+  const int64_t context = options.context_length > 0 ? options.context_length : c.context_length;
+  QRT_ASSIGN_OR_RETURN(rope_, make_rope_table(c.rope, head_dim_, freq_factors.empty() ? nullptr : &freq_factors,
+                                              context));
   QRT_ASSIGN_OR_RETURN(rope_inv_freq_, allocate_scoped(backend_, rope_.inv_freq.size() * sizeof(float)));
   QRT_TRY(backend_.upload(rope_.inv_freq.data(), rope_inv_freq_.buffer().ptr, rope_.inv_freq.size() * sizeof(float)));
 

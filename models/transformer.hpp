@@ -26,6 +26,7 @@
 
 #include "loader/quant_tensor.hpp"
 #include "models/kv_blocks.hpp"
+#include "loader/tensor_slice.hpp"
 #include "models/model_config.hpp"
 #include "models/rope.hpp"
 #include "backend/backend.hpp"
@@ -52,6 +53,9 @@ struct TransformerOptions {
   // Called after each tensor is uploaded (its slice, on a split model) with the bytes of the whole tensor as the
   // file stores it: a loader's progress.
   std::function<void(uint64_t bytes)> on_tensor_loaded;
+  // The longest context the model will serve; 0: the config's context_length. LongRoPE (Phi-3) uses its long
+  // factors when this exceeds the original context, as llama.cpp decides by its context size.
+  int64_t context_length = 0;
 };
 
 class Transformer;
@@ -344,6 +348,7 @@ class Transformer {
   std::vector<WeightHandle> uploaded_;  // every handle to free
   RopeTable rope_;
   ScopedBuffer rope_inv_freq_;  // [rot_dim / 2]
+  std::vector<SlicedTensor> fused_parts_;  // bytes of split fused tensors that had to be gathered (none for rows)
   bool graphs_ = true;          // TransformerOptions::graphs, cleared when the backend cannot capture a step
   KvType kv_type_ = KvType::kF32;
 };

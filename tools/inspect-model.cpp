@@ -30,6 +30,36 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+
+// The config as qrt runs it (ModelConfig's feature flags), whatever file it came from.
+nlohmann::json model_json(const qrt::ModelConfig& c) {
+  static const char* const kScaling[] = {"none", "linear", "llama3", "yarn", "longrope"};
+  nlohmann::json rope = {{"theta", c.rope.theta},
+                         {"rotary_dims", c.rope.rot_dim},
+                         {"layout", c.rope.layout == qrt::RopeLayout::kInterleaved ? "interleaved" : "half-split"},
+                         {"scaling", kScaling[static_cast<int>(c.rope.scaling)]}};
+  if (c.rope.scaling != qrt::RopeScaling::kNone) {
+    rope["factor"] = c.rope.factor;
+    rope["original_context"] = c.rope.original_context;
+    rope["attn_factor"] = c.rope.attn_factor;
+  }
+  if (c.rope.scaling == qrt::RopeScaling::kLongRope) {
+    rope["short_factors"] = c.rope.short_factor.size();  // GGUF: read from its tensors when the model is built
+    rope["long_factors"] = c.rope.long_factor.size();
+  }
+  nlohmann::json m = {{"architecture", c.architecture}, {"layers", c.layers},   {"hidden", c.hidden},
+                      {"heads", c.heads},               {"kv_heads", c.kv_heads}, {"head_dim", c.head_dim},
+                      {"ffn", c.ffn},                   {"vocab", c.vocab_size}, {"context", c.context_length},
+                      {"norm_eps", c.norm_eps},         {"rope", rope}};
+  if (c.sliding_window > 0) m["sliding_window"] = c.sliding_window;
+  if (c.experts > 0)
+    m["experts"] = {{"count", c.experts}, {"used", c.experts_used}, {"ffn", c.expert_ffn}, {"normalize", c.normalize_topk}};
+  for (auto [flag, on] : {std::pair{"qk_norm", c.qk_norm}, std::pair{"attention_bias", c.attention_bias},
+                          std::pair{"mlp_bias", c.mlp_bias}, std::pair{"tied_embeddings", c.tied_embeddings}})
+    if (on) m[flag] = true;
+  return m;
+}
+
 nlohmann::json describe(const qrt::ModelSource& src) {
   nlohmann::json j;
   j["source"] = qrt::source_kind_name(src.kind);
@@ -75,7 +105,11 @@ nlohmann::json describe(const qrt::ModelSource& src) {
   } else if (j.contains("config")) {
     arch_config = qrt::arch::config_from_hf(j["config"]);
   }
+  if (!arch_config.ok() && (src.gguf_metadata || j.contains("config"))) {
+    j["model_unsupported"] = arch_config.status().message();  // why qrt would not run it
+  }
   if (arch_config.ok()) {
+    j["model"] = model_json(*arch_config);
     const uint64_t per_token = qrt::kv_cache_bytes_per_token(*arch_config);
     const uint64_t per_token_f16 = qrt::kv_cache_bytes_per_token(*arch_config, 1, qrt::KvType::kF16);
     nlohmann::json memory = {
@@ -90,6 +124,9 @@ nlohmann::json describe(const qrt::ModelSource& src) {
 }
 
 void print_text(const nlohmann::json& j) {
+  if (j.contains("model")) std::printf("model:        %s\n", j["model"].dump().c_str());
+  if (j.contains("model_unsupported"))
+    std::printf("model:        not runnable by qrt: %s\n", j["model_unsupported"].get<std::string>().c_str());
   std::printf("source:       %s (%s)\n", j["source"].get<std::string>().c_str(), j["path"].get<std::string>().c_str());
   if (j.contains("architecture")) std::printf("architecture: %s\n", j["architecture"].get<std::string>().c_str());
   if (j.contains("metadata_keys")) std::printf("metadata:     %zu GGUF keys\n", j["metadata_keys"].get<size_t>());

@@ -13,7 +13,7 @@ using nlohmann::json;
 
 std::vector<const ArchRules*> all_rules() {
   std::vector<const ArchRules*> out;
-  for (const auto* family : {&llama_family_rules(), &qwen_family_rules()})
+  for (const auto* family : {&llama_family_rules(), &qwen_family_rules(), &phi_family_rules()})
     for (const ArchRules& r : *family) out.push_back(&r);
   return out;
 }
@@ -45,6 +45,42 @@ Status check_positive(const ModelConfig& c) {
                             std::to_string(c.experts_used) + ") <= experts and a positive expert FFN width");
   if (c.experts == 0 && c.ffn <= 0) return bad("FFN width", c.ffn);
   if (!(c.norm_eps > 0.0f)) return invalid_argument("config: norm epsilon must be positive");
+  return ok_status();
+}
+
+// LongRoPE as Hugging Face's Phi-3 reads it: short_factor and long_factor (one divisor per rotary pair); the original
+// context from the config's top level (then factor = max_position_embeddings / original) or rope_scaling; cos/sin
+// scaled by attention_factor, else sqrt(1 + ln(factor) / ln(original)) when factor > 1.
+Status read_hf_longrope(const json& j, const json& params, ModelConfig* c) {
+  RopeConfig& r = c->rope;
+  r.scaling = RopeScaling::kLongRope;
+  const int pairs = r.rot_dim / 2;
+  for (auto [key, out] : {std::pair{"short_factor", &r.short_factor}, std::pair{"long_factor", &r.long_factor}}) {
+    auto it = params.find(key);
+    if (it == params.end() || !it->is_array() || static_cast<int>(it->size()) != pairs)
+      return format_error(std::string("config.json: rope_scaling.") + key + " must be a list of " +
+                          std::to_string(pairs) + " numbers (one per rotary pair)");
+    for (const json& v : *it) {
+      if (!v.is_number() || !(v.get<double>() > 0.0) || !std::isfinite(v.get<double>()))
+        return format_error(std::string("config.json: rope_scaling.") + key + " holds " + v.dump() +
+                            ", not a positive number");
+      out->push_back(v.get<float>());
+    }
+  }
+  double factor = 1.0;
+  if (j.contains("original_max_position_embeddings") && !j["original_max_position_embeddings"].is_null()) {
+    QRT_ASSIGN_OR_RETURN(r.original_context, hf_int(j, "original_max_position_embeddings", std::nullopt));
+    if (r.original_context <= 0) return invalid_argument("config.json: original_max_position_embeddings must be positive");
+    factor = static_cast<double>(c->context_length) / r.original_context;
+  } else {
+    QRT_ASSIGN_OR_RETURN(r.original_context, hf_int(params, "original_max_position_embeddings", c->context_length));
+    QRT_ASSIGN_OR_RETURN(float f, hf_float(params, "factor", 1.0f));
+    factor = f;
+  }
+  if (r.original_context <= 0) return invalid_argument("config.json: LongRoPE needs a positive original context");
+  r.factor = static_cast<float>(factor);
+  const double attn = factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(r.original_context));
+  QRT_ASSIGN_OR_RETURN(r.attn_factor, hf_float(params, "attention_factor", static_cast<float>(attn)));
   return ok_status();
 }
 
@@ -81,6 +117,7 @@ Status read_hf_rope(const json& j, const ArchRules& rules, ModelConfig* c) {
     break;
   }
   if (type == "default") return ok_status();
+  if (type == "longrope" || type == "su") return read_hf_longrope(j, *params, c);
   QRT_ASSIGN_OR_RETURN(c->rope.factor, hf_float(*params, "factor", std::nullopt));
   if (!(c->rope.factor > 0.0f)) return invalid_argument("config.json: rope_scaling.factor must be positive");
   if (type == "linear") {
@@ -105,7 +142,8 @@ Status read_hf_rope(const json& j, const ArchRules& rules, ModelConfig* c) {
       attn = yarn_mscale(c->rope.factor, mscale) / yarn_mscale(c->rope.factor, mscale_all_dim);
     QRT_ASSIGN_OR_RETURN(c->rope.attn_factor, hf_float(*params, "attention_factor", static_cast<float>(attn)));
   } else {
-    return unsupported("config.json: rope scaling type \"" + type + "\" (supported: default, linear, llama3, yarn)");
+    return unsupported("config.json: rope scaling type \"" + type +
+                       "\" (supported: default, linear, llama3, yarn, longrope)");
   }
   return ok_status();
 }
@@ -345,6 +383,9 @@ void apply_tensor_presence(const TensorTable& t, ModelConfig* c) {
   c->mlp_bias = bias(LayerTensor::kFfnGate) || bias(LayerTensor::kFfnDown);
   c->qk_norm = has(names::layer_tensor(0, LayerTensor::kAttnQNorm));
   c->tied_embeddings = !has(std::string(names::kOutput));
+  // LongRoPE travels as two factor tensors in GGUF (read by the transformer); the metadata has no scaling type.
+  if (has(std::string(names::kRopeFactorsLong)) && has(std::string(names::kRopeFactorsShort)))
+    c->rope.scaling = RopeScaling::kLongRope;
 }
 
 std::vector<std::string_view> supported_hf_model_types() {

@@ -160,9 +160,15 @@ Status build(const std::string& path_or_name, const ModelOptions& options, Model
       progress_done += bytes;
       options.on_load_progress(progress_done, progress_total);
     };
+  // The context sessions get by default; LongRoPE (Phi-3) picks its factor set by it.
+  const int64_t trained = m->config.context_length;
+  const int64_t default_context = options.context_length > 0 ? options.context_length
+                                  : trained > 0              ? std::min<int64_t>(trained, kDefaultContextCap)
+                                                             : kDefaultContextCap;
   if (m->peers.empty()) {
     TransformerOptions transformer_options;
     transformer_options.kv_type = options.kv_type;
+    transformer_options.context_length = default_context;
     transformer_options.on_tensor_loaded = on_tensor_loaded;
     if (m->comm) transformer_options.tp = {m->comm->rank(), m->comm->world()};
     auto transformer = Transformer::create(*m->backend, m->config, canonical->tensors, transformer_options);
@@ -174,6 +180,7 @@ Status build(const std::string& path_or_name, const ModelOptions& options, Model
     Status loaded = on_every_local_rank(*m, [&](int r) -> Status {
       TransformerOptions transformer_options;
       transformer_options.kv_type = options.kv_type;
+      transformer_options.context_length = default_context;
       transformer_options.on_tensor_loaded = on_tensor_loaded;
       transformer_options.tp = {r, world};
       Backend& backend = r == 0 ? *m->backend : *m->peers[static_cast<size_t>(r - 1)].backend;
@@ -191,10 +198,8 @@ Status build(const std::string& path_or_name, const ModelOptions& options, Model
   info.architecture = m->config.architecture;
   info.device = m->backend->name();
   info.vocab_size = m->config.vocab_size;
-  info.trained_context = m->config.context_length;
-  info.default_context = options.context_length > 0 ? options.context_length
-                         : info.trained_context > 0 ? std::min<int64_t>(info.trained_context, kDefaultContextCap)
-                                                    : kDefaultContextCap;
+  info.trained_context = trained;
+  info.default_context = default_context;
   info.layers = m->config.layers;
   info.hidden = m->config.hidden;
   info.heads = m->config.heads;
@@ -317,6 +322,12 @@ Result<std::string> Model::render_chat(const std::vector<ChatMessage>& messages,
 Result<Session> Model::new_session(const SessionOptions& options) const {
   if (options.context_length < 0) return invalid_argument("session context length must be >= 0");
   const int64_t capacity = options.context_length > 0 ? options.context_length : impl_->info.default_context;
+  const RopeConfig& rope = impl_->config.rope;
+  if (rope.scaling == RopeScaling::kLongRope && capacity > rope.original_context &&
+      impl_->info.default_context <= rope.original_context)
+    log_warn("a session of ", capacity, " tokens on a model loaded for ", impl_->info.default_context,
+             ": its LongRoPE short factors hold up to ", rope.original_context,
+             " tokens; load the model with a context above that for the long factors");
   auto state = std::make_unique<api_detail::SessionState>(*this, impl_);
   {
     std::lock_guard lock(impl_->device_mutex);

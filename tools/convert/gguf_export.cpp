@@ -38,6 +38,9 @@ std::string gguf_architecture(const ModelConfig& c) { return llama_family(c) ? "
 
 Status add_architecture(GgufWriter& w, const ModelConfig& c) {
   const std::string a = gguf_architecture(c), p = a + ".";
+  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe")
+    return unsupported("writing GGUF for " + c.architecture +
+                       " models is not supported yet (llama, mistral, mixtral, qwen2, qwen3, qwen3moe)");
   if (c.rope.scaling == RopeScaling::kLlama3 &&
       (c.rope.original_context <= 0 || !(c.rope.high_freq_factor > c.rope.low_freq_factor) ||
        !(c.rope.low_freq_factor > 0.0f) || !(c.rope.factor > 0.0f)))

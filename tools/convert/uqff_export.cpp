@@ -97,8 +97,9 @@ std::pair<std::string, int> uqff_module_of(const std::string& name) {
   const std::string layer = base.substr(layers.size(), dot - layers.size());
   if (layer.empty() || layer.find_first_not_of("0123456789") != std::string::npos) return {"", -1};
   const std::string rest = base.substr(dot + 1), prefix = base.substr(0, dot + 1);
+  // Phi-3's fused qkv_proj and gate_up_proj are one module each in mistral.rs, quantized whole.
   for (const char* m : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
-                        "mlp.up_proj", "mlp.down_proj"})
+                        "mlp.up_proj", "mlp.down_proj", "self_attn.qkv_proj", "mlp.gate_up_proj"})
     if (rest == m) return {base, -1};
   // Experts: "<experts>.E.<proj>", stacked under "<experts>.<gate|up|down>_proj".
   struct Experts {

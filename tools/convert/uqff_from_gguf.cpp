@@ -247,6 +247,9 @@ Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const s
   if (!source.gguf_metadata) return unsupported(source.path + " is not a GGUF model");
   const GgufMetadata& md = *source.gguf_metadata;
   QRT_ASSIGN_OR_RETURN(ModelConfig c, arch::config_from_gguf(arch::GgufMetadataView(md)));
+  if (!llama_family(c) && c.architecture != "qwen2" && c.architecture != "qwen3" && c.architecture != "qwen3moe")
+    return unsupported("convert-model does not write UQFF exports of " + c.architecture +
+                       " GGUF models yet (llama, mistral, mixtral, qwen2, qwen3, qwen3moe)");
   QRT_ASSIGN_OR_RETURN(names::CanonicalTensors canonical,
                        names::canonicalize(source.tensors, names::NameScheme::kGguf));
   arch::apply_tensor_presence(canonical.tensors, &c);

@@ -1,6 +1,7 @@
-// The seven architectures' distinguishing features as tiny ModelConfigs (256 wide, so every format's blocks fit):
+// The eight architectures' distinguishing features as tiny ModelConfigs (256 wide, so every format's blocks fit):
 // llama, llama 3 with GGUF's interleaved RoPE and llama3 scaling, mistral with a sliding window, qwen2 with biases
-// and a tied output, qwen3 with q/k norms, mixtral and qwen3moe. Shared by the GPU model tests.
+// and a tied output, qwen3 with q/k norms, mixtral, qwen3moe, and phi3 with fused projections and LongRoPE. Shared
+// by the GPU model tests.
 #pragma once
 
 #include <string>
@@ -52,6 +53,10 @@ inline std::vector<Architecture> architectures() {
   qwen3moe.qk_norm = true;
   qwen3moe.normalize_topk = false;
   out.push_back({"qwen3moe", qwen3moe});
+  ModelConfig phi3 = base;  // fused qkv and gate_up (make_tiny_model fuses them for "phi3"), LongRoPE
+  phi3.architecture = "phi3";
+  test::set_longrope(&phi3);
+  out.push_back({"phi3", phi3});
   for (Architecture& a : out) a.config.architecture = a.name;
   return out;
 }

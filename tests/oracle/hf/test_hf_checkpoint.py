@@ -109,6 +109,31 @@ def main():
         json.dump({"weight_map": {"a": "../outside.safetensors"}}, f)
     r = inspect(d)
     check("rejects a shard outside the directory", r.returncode != 0 and "not a file name" in r.stderr, r.stderr)
+    # The config as qrt runs it: Phi-3's LongRoPE fields; an architecture qrt does not run, and why.
+    from safetensors.numpy import save_file
+    for model_type, extra in (("phi3", {"original_max_position_embeddings": 16, "sliding_window": 2047,
+                                        "rope_scaling": {"type": "longrope", "short_factor": [1.0] * 8,
+                                                         "long_factor": [2.0] * 8}}),
+                              ("gemma2", {})):
+        d = os.path.join(WORK, "config-" + model_type)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        save_file({"model.norm.weight": np.ones(64, np.float32)}, os.path.join(d, "model.safetensors"))
+        cfg = dict({"model_type": model_type, "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2,
+                    "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+                    "max_position_embeddings": 128}, **extra)
+        json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+        r = inspect(d, "--json")
+        j = json.loads(r.stdout) if r.returncode == 0 else {}
+        if model_type == "phi3":
+            m = j.get("model", {})
+            check("inspect-model shows phi3's LongRoPE and window", m.get("architecture") == "phi3" and
+                  m.get("sliding_window") == 2047 and m.get("rope", {}).get("scaling") == "longrope" and
+                  m["rope"].get("original_context") == 16 and m["rope"].get("factor") == 8.0 and
+                  m["rope"].get("long_factors") == 8 and abs(m["rope"]["attn_factor"] - (1 + np.log(8) / np.log(16)) ** 0.5) < 1e-6, j)
+        else:
+            check("inspect-model says why it would not run gemma2", "model" not in j and
+                  'model_type "gemma2"' in j.get("model_unsupported", ""), j)
     print(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 

@@ -34,8 +34,9 @@ def head_dim_of(cfg):
     return hd if hd else cfg["hidden_size"] // cfg["num_attention_heads"]
 
 
-def rope_parameters(cfg):
-    """(inv_freq [dim/2], attention_scaling, dim) as Hugging Face's ROPE_INIT_FUNCTIONS compute them."""
+def rope_parameters(cfg, seq_len=None):
+    """(inv_freq [dim/2], attention_scaling, dim) as Hugging Face's ROPE_INIT_FUNCTIONS compute them; `seq_len` (the
+    forward's largest position + 1) picks LongRoPE's factor set as Phi-3's dynamic update does."""
     base = cfg.get("rope_theta", 10000.0)
     head_dim = head_dim_of(cfg)
     dim = int(head_dim * cfg.get("partial_rotary_factor", 1.0))
@@ -89,6 +90,19 @@ def rope_parameters(cfg):
         inv_extrapolation = 1.0 / pos_freqs
         inv_interpolation = 1.0 / (factor * pos_freqs)
         inv_freq = inv_interpolation * (1 - extrapolation_factor) + inv_extrapolation * extrapolation_factor
+    elif rope_type in ("longrope", "su"):
+        # Phi-3: with a top-level original context, factor = max_position_embeddings / original.
+        original = cfg.get("original_max_position_embeddings")
+        if original:
+            factor = cfg["max_position_embeddings"] / original
+        else:
+            original = cfg["max_position_embeddings"]
+            factor = scaling.get("factor", 1.0)
+        attention_scaling = scaling.get("attention_factor")
+        if attention_scaling is None:
+            attention_scaling = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+        ext = scaling["long_factor"] if seq_len is not None and seq_len > original else scaling["short_factor"]
+        inv_freq = 1.0 / (np.asarray(ext, dtype=np.float64) * base ** (np.arange(0, dim, 2, dtype=np.float64) / dim))
     else:
         raise ValueError("rope type " + rope_type)
     return inv_freq, attention_scaling, dim
@@ -110,11 +124,31 @@ def sliding_window_of(cfg):
     mt = cfg["model_type"]
     if mt in ("mistral", "mixtral"):
         return cfg.get("sliding_window", 4096 if mt == "mistral" else None) or 0
+    if mt == "phi3":
+        return cfg.get("sliding_window") or 0
     if mt in ("qwen2", "qwen3", "qwen3_moe"):
         if cfg.get("use_sliding_window", False) and cfg.get("max_window_layers", 28) == 0:
             return cfg.get("sliding_window", 4096)
         return 0
     return 0
+
+
+def split_fused(cfg, W):
+    """Phi-3's qkv_proj ([q; k; v] rows) and gate_up_proj ([gate; up] rows, chunked in half as Phi3MLP does)."""
+    n_heads = cfg["num_attention_heads"]
+    n_kv = cfg.get("num_key_value_heads") or n_heads
+    hd = head_dim_of(cfg)
+    out = dict(W)
+    for name, w in W.items():
+        if name.endswith("self_attn.qkv_proj.weight"):
+            p = name[: -len("qkv_proj.weight")]
+            q, k, v = np.split(w, [n_heads * hd, (n_heads + n_kv) * hd])
+            out.update({p + "q_proj.weight": q, p + "k_proj.weight": k, p + "v_proj.weight": v})
+        elif name.endswith("mlp.gate_up_proj.weight"):
+            p = name[: -len("gate_up_proj.weight")]
+            gate, up = np.split(w, 2)
+            out.update({p + "gate_proj.weight": gate, p + "up_proj.weight": up})
+    return out
 
 
 def linear(x, w, b=None):
@@ -129,9 +163,9 @@ def forward(cfg, W, tokens, positions):
     n_kv = cfg.get("num_key_value_heads") or n_heads
     hd = head_dim_of(cfg)
     eps = cfg.get("rms_norm_eps", 1e-5 if mt == "mixtral" else 1e-6)
-    inv_freq, attention_scaling, rot_dim = rope_parameters(cfg)
-    window = sliding_window_of(cfg)
     positions = np.asarray(positions)
+    inv_freq, attention_scaling, rot_dim = rope_parameters(cfg, int(positions.max()) + 1)
+    window = sliding_window_of(cfg)
     T = len(tokens)
 
     # Mask over positions: key s visible to query t when pos[s] <= pos[t] (and within the window).
@@ -140,6 +174,7 @@ def forward(cfg, W, tokens, positions):
     if window:
         visible &= dist < window
 
+    W = split_fused(cfg, W)
     x = W["model.embed_tokens.weight"][np.asarray(tokens)]
     for layer in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % layer

@@ -89,6 +89,15 @@ CASES = {
         rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}),
     "qwen3moe_no_norm": base_config("qwen3_moe", num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
                                     norm_topk_prob=False),
+    # Phi-3: fused qkv_proj and gate_up_proj. LongRoPE beyond an original context of 8 (SEQ_LEN 11: the long factors,
+    # cos/sin scaled by sqrt(1 + ln 8 / ln 8)); within one of 64 (the short factors); a sliding window.
+    "phi3_longrope": base_config("phi3", original_max_position_embeddings=8, rope_scaling={
+        "type": "longrope", "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.6, 3.3, 4.0],
+        "long_factor": [1.0, 1.5, 2.5, 4.0, 6.0, 9.0, 14.0, 20.0]}),
+    "phi3_longrope_short_swa": base_config("phi3", original_max_position_embeddings=64, sliding_window=5,
+                                           rope_scaling={"type": "longrope",
+                                                         "short_factor": [1.0, 1.2, 1.7, 2.4, 3.0, 4.5, 6.0, 8.0],
+                                                         "long_factor": [1.0] * 8}),
 }
 WIDE_CASES = {
     "wide_llama": base_config("llama", hidden_size=256, intermediate_size=256, num_hidden_layers=1),
@@ -131,6 +140,9 @@ def make_weights(cfg, rng):
             W[p + "self_attn.%s.weight" % name] = mat(rows, hidden)
             if qkv_bias:
                 W[p + "self_attn.%s.bias" % name] = bias(rows)
+        if mt == "phi3":  # one fused [q; k; v] projection
+            W[p + "self_attn.qkv_proj.weight"] = np.concatenate([W.pop(p + "self_attn.%s.weight" % n)
+                                                                 for n in ("q_proj", "k_proj", "v_proj")])
         W[p + "self_attn.o_proj.weight"] = mat(hidden, n_heads * hd)
         if o_bias:
             W[p + "self_attn.o_proj.bias"] = bias(hidden)
@@ -158,6 +170,9 @@ def make_weights(cfg, rng):
             W[p + "mlp.gate_proj.weight"] = mat(ffn, hidden)
             W[p + "mlp.up_proj.weight"] = mat(ffn, hidden)
             W[p + "mlp.down_proj.weight"] = mat(hidden, ffn)
+            if mt == "phi3":  # one fused [gate; up] projection
+                W[p + "mlp.gate_up_proj.weight"] = np.concatenate([W.pop(p + "mlp.gate_proj.weight"),
+                                                                   W.pop(p + "mlp.up_proj.weight")])
             if cfg.get("mlp_bias", False):
                 W[p + "mlp.gate_proj.bias"] = bias(ffn)
                 W[p + "mlp.up_proj.bias"] = bias(ffn)
@@ -181,11 +196,13 @@ HF_TO_GGUF_LAYER = {
     "mlp.down_proj": "ffn_down",
     "mlp.gate": "ffn_gate_inp",
     "block_sparse_moe.gate": "ffn_gate_inp",
+    "self_attn.qkv_proj": "attn_qkv",
+    "mlp.gate_up_proj": "ffn_gate_up",  # qrt's canonical name; llama.cpp's GGUF calls the fused tensor ffn_up
 }
 EXPERT_PROJ = {"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps", "down_proj": "ffn_down_exps",
                "w1": "ffn_gate_exps", "w3": "ffn_up_exps", "w2": "ffn_down_exps"}
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-             "qwen3_moe": "qwen3moe"}
+             "qwen3_moe": "qwen3moe", "phi3": "phi3"}
 
 
 def permute_for_interleaved_rope(w, n_head):
@@ -237,6 +254,8 @@ def to_gguf_layout(cfg, W):
         elif llama_family and base.endswith(".attn_k"):
             w = permute_for_interleaved_rope(w, n_kv)
         suffix = ".bias" if is_bias else ".weight"
+        if base.endswith(".ffn_gate_up"):  # llama.cpp's phi3: the fused [gate; up] is ffn_up
+            base = base[: -len("_gate_up")] + "_up"
         if expert is None:
             G[base + suffix] = w
         else:
@@ -246,6 +265,9 @@ def to_gguf_layout(cfg, W):
     rope = cfg.get("rope_scaling") or {}
     if rope.get("rope_type", rope.get("type")) == "llama3":
         G["rope_freqs.weight"] = llama3_rope_factors(cfg).astype(np.float32)
+    if rope.get("rope_type", rope.get("type")) in ("longrope", "su"):  # llama.cpp's phi3 LongRoPE tensors
+        G["rope_factors_long.weight"] = np.asarray(rope["long_factor"], np.float32)
+        G["rope_factors_short.weight"] = np.asarray(rope["short_factor"], np.float32)
     return G
 
 
@@ -313,6 +335,13 @@ def gguf_metadata(cfg, variant):
     if kind == "linear":
         md[a + "rope.scaling.type"] = "linear"
         md[a + "rope.scaling.factor"] = rope["factor"]
+    elif kind in ("longrope", "su"):
+        # llama.cpp's phi3: no scaling type (the factor tensors carry it), the original context and the cos/sin
+        # factor its converter computes.
+        original = cfg["original_max_position_embeddings"]
+        factor = cfg["max_position_embeddings"] / original
+        md[a + "rope.scaling.original_context_length"] = original
+        md[a + "rope.scaling.attn_factor"] = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original))
     elif kind == "yarn":
         md[a + "rope.scaling.type"] = "yarn"
         md[a + "rope.scaling.factor"] = rope["factor"]
@@ -402,8 +431,8 @@ def run_case(tool, work, case, cfg, seed, format_args, failures, gguf=True, sche
                 # The format must really have been applied (to the q projection at least).
                 wanted = format_args[format_args.index("--format") + 1]
                 applied = json.load(open(config_out))["tensor_formats"]
-                failures.check(applied["blk.0.attn_k"] == wanted,
-                               "%s: blk.0.attn_k is %s, not %s" % (case, applied["blk.0.attn_k"], wanted))
+                k = "blk.0.attn_k" if "blk.0.attn_k" in applied else "blk.0.attn_qkv"  # Phi-3: fused
+                failures.check(applied[k] == wanted, "%s: %s is %s, not %s" % (case, k, applied[k], wanted))
             got = np.fromfile(out, dtype=np.float32).reshape(SEQ_LEN, cfg["vocab_size"]).astype(np.float64)
             key = tuple(positions)
             if key not in reference_cache:
@@ -416,7 +445,8 @@ def run_case(tool, work, case, cfg, seed, format_args, failures, gguf=True, sche
 
 def check_gguf_config_matches(tool, work, failures):
     """config_from_gguf and config_from_hf must agree on the transformer's flags (all but the RoPE layout)."""
-    for case in ("llama", "tinyllama_mqa_linear_bias", "qwen2", "qwen3", "mixtral", "qwen3moe_norm_yarn"):
+    for case in ("llama", "tinyllama_mqa_linear_bias", "qwen2", "qwen3", "mixtral", "qwen3moe_norm_yarn", "phi3_longrope",
+                 "phi3_longrope_short_swa"):
         d = os.path.join(work, case)
         hf = json.load(open(os.path.join(d, "config_f32.json")))
         probe = os.path.join(d, "config_gguf.json")
@@ -445,6 +475,9 @@ def check_sensitivity(failures):
         ("qwen3moe_norm_yarn", {"norm_topk_prob": False}),
         ("qwen3moe_norm_yarn", {"rope_scaling": None}),
         ("qwen3moe_no_norm", {"norm_topk_prob": True}),
+        ("phi3_longrope", {"rope_scaling": None}),
+        ("phi3_longrope_short_swa", {"rope_scaling": None}),
+        ("phi3_longrope_short_swa", {"sliding_window": None}),
     ]
     for case, change in ablations:
         cfg = CASES[case]

@@ -147,7 +147,7 @@ def module_keys(W):
         base = name[:-7]
         parts = base.split(".")
         if base == "lm_head" or any(base.endswith(m) for m in ("q_proj", "k_proj", "v_proj", "o_proj")) or \
-                (parts[-1] in ("gate_proj", "up_proj", "down_proj") and "experts" not in parts):
+                (parts[-1] in ("gate_proj", "up_proj", "down_proj", "gate_up_proj") and "experts" not in parts):
             out[base] = w
         elif "experts" in parts:
             i = parts.index("experts")
@@ -296,6 +296,20 @@ if r.returncode == 0:
           and not any(".experts.0." in n for n in names), sorted(names)[:8])
     # --no-promote: lm_head in q4k too. qrt finds the shards through the report's quant name.
     check_export("moe", moe_cfg, msrc, MW, mdir, ["q4k"], {"q4k": lambda key: "Q4_K"}, 4)
+
+# ---- Phi-3: the fused qkv_proj and gate_up_proj are one module each (as mistral.rs quantizes them); LongRoPE -------
+pairs = 32  # head_dim 64
+phi_cfg = base_config("phi3", hidden_size=256, intermediate_size=256, num_hidden_layers=1,
+                      original_max_position_embeddings=4, rope_scaling={
+                          "type": "longrope", "short_factor": [1.0 + 0.05 * i for i in range(pairs)],
+                          "long_factor": [1.0 + 0.7 * i for i in range(pairs)]})
+psrc, PW = make_checkpoint("phi3", phi_cfg, 5)
+pdir = os.path.join(WORK, "phi3-uqff")
+shutil.rmtree(pdir, ignore_errors=True)
+r = run([QUANTIZE, psrc, "-o", pdir, "--type", "q8_0", "--quiet"])
+check("phi3: quantize-model exit", r.returncode == 0, r.stderr[-3000:])
+if r.returncode == 0:
+    check_export("phi3", phi_cfg, psrc, PW, pdir, ["q8_0"], {"q8_0": lambda key: "Q8_0"}, 6)
 
 # ---- refusals ------------------------------------------------------------------------------------------------
 for label, args, expect in (

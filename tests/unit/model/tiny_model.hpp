@@ -41,7 +41,40 @@ struct TinyModel {
   uint64_t seed_ = 77;
 };
 
-// A llama-like model (set experts/qk_norm/biases in `c` first); every tensor the config asks for.
+// Phi-3's layout: each layer's q, k, v (and their biases) fused into attn_qkv, gate and up into ffn_gate_up; F32
+// rows concatenated in that order (models/fused_tensors.hpp splits them back).
+inline void fuse_projections(TinyModel& m) {
+  using names::LayerTensor;
+  auto fuse = [&](const std::vector<std::string>& parts, const std::string& fused) {
+    if (!m.tensors.count(parts[0])) return;
+    std::vector<uint8_t>& bytes = m.storage.emplace_back();
+    std::vector<int64_t> shape = m.tensors[parts[0]].shape;
+    shape[0] = 0;
+    for (const std::string& p : parts) {
+      const QuantTensor& t = m.tensors[p];
+      bytes.insert(bytes.end(), t.data.data, t.data.data + t.data.size);
+      shape[0] += t.shape[0];
+    }
+    QuantTensor t = m.tensors[parts[0]];
+    t.name = fused;
+    t.shape = shape;
+    t.data = {bytes.data(), bytes.size()};
+    for (const std::string& p : parts) m.tensors.erase(p);
+    m.tensors[fused] = t;
+  };
+  for (int l = 0; l < m.config.layers; ++l) {
+    auto n = [&](LayerTensor t) { return names::layer_tensor(l, t); };
+    for (bool bias : {false, true}) {
+      auto named = [&](LayerTensor t) { return bias ? names::bias_of(n(t)) : n(t); };
+      fuse({named(LayerTensor::kAttnQ), named(LayerTensor::kAttnK), named(LayerTensor::kAttnV)},
+           named(LayerTensor::kAttnQkv));
+      fuse({named(LayerTensor::kFfnGate), named(LayerTensor::kFfnUp)}, named(LayerTensor::kFfnGateUp));
+    }
+  }
+}
+
+// A llama-like model (set experts/qk_norm/biases in `c` first); every tensor the config asks for. A "phi3" config
+// gets fused projections.
 inline TinyModel make_tiny_model(ModelConfig c) {
   using names::LayerTensor;
   TinyModel m;
@@ -83,6 +116,7 @@ inline TinyModel make_tiny_model(ModelConfig c) {
       mat(n(LayerTensor::kFfnDown), h, c.ffn);
     }
   }
+  if (c.architecture == "phi3") fuse_projections(m);
   return m;
 }
 
@@ -98,6 +132,22 @@ inline ModelConfig tiny_llama_config() {
   c.ffn = 64;
   c.norm_eps = 1e-5f;
   return c;
+}
+
+// LongRoPE for a tiny config (Phi-3's scaling): distinct short and long divisors per rotary pair, an original
+// context of 8, and a context of 64 so that the long set applies; cos/sin scaled by 1.2.
+inline void set_longrope(ModelConfig* c) {
+  const int pairs = (c->rope.rot_dim > 0 ? c->rope.rot_dim : c->head_dim) / 2;
+  c->rope.scaling = RopeScaling::kLongRope;
+  c->rope.original_context = 8;
+  c->context_length = 64;
+  c->rope.attn_factor = 1.2f;
+  c->rope.short_factor.clear();
+  c->rope.long_factor.clear();
+  for (int i = 0; i < pairs; ++i) {
+    c->rope.short_factor.push_back(1.0f + 0.1f * static_cast<float>(i));
+    c->rope.long_factor.push_back(1.0f + 0.9f * static_cast<float>(i));
+  }
 }
 
 // The tiny llama turned into a mixture of experts (4 experts, 2 per token) with per-head q/k norms.

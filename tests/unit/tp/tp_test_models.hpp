@@ -134,6 +134,9 @@ inline std::vector<Case> cases() {
   qwen3moe.normalize_topk = false;
   qwen3moe.expert_ffn = 96;  // 48 or 24 per rank: not whole Q8_0 blocks, so the experts are replicated
   out.push_back({"qwen3moe_replicated_experts_q8_0", qwen3moe, FormatId::kQ8_0, 0});
+  ModelConfig phi3 = base_config("phi3");  // fused qkv and gate_up, split and then sliced by every rank
+  set_longrope(&phi3);
+  out.push_back({"phi3_fused_longrope_q8_0", phi3, FormatId::kQ8_0, 0});
   return out;
 }
 

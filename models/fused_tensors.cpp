@@ -1,0 +1,72 @@
+#include "models/fused_tensors.hpp"
+
+#include <string>
+
+#include "models/tensor_names.hpp"
+
+namespace qrt {
+namespace {
+
+using names::LayerTensor;
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Replaces `fused` (a weight or its bias) in *out by the row ranges `parts` (name, rows), in order.
+Status split_rows(const QuantTensor& fused, const std::vector<std::pair<std::string, int64_t>>& parts,
+                  TensorTable* out, std::vector<SlicedTensor>* keep) {
+  int64_t total = 0;
+  for (const auto& [name, rows] : parts) total += rows;
+  if (fused.shape.empty() || fused.shape[0] != total)
+    return invalid_argument("tensor " + fused.name + " " + shape_text(fused.shape) + ": expected " +
+                            std::to_string(total) + " rows to split into " + parts.front().first + " ...");
+  int64_t start = 0;
+  for (const auto& [name, rows] : parts) {
+    if (out->count(name))
+      return invalid_argument("tensor " + fused.name + " is fused, but " + name + " is present as well");
+    QRT_ASSIGN_OR_RETURN(SlicedTensor part, slice_tensor(fused, quant::DimRange{0, start, rows}));
+    out->emplace(name, part.tensor);
+    if (!part.storage.empty()) keep->push_back(std::move(part));
+    start += rows;
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<TensorTable> split_fused_tensors(const TensorTable& tensors, const ModelConfig& c,
+                                        std::vector<SlicedTensor>* keep) {
+  TensorTable out;
+  const int64_t head_dim = c.head_dim > 0 ? c.head_dim : (c.heads > 0 ? c.hidden / c.heads : 0);
+  const int64_t q_dim = int64_t{c.heads} * head_dim, kv_dim = int64_t{c.kv_heads} * head_dim;
+  std::vector<std::pair<const QuantTensor*, std::vector<std::pair<std::string, int64_t>>>> splits;
+  for (const auto& [name, t] : tensors) {
+    bool fused = false;
+    for (int l = 0; l < c.layers && !fused; ++l) {
+      auto n = [&](LayerTensor x) { return names::layer_tensor(l, x); };
+      for (const bool bias : {false, true}) {
+        auto named = [&](LayerTensor x) { return bias ? names::bias_of(n(x)) : n(x); };
+        if (name == named(LayerTensor::kAttnQkv)) {
+          splits.push_back({&t, {{named(LayerTensor::kAttnQ), q_dim},
+                                 {named(LayerTensor::kAttnK), kv_dim},
+                                 {named(LayerTensor::kAttnV), kv_dim}}});
+          fused = true;
+        }
+        const bool gguf_fused_up = name == named(LayerTensor::kFfnUp) && c.ffn > 0 && !t.shape.empty() &&
+                                   t.shape[0] == 2 * int64_t{c.ffn} && !tensors.count(named(LayerTensor::kFfnGate));
+        if (name == named(LayerTensor::kFfnGateUp) || gguf_fused_up) {
+          splits.push_back({&t, {{named(LayerTensor::kFfnGate), c.ffn}, {named(LayerTensor::kFfnUp), c.ffn}}});
+          fused = true;
+        }
+      }
+    }
+    if (!fused) out.emplace(name, t);
+  }
+  for (const auto& [t, parts] : splits) QRT_TRY(split_rows(*t, parts, &out, keep));
+  return out;
+}
+
+}  // namespace qrt
