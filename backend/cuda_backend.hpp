@@ -117,6 +117,12 @@ class CudaBackend final : public Backend {
   // wherever its column steps fit the format; off (the default until a GPU has compared them), fp16 tiles of W and
   // cuBLAS. QRT_CUDA_GEMM=fused|cublas sets it at creation.
   void set_fused_gemm(bool on) { fused_gemm_ = on; }
+  // Batches above the GEMV's (prefill, batched decode) read an fp16 copy of every matrix made once at upload, in one
+  // cuBLAS GEMM, instead of dequantizing fp16 tiles of it at every call: each such pass then moves the matrix's
+  // fp16 bytes once, for 2 bytes per weight of device memory on top of the packed ones (F16 weights are used as
+  // they are, at no extra cost). Off by default; QRT_CUDA_HALF_WEIGHTS=1 sets it at creation. Applies to the
+  // weights uploaded after it is set.
+  void set_half_weights(bool on) { half_weights_ = on; }
 
  private:
   struct Weight;
@@ -132,6 +138,8 @@ class CudaBackend final : public Backend {
   // Grows the fp32 dequantization scratch to at least `bytes`.
   Result<float*> dequant_scratch(uint64_t bytes);
   Status linear_gemm(const Weight& w, ConstF32View x, F32View y);
+  // set_half_weights: w's fp16 copy (w.half), dequantized on the device.
+  Status make_half_copy(Weight& w);
   // Whether linear() above the GEMV batch takes the fused dequantize + wmma kernel for w.
   bool fused_gemm_applies(const Weight& w) const;
   Status copy_weight_part(const ByteSpan& span, uint8_t* device);
@@ -156,6 +164,7 @@ class CudaBackend final : public Backend {
   std::vector<void*> q8_retired_;
   bool integer_gemv_ = true;
   bool fused_gemm_ = false;
+  bool half_weights_ = false;
   // The x whose quantization q8_buffer_ holds, so that the projections sharing an input (q, k, v; gate, up) quantize
   // it once. rms_norm and silu_mul (the producers of most GEMV inputs) write it as they write their output when it
   // fits the buffer; every other op forgets it (any of them may write x), as does a linear() whose output overlaps

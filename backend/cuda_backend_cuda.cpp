@@ -58,6 +58,8 @@ struct CudaBackend::Weight {
   const uint8_t* biases = nullptr;
   quant::PartSizes matrix_parts;  // part sizes of one [shape[-2], shape[-1]] matrix (one expert when stacked)
   const float* values = nullptr;  // 1-D tensors: [shape[0]] decoded f32
+  const void* half = nullptr;      // set_half_weights: the matrix as fp16 [rows, cols] (`data` itself for F16)
+  void* half_allocation = nullptr;  // cudaMalloc'd for `half` unless the weight is F16
 
   int64_t cols() const { return shape.back(); }
   int64_t rows() const {
@@ -106,6 +108,12 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, Communicato
       return invalid_argument("QRT_CUDA_GEMM=" + choice + ": expected fused or cublas");
     backend->fused_gemm_ = choice == "fused";
   }
+  // QRT_CUDA_HALF_WEIGHTS=1 keeps an fp16 copy of every matrix for the GEMMs above the GEMV batch.
+  if (const char* half = std::getenv("QRT_CUDA_HALF_WEIGHTS"); half != nullptr && *half != '\0') {
+    const std::string choice(half);
+    if (choice != "0" && choice != "1") return invalid_argument("QRT_CUDA_HALF_WEIGHTS=" + choice + ": expected 0 or 1");
+    backend->half_weights_ = choice == "1";
+  }
   return backend;
 }
 
@@ -117,8 +125,10 @@ CudaBackend::CudaBackend(std::unique_ptr<CudaContext> ctx)
 CudaBackend::~CudaBackend() {
   auto scope = ctx_->activate();
   cudaStreamSynchronize(ctx_->compute_stream());
-  for (auto& w : weights_)
+  for (auto& w : weights_) {
     if (w != nullptr && w->allocation != nullptr) cudaFree(w->allocation);
+    if (w != nullptr && w->half_allocation != nullptr) cudaFree(w->half_allocation);
+  }
   weights_.clear();
   for (void* p : q8_retired_) cudaFree(p);
   cudaFree(q8_buffer_);
@@ -300,6 +310,13 @@ Result<WeightHandle> CudaBackend::upload_weight(const QuantTensor& t) {
       return reserved.with_context(where);
     }
   }
+  if (half_weights_ && t.shape.size() == 2) {
+    Status made = make_half_copy(*w);
+    if (!made.ok()) {
+      cudaFree(allocation);
+      return made.with_context(where + " (set_half_weights / QRT_CUDA_HALF_WEIGHTS)");
+    }
+  }
   weights_.push_back(std::move(w));
   load_stats_.bytes += values.empty() ? t.bytes() : bytes;
   load_stats_.tensors += 1;
@@ -325,7 +342,32 @@ void CudaBackend::free_weight(WeightHandle h) {
   auto scope = ctx_->activate();
   cudaStreamSynchronize(ctx_->compute_stream());  // queued ops may still read it
   cudaFree(weights_[h.id - 1]->allocation);
+  if (weights_[h.id - 1]->half_allocation != nullptr) cudaFree(weights_[h.id - 1]->half_allocation);
   weights_[h.id - 1].reset();
+}
+
+Status CudaBackend::make_half_copy(Weight& w) {
+  if (w.format == quant::FormatId::kF16) {
+    w.half = w.data;
+    return ok_status();
+  }
+  const quant::QuantView view = w.view();
+  const uint64_t bytes = static_cast<uint64_t>(view.rows) * static_cast<uint64_t>(view.cols) * sizeof(__half);
+  const cudaError_t err = cudaMalloc(&w.half_allocation, bytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    w.half_allocation = nullptr;
+    return cuda_status(err, "cudaMalloc").with_context("an fp16 copy of " + std::to_string(bytes) + " bytes");
+  }
+  Status s = kernels::dequantize_rows_half(w.format, view, 0, view.rows, static_cast<__half*>(w.half_allocation),
+                                           ctx_->compute_stream());
+  if (!s.ok()) {
+    cudaFree(w.half_allocation);
+    w.half_allocation = nullptr;
+    return s;
+  }
+  w.half = w.half_allocation;
+  return ok_status();
 }
 
 // ---- ops ----------------------------------------------------------------------------------------------------
@@ -391,7 +433,7 @@ Status CudaBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bia
     bool done = false;
     QRT_TRY(linear_dp4a(*w, x, y, &done));
     if (!done) QRT_TRY(kernels::gemv(w->format, w->view(), x.data, static_cast<int>(x.rows), y.data, stream));
-  } else if (fused_gemm_applies(*w)) {
+  } else if (w->half == nullptr && fused_gemm_applies(*w)) {
     QRT_TRY(kernels::gemm_dequant_tc(w->format, w->view(), x.data, x.rows, y.data, stream));
   } else {
     QRT_TRY(linear_gemm(*w, x, y));
@@ -457,6 +499,18 @@ Status CudaBackend::linear_gemm(const Weight& w, ConstF32View x, F32View y) {
     return unsupported("linear: [" + std::to_string(n) + ", " + std::to_string(in) + "] · [" + std::to_string(out) +
                        ", " + std::to_string(in) + "]ᵀ exceeds cuBLAS's 32-bit dimensions");
   const uint64_t row_bytes = static_cast<uint64_t>(in) * sizeof(__half);
+  const float alpha = 1.0f, beta = 0.0f;
+  if (w.half != nullptr) {
+    // The fp16 copy made at upload: one GEMM over every row.
+    QRT_ASSIGN_OR_RETURN(float* scratch, dequant_scratch(static_cast<uint64_t>(n) * row_bytes));
+    auto* x_half = reinterpret_cast<__half*>(scratch);
+    QRT_TRY(kernels::to_half(x.data, n * in, x_half, ctx_->compute_stream()));
+    QRT_CUBLAS_TRY(cublasGemmEx(ctx_->cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(n),
+                                static_cast<int>(in), &alpha, w.half, CUDA_R_16F, static_cast<int>(in), x_half,
+                                CUDA_R_16F, static_cast<int>(in), &beta, y.data, CUDA_R_32F, static_cast<int>(out),
+                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return ok_status();
+  }
   int64_t tile = static_cast<int64_t>(gemm_tile_bytes_ / row_bytes);
   if (tile < 1) tile = 1;
   if (tile > out) tile = out;
@@ -466,7 +520,6 @@ Status CudaBackend::linear_gemm(const Weight& w, ConstF32View x, F32View y) {
   auto* w_half = reinterpret_cast<__half*>(reinterpret_cast<uint8_t*>(scratch) + x_bytes);
   const cudaStream_t stream = ctx_->compute_stream();
   QRT_TRY(kernels::to_half(x.data, n * in, x_half, stream));
-  const float alpha = 1.0f, beta = 0.0f;
   for (int64_t r0 = 0; r0 < out; r0 += tile) {
     const int64_t rows = out - r0 < tile ? out - r0 : tile;
     QRT_TRY(kernels::dequantize_rows_half(w.format, view, r0, rows, w_half, stream));

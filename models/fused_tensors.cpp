@@ -2,7 +2,10 @@
 
 #include <string>
 
+#include "kernels/cpu/quant_reference.hpp"
+#include "kernels/quant/formats.hpp"
 #include "models/tensor_names.hpp"
+#include "qrt/log.hpp"
 
 namespace qrt {
 namespace {
@@ -23,10 +26,40 @@ Status split_rows(const QuantTensor& fused, const std::vector<std::pair<std::str
   if (fused.shape.empty() || fused.shape[0] != total)
     return invalid_argument("tensor " + fused.name + " " + shape_text(fused.shape) + ": expected " +
                             std::to_string(total) + " rows to split into " + parts.front().first + " ...");
-  int64_t start = 0;
-  for (const auto& [name, rows] : parts) {
+  for (const auto& [name, rows] : parts)
     if (out->count(name))
       return invalid_argument("tensor " + fused.name + " is fused, but " + name + " is present as well");
+  bool row_sliceable = true;
+  int64_t start = 0;
+  for (const auto& [name, rows] : parts) {
+    row_sliceable = row_sliceable &&
+                    quant::check_slice(fused.format, fused.params, fused.shape, quant::DimRange{0, start, rows}).ok();
+    start += rows;
+  }
+  start = 0;
+  if (!row_sliceable) {
+    // HQQ's groups run down the columns of the flattened tensor: no row range is a tensor of its own. The parts
+    // are kept decoded instead (the same values, 4 bytes per weight).
+    const int64_t cols = fused.cols();
+    SlicedTensor decoded;
+    decoded.storage.resize(static_cast<size_t>(fused.numel()) * sizeof(float));
+    Status s = cpu::dequantize(fused.format, fused.view(), reinterpret_cast<float*>(decoded.storage.data()));
+    if (!s.ok()) return s.with_context("decoding " + fused.name + " to split it");
+    log_warn(fused.name, " (", quant::format_name(fused.format), ") cannot be split by rows; its parts are kept as F32");
+    for (const auto& [name, rows] : parts) {
+      QuantTensor t = fused;
+      t.format = quant::FormatId::kF32;
+      t.params = {};
+      t.shape = {rows, cols};
+      t.data = {decoded.storage.data() + start * cols * sizeof(float), static_cast<uint64_t>(rows * cols) * 4};
+      t.scales = t.biases = {};
+      out->emplace(name, t);
+      start += rows;
+    }
+    keep->push_back(std::move(decoded));  // the heap buffer the spans point into moves with it
+    return ok_status();
+  }
+  for (const auto& [name, rows] : parts) {
     QRT_ASSIGN_OR_RETURN(SlicedTensor part, slice_tensor(fused, quant::DimRange{0, start, rows}));
     out->emplace(name, part.tensor);
     if (!part.storage.empty()) keep->push_back(std::move(part));

@@ -15,7 +15,8 @@ namespace qrt {
 // `tensors` with blk.N.attn_qkv replaced by attn_q, attn_k and attn_v (q_dim, kv_dim and kv_dim rows), and
 // blk.N.ffn_gate_up — or a GGUF ffn_up of 2 * ffn rows next to no ffn_gate — by ffn_gate and ffn_up (the halves,
 // gate first); biases alike. A fused tensor of the wrong shape, or next to one of its parts, is an error naming it.
-// Slices that had to be gathered (none for row ranges) keep their bytes in *keep, which must outlive the table.
+// Slices that had to be gathered (none for row ranges) keep their bytes in *keep, which must outlive the table; a
+// format that cannot slice rows (HQQ) gives its parts decoded to F32 there, with a warning.
 Result<TensorTable> split_fused_tensors(const TensorTable& tensors, const ModelConfig& config,
                                         std::vector<SlicedTensor>* keep);
 

@@ -53,6 +53,61 @@ TEST_P(CudaLinear, EveryBatchPathMatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, CudaLinear, testing::ValuesIn(quant::kAllFormats), test::format_test_name);
 
+// set_half_weights (QRT_CUDA_HALF_WEIGHTS=1): batches above the GEMV's read an fp16 copy of W made at upload, in one
+// GEMM, and give what the tiled path gives; the copy costs 2 bytes per weight, nothing for an F16 weight.
+class CudaHalfWeights : public BackendPair, public testing::WithParamInterface<quant::FormatId> {};
+
+TEST_P(CudaHalfWeights, MatchTheTiledPathAndTheCpu) {
+  const quant::FormatId format = GetParam();
+  const int64_t out = 75, in = 512;
+  auto w = test::quantized_tensor(format, {out, in}, test::random_normal(static_cast<size_t>(out * in), 2700),
+                                  test::default_params(format));
+  const auto tiled = weight(w->tensor);
+  ASSERT_TRUE(tiled.gpu.valid());
+  const uint64_t free_before = gpu_->memory_available()->free_bytes;
+  gpu_->set_half_weights(true);
+  const auto half = weight(w->tensor);
+  gpu_->set_half_weights(false);
+  ASSERT_TRUE(half.gpu.valid());
+#if defined(QRT_SIMT)  // a device counts free memory in pages; the SIMT layer by the byte
+  const uint64_t used = free_before - gpu_->memory_available()->free_bytes;
+  const uint64_t packed = w->tensor.bytes(), copy = static_cast<uint64_t>(out * in) * 2;
+  if (format == quant::FormatId::kF16) {
+    EXPECT_LT(used, packed + 4096) << "an F16 weight is its own fp16 copy";
+  } else {
+    EXPECT_GE(used, packed + copy) << "the packed bytes and the fp16 copy";
+  }
+#else
+  (void)free_before;
+#endif
+  for (int64_t n : {int64_t{9}, int64_t{40}}) {
+    const auto x = input(n, in, 2710 + n);
+    const auto y = output(n, out), y_tiled = output(n, out);
+    ASSERT_TRUE(cpu_.linear(x.cpu, tiled.cpu, WeightHandle{}, y.cpu).ok());
+    const Status s = gpu_->linear(x.gpu, half.gpu, WeightHandle{}, y.gpu);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    ASSERT_TRUE(gpu_->linear(x.gpu, tiled.gpu, WeightHandle{}, y_tiled.gpu).ok());
+    const std::string what = std::string(quant::format_name(format)) + ", " + std::to_string(n) + " rows";
+#if defined(QRT_SIMT)
+    // The copy spares the per-call dequantization kernel.
+    const simt::StreamCounters before = simt::device_counters(0);
+    ASSERT_TRUE(gpu_->linear(x.gpu, half.gpu, WeightHandle{}, y.gpu).ok());
+    const simt::StreamCounters mid = simt::device_counters(0);
+    ASSERT_TRUE(gpu_->linear(x.gpu, tiled.gpu, WeightHandle{}, y_tiled.gpu).ok());
+    EXPECT_LT((mid - before).kernel_launches, (simt::device_counters(0) - mid).kernel_launches) << what;
+#endif
+    expect_close(y, kGemmTolerance, what + " from the fp16 copy");
+    const auto a = gpu_values(y.gpu), b = gpu_values(y_tiled.gpu);
+    EXPECT_LT(test::relative_l2(a.data(), b.data(), a.size()), 1e-6) << what << ": the fp16 copy against the tiles";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, CudaHalfWeights,
+                         testing::Values(quant::FormatId::kF16, quant::FormatId::kBF16, quant::FormatId::kQ8_0,
+                                         quant::FormatId::kQ4_K, quant::FormatId::kAFQ4, quant::FormatId::kMXFP4,
+                                         quant::FormatId::kIQ4_XS, quant::FormatId::kFP8),
+                         test::format_test_name);
+
 // The fused dequantize + wmma prefill GEMM (set_fused_gemm; QRT_CUDA_GEMM=fused) in every format: W rows in two
 // tiles of 64 (the second partial), one, two and three token tiles (the last partial), with a bias; one kernel
 // launch plus the bias. It rounds W and x to fp16 as the cuBLAS path does (kGemmTolerance).

@@ -169,5 +169,44 @@ TEST(Phi3, FusedTensorsSplitIntoTheCanonicalOnesWithoutCopying) {
   EXPECT_NE(s.message().find("is fused, but blk.0.attn_k is present as well"), std::string::npos) << s.to_string();
 }
 
+// HQQ groups run down the flattened tensor's columns, so no row range of it is a tensor: the parts come decoded.
+TEST(Phi3, FusedHqqSplitsIntoDecodedParts) {
+  ModelConfig c;
+  c.layers = 1;
+  c.hidden = 64;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.head_dim = 16;
+  c.ffn = 32;
+  const int64_t rows = 128, cols = 64;
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::cos(0.11f * static_cast<float>(i));
+  quant::QuantParams p;
+  p.group_size = 64;
+  auto q = cpu::quantize(quant::FormatId::kHQQ4, v.data(), rows, cols, p);
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  QuantTensor fused;
+  fused.name = "qkv";
+  fused.format = quant::FormatId::kHQQ4;
+  fused.params = p;
+  fused.shape = {rows, cols};
+  fused.data = {q->data.data(), q->data.size()};
+  fused.scales = {q->scales.data(), q->scales.size()};
+  fused.biases = {q->biases.data(), q->biases.size()};
+  std::vector<float> whole(v.size());
+  ASSERT_TRUE(cpu::dequantize(fused.format, fused.view(), whole.data()).ok());
+  TensorTable t;
+  t[names::layer_tensor(0, LayerTensor::kAttnQkv)] = fused;
+  std::vector<SlicedTensor> keep;
+  auto split = split_fused_tensors(t, c, &keep);
+  ASSERT_TRUE(split.ok()) << split.status().to_string();
+  ASSERT_EQ(keep.size(), 1u);
+  const QuantTensor& v_part = split->at(names::layer_tensor(0, LayerTensor::kAttnV));
+  EXPECT_EQ(v_part.format, quant::FormatId::kF32);
+  EXPECT_EQ(v_part.shape, (std::vector<int64_t>{32, 64}));
+  const auto* values = reinterpret_cast<const float*>(v_part.data.data);
+  for (int64_t i = 0; i < 32 * cols; ++i) ASSERT_EQ(values[i], whole[static_cast<size_t>(96 * cols + i)]) << i;
+}
+
 }  // namespace
 }  // namespace qrt
