@@ -132,6 +132,9 @@ class CudaBackend final : public Backend {
   Status check_range(const void* p, uint64_t bytes, const char* op, const char* what) const;
   template <class T>
   Status check_view(const DeviceView<T>& v, const char* op, const char* what) const;
+  // The device ranges of attention's and attention_batch's views (q, positions, key counts, out, the cache arrays).
+  Status check_attention_views(const char* op, ConstF32View q, ConstI32View q_positions, ConstI32View keys,
+                               F32View out, const KvLayerView& cache) const;
   // kv_write's shape checks and the device ranges of its views (shared with rope_kv_write).
   Status check_kv_write(const char* op, const KvLayerView& cache, ConstI32View slots, ConstI32View positions,
                         ConstF32View k, ConstF32View v) const;

@@ -55,18 +55,23 @@ Status CudaBackend::rope_kv_write(F32View q, F32View k, ConstF32View v, int head
                                 slots.data, ref, ctx_->compute_stream());
 }
 
-Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, ConstI32View keys,
-                              const AttentionParams& p, F32View out) {
-  forget_q8_source();
-  const char* op = "attention";
-  QRT_TRY(op_checks::attention(q, q_positions, cache, keys, p, out));
+Status CudaBackend::check_attention_views(const char* op, ConstF32View q, ConstI32View q_positions, ConstI32View keys,
+                                          F32View out, const KvLayerView& cache) const {
   QRT_TRY(check_view(q, op, "q"));
   QRT_TRY(check_view(q_positions, op, "q_positions"));
   QRT_TRY(check_view(keys, op, "keys"));
   QRT_TRY(check_view(out, op, "out"));
   QRT_TRY(check_view(cache.k.byte_view(), op, "cache k"));
   QRT_TRY(check_view(cache.v.byte_view(), op, "cache v"));
-  QRT_TRY(check_view(cache.positions, op, "cache positions"));
+  return check_view(cache.positions, op, "cache positions");
+}
+
+Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, ConstI32View keys,
+                              const AttentionParams& p, F32View out) {
+  forget_q8_source();
+  const char* op = "attention";
+  QRT_TRY(op_checks::attention(q, q_positions, cache, keys, p, out));
+  QRT_TRY(check_attention_views(op, q, q_positions, keys, out, cache));
   if (cache.paged()) QRT_TRY(check_view(cache.block_table, op, "block table"));
   const uint64_t shared = kernels::attention_shared_bytes(p.head_dim);
   if (shared > ctx_->props().shared_mem_per_block)
@@ -117,14 +122,8 @@ Status CudaBackend::attention_batch(ConstF32View q, ConstI32View q_positions, co
   if (plan.splits <= 0 || ws.ptr == nullptr || ws.bytes < plan.workspace_bytes ||
       plan.shared_bytes > ctx_->props().shared_mem_per_block)
     return Backend::attention_batch(q, q_positions, pool, tables, keys, p, out);
-  QRT_TRY(check_view(q, op, "q"));
-  QRT_TRY(check_view(q_positions, op, "q_positions"));
-  QRT_TRY(check_view(keys, op, "keys"));
+  QRT_TRY(check_attention_views(op, q, q_positions, keys, out, pool));
   QRT_TRY(check_view(tables, op, "tables"));
-  QRT_TRY(check_view(out, op, "out"));
-  QRT_TRY(check_view(pool.k.byte_view(), op, "cache k"));
-  QRT_TRY(check_view(pool.v.byte_view(), op, "cache v"));
-  QRT_TRY(check_view(pool.positions, op, "cache positions"));
   QRT_TRY(check_range(ws.ptr, plan.workspace_bytes, op, "attention workspace"));
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   return kernels::attention_split(q.data, q_positions.data, pool.k.data, pool.v.data, pool.positions.data,

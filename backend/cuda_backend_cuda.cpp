@@ -111,7 +111,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, Communicato
   // QRT_CUDA_HALF_WEIGHTS=1 keeps an fp16 copy of every matrix for the GEMMs above the GEMV batch.
   if (const char* half = std::getenv("QRT_CUDA_HALF_WEIGHTS"); half != nullptr && *half != '\0') {
     const std::string choice(half);
-    if (choice != "0" && choice != "1") return invalid_argument("QRT_CUDA_HALF_WEIGHTS=" + choice + ": expected 0 or 1");
+    if (choice != "0" && choice != "1")
+      return invalid_argument("QRT_CUDA_HALF_WEIGHTS=" + choice + ": expected 0 or 1");
     backend->half_weights_ = choice == "1";
   }
   return backend;

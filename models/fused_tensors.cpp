@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "backend/op_checks.hpp"
 #include "kernels/cpu/quant_reference.hpp"
 #include "kernels/quant/formats.hpp"
 #include "models/tensor_names.hpp"
@@ -12,19 +13,13 @@ namespace {
 
 using names::LayerTensor;
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // Replaces `fused` (a weight or its bias) in *out by the row ranges `parts` (name, rows), in order.
 Status split_rows(const QuantTensor& fused, const std::vector<std::pair<std::string, int64_t>>& parts,
                   TensorTable* out, std::vector<SlicedTensor>* keep) {
   int64_t total = 0;
   for (const auto& [name, rows] : parts) total += rows;
   if (fused.shape.empty() || fused.shape[0] != total)
-    return invalid_argument("tensor " + fused.name + " " + shape_text(fused.shape) + ": expected " +
+    return invalid_argument("tensor " + fused.name + " " + op_checks::shape_string(fused.shape) + ": expected " +
                             std::to_string(total) + " rows to split into " + parts.front().first + " ...");
   for (const auto& [name, rows] : parts)
     if (out->count(name))
@@ -45,7 +40,8 @@ Status split_rows(const QuantTensor& fused, const std::vector<std::pair<std::str
     decoded.storage.resize(static_cast<size_t>(fused.numel()) * sizeof(float));
     Status s = cpu::dequantize(fused.format, fused.view(), reinterpret_cast<float*>(decoded.storage.data()));
     if (!s.ok()) return s.with_context("decoding " + fused.name + " to split it");
-    log_warn(fused.name, " (", quant::format_name(fused.format), ") cannot be split by rows; its parts are kept as F32");
+    log_warn(fused.name, " (", quant::format_name(fused.format),
+             ") cannot be split by rows; its parts are kept as F32");
     for (const auto& [name, rows] : parts) {
       QuantTensor t = fused;
       t.format = quant::FormatId::kF32;

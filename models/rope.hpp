@@ -1,4 +1,5 @@
-// RoPE frequencies from a RopeConfig: the one place that knows the scaling rules (linear, Llama 3.x, YaRN, LongRoPE) and
+// RoPE frequencies from a RopeConfig: the one place that knows the scaling rules (linear, Llama 3.x, YaRN,
+// LongRoPE) and
 // GGUF's rope_freqs factors. The result is uploaded once; the rope op only multiplies positions by it.
 #pragma once
 
@@ -22,7 +23,7 @@ struct RopeTable {
 // Computed in double as Hugging Face's rope initialisers compute them, then rounded to float.
 // `context`: the longest context the model serves, which picks LongRoPE's long factors when above its original
 // context (other scalings ignore it).
-Result<RopeTable> make_rope_table(const RopeConfig& rope, int head_dim, const std::vector<float>* freq_factors = nullptr,
-                                  int64_t context = 0);
+Result<RopeTable> make_rope_table(const RopeConfig& rope, int head_dim,
+                                  const std::vector<float>* freq_factors = nullptr, int64_t context = 0);
 
 }  // namespace qrt

@@ -459,7 +459,8 @@ Status Transformer::run_forward(Sequence& seq, std::span<const int32_t> tokens, 
   const F32View out = seq.scratch_[kLogits].view<float>(n - first_row, config_.vocab_size);
   const CacheRows all_rows[] = {{&seq, 0, n}};
   if (n == 1 && graphs_ && backend_.supports_graphs() && seq.decode_graph_ == nullptr) {
-    auto graph = backend_.capture([&] { return issue_forward(seq.scratch_, all_rows, n, first_row, out, {}, DecodeRows()); });
+    auto graph = backend_.capture(
+        [&] { return issue_forward(seq.scratch_, all_rows, n, first_row, out, {}, DecodeRows()); });
     if (graph.ok()) {
       seq.decode_graph_ = std::move(*graph);
     } else if (graph.status().code() == ErrorCode::kUnsupported) {
@@ -536,7 +537,8 @@ Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<cons
                         rope_inv_freq_.view<const float>(static_cast<int64_t>(rope_.inv_freq.size()), 1)};
   const auto write_rows = [&](const KvLayerView& cache, int64_t first, int64_t rows) {
     return be.rope_kv_write(q.row_range(first, rows), k.row_range(first, rows), v.row_range(first, rows), heads_,
-                            kv_heads_, step.row_range(n + first, rows), rope, cache, step.row_range(2 * n + first, rows));
+                            kv_heads_, step.row_range(n + first, rows), rope, cache,
+                            step.row_range(2 * n + first, rows));
   };
   const KvPool* pool = groups.empty() ? nullptr : groups[0].seq->pool_;
   const bool one_pool = pool != nullptr && std::all_of(groups.begin(), groups.end(), [&](const CacheRows& r) {

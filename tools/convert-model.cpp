@@ -1,16 +1,20 @@
 // convert-model: a model from one ecosystem's file format into another's without re-quantizing: the encoded
 // blocks are copied unchanged wherever the type exists in both.
 //
-//   convert-model MODEL -o OUT.gguf [--requantize TYPE] [--force] [--quiet]   UQFF export (or HF checkpoint) -> GGUF
-//   convert-model MODEL.gguf -o OUT_DIR [--requantize TYPE] [--force] [--quiet]   GGUF -> UQFF export directory
+//   convert-model MODEL -o OUT.gguf [--requantize TYPE] [--force] [--quiet]
+//       UQFF export (or HF checkpoint) -> GGUF
+//   convert-model MODEL.gguf -o OUT_DIR [--requantize TYPE] [--force] [--quiet]
+//       GGUF -> UQFF export directory
 //
 // MODEL is a UQFF export (a set of it, as run-model takes it) or a Hugging Face checkpoint; OUT.gguf gets
-// llama.cpp's tensor names and metadata, the tokenizer converted from tokenizer.json (byte-level BPE for now), and
-// every tensor in its own GGML type (Q/K rows of llama-family models reordered for interleaved RoPE, bytes
-// otherwise unchanged). A tensor whose type has no GGUF counterpart (AFQ, HQQ, FP8, F8Q8, UQFF's MXFP4 layout) is
-// an error naming it, unless --requantize names a GGML type to quantize such tensors to (decoded first: the result
-// carries both encodings' errors, so quantize-model from the checkpoint is better where one has it). The other way, a GGUF model becomes a
-// UQFF export directory (shards model-<n>.uqff) with its blocks copied, a config.json and a tokenizer.json.
+// llama.cpp's tensor names and metadata, the tokenizer converted from tokenizer.json (byte-level BPE or
+// SentencePiece-style), and every tensor in its own GGML type (Q/K rows of llama-family models reordered for
+// interleaved RoPE, UQFF's MXFP4 layout repacked into GGUF's blocks, bytes otherwise unchanged). A tensor whose type
+// has no GGUF counterpart (AFQ, HQQ, FP8, F8Q8) is an error naming it, unless --requantize names a GGML type to
+// quantize such tensors to (decoded first: the result carries both encodings' errors, so quantize-model from the
+// checkpoint is better where one has it). The other way, a GGUF model becomes a UQFF export directory (shards
+// model-<n>.uqff) with its blocks copied (MXFP4 repacked; i-quants refused or requantized), a config.json and a
+// tokenizer.json.
 // Outputs are written beside OUT and renamed into place; an existing OUT is replaced only with --force.
 #include <unistd.h>
 

@@ -53,7 +53,8 @@ nlohmann::json model_json(const qrt::ModelConfig& c) {
                       {"norm_eps", c.norm_eps},         {"rope", rope}};
   if (c.sliding_window > 0) m["sliding_window"] = c.sliding_window;
   if (c.experts > 0)
-    m["experts"] = {{"count", c.experts}, {"used", c.experts_used}, {"ffn", c.expert_ffn}, {"normalize", c.normalize_topk}};
+    m["experts"] = {
+        {"count", c.experts}, {"used", c.experts_used}, {"ffn", c.expert_ffn}, {"normalize", c.normalize_topk}};
   for (auto [flag, on] : {std::pair{"qk_norm", c.qk_norm}, std::pair{"attention_bias", c.attention_bias},
                           std::pair{"mlp_bias", c.mlp_bias}, std::pair{"tied_embeddings", c.tied_embeddings}})
     if (on) m[flag] = true;

@@ -70,7 +70,8 @@ Status read_hf_longrope(const json& j, const json& params, ModelConfig* c) {
   double factor = 1.0;
   if (j.contains("original_max_position_embeddings") && !j["original_max_position_embeddings"].is_null()) {
     QRT_ASSIGN_OR_RETURN(r.original_context, hf_int(j, "original_max_position_embeddings", std::nullopt));
-    if (r.original_context <= 0) return invalid_argument("config.json: original_max_position_embeddings must be positive");
+    if (r.original_context <= 0)
+      return invalid_argument("config.json: original_max_position_embeddings must be positive");
     factor = static_cast<double>(c->context_length) / r.original_context;
   } else {
     QRT_ASSIGN_OR_RETURN(r.original_context, hf_int(params, "original_max_position_embeddings", c->context_length));

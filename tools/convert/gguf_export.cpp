@@ -210,7 +210,8 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
         [&](size_t i) -> Result<UqffLayer> {
           const Job& j = jobs[i];
           if (options.keep_types && !j.requantize) return copied_tensor(*j.source, j.name, j.permute_heads);
-          QRT_ASSIGN_OR_RETURN(std::vector<float> v, j.requantize ? decoded_values(*j.source) : dense_values(*j.source));
+          QRT_ASSIGN_OR_RETURN(std::vector<float> v,
+                               j.requantize ? decoded_values(*j.source) : dense_values(*j.source));
           if (j.permute_heads > 0) {
             const int64_t cols = j.source->shape.size() >= 2 ? j.source->cols() : 1;
             std::vector<float> reordered(v.size());

@@ -40,7 +40,8 @@ Status llama3_rope_from_divisors(const std::vector<float>& divisors, int head_di
   for (float d : divisors)
     if (!(d >= 1.0f) || !std::isfinite(d))
       return unsupported("rope_freqs holds " + std::to_string(d) +
-                         ": not a Llama 3 divisor (finite, at least 1); convert-model cannot express it in config.json");
+                         ": not a Llama 3 divisor (finite, at least 1); convert-model cannot express it in "
+                         "config.json");
   const float factor = *std::max_element(divisors.begin(), divisors.end());
   if (factor == 1.0f) return ok_status();  // no scaling
   RopeConfig r = *rope;

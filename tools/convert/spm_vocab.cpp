@@ -155,15 +155,20 @@ Status add_gguf_spm_vocab(GgufWriter& w, const json& tok, std::map<std::string, 
   return ok_status();
 }
 
-Result<ordered_json> spm_tokenizer_json(const SpmVocab& v) {
-  const size_t n = v.tokens.size();
-  if (v.scores.size() != n || v.types.size() != n)
-    return format_error("the GGUF vocabulary's tokens, scores and token types differ in length");
+ordered_json tokenizer_json_skeleton() {
   ordered_json tok;
   tok["version"] = "1.0";
   tok["truncation"] = nullptr;
   tok["padding"] = nullptr;
   tok["added_tokens"] = ordered_json::array();
+  return tok;
+}
+
+Result<ordered_json> spm_tokenizer_json(const SpmVocab& v) {
+  const size_t n = v.tokens.size();
+  if (v.scores.size() != n || v.types.size() != n)
+    return format_error("the GGUF vocabulary's tokens, scores and token types differ in length");
+  ordered_json tok = tokenizer_json_skeleton();
   ordered_json vocab = ordered_json::object();
   std::unordered_map<std::string, int32_t> normal;  // the pieces merges are made of
   std::string unk;
@@ -186,7 +191,8 @@ Result<ordered_json> spm_tokenizer_json(const SpmVocab& v) {
   for (const auto& [text, id] : normal)
     for (size_t cut : char_boundaries(text)) {
       auto l = normal.find(text.substr(0, cut)), r = normal.find(text.substr(cut));
-      if (l != normal.end() && r != normal.end()) merges.emplace_back(v.scores[static_cast<size_t>(id)], l->second, r->second);
+      if (l != normal.end() && r != normal.end())
+        merges.emplace_back(v.scores[static_cast<size_t>(id)], l->second, r->second);
     }
   std::sort(merges.begin(), merges.end(), [](const auto& a, const auto& b) {
     if (std::get<0>(a) != std::get<0>(b)) return std::get<0>(a) > std::get<0>(b);

@@ -47,6 +47,10 @@ struct SpmVocab {
   bool add_space_prefix = true;
 };
 
+// The fields every tokenizer.json convert-model writes starts with (version, no truncation or padding, an empty
+// added_tokens list).
+nlohmann::ordered_json tokenizer_json_skeleton();
+
 // tokenizer.json for such a vocabulary: BPE with byte_fallback and the merges derived from the scores, the
 // normalizer that prepends "▁" (when add_space_prefix) and turns spaces into "▁", and the matching decoder.
 Result<nlohmann::ordered_json> spm_tokenizer_json(const SpmVocab& vocab);

@@ -115,11 +115,7 @@ Result<ordered_json> gpt2_tokenizer_json(const GgufMetadata& md, const std::vect
     QRT_ASSIGN_OR_RETURN(const std::vector<std::string>* m, md.get_string_array("tokenizer.ggml.merges"));
     merges = *m;
   }
-  ordered_json tok;
-  tok["version"] = "1.0";
-  tok["truncation"] = nullptr;
-  tok["padding"] = nullptr;
-  tok["added_tokens"] = ordered_json::array();
+  ordered_json tok = tokenizer_json_skeleton();
   ordered_json vocab = ordered_json::object();
   for (size_t i = 0; i < tokens->size(); ++i) {
     if (types[i] == 3 || types[i] == 4) {

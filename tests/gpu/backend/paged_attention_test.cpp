@@ -202,7 +202,8 @@ class CudaAttentionBatch : public CudaPagedAttention {
             static_cast<int32_t>(1000000 + j);
       q_positions.push_back(static_cast<int32_t>(keys - 1));
     }
-    const Dual<uint8_t> pk = kv_bits(c.type, pool_k, pool_rows, kv_dim), pv = kv_bits(c.type, pool_v, pool_rows, kv_dim);
+    const Dual<uint8_t> pk = kv_bits(c.type, pool_k, pool_rows, kv_dim);
+    const Dual<uint8_t> pv = kv_bits(c.type, pool_v, pool_rows, kv_dim);
     const Dual<int32_t> pp = input_values(pool_pos, pool_rows, 1);
     const Dual<int32_t> tbl = input_values(tables, items, widest);
     const Dual<int32_t> key_counts = input_values(c.keys, items, 1);

@@ -130,7 +130,8 @@ def main():
             check("inspect-model shows phi3's LongRoPE and window", m.get("architecture") == "phi3" and
                   m.get("sliding_window") == 2047 and m.get("rope", {}).get("scaling") == "longrope" and
                   m["rope"].get("original_context") == 16 and m["rope"].get("factor") == 8.0 and
-                  m["rope"].get("long_factors") == 8 and abs(m["rope"]["attn_factor"] - (1 + np.log(8) / np.log(16)) ** 0.5) < 1e-6, j)
+                  m["rope"].get("long_factors") == 8 and
+                  abs(m["rope"]["attn_factor"] - (1 + np.log(8) / np.log(16)) ** 0.5) < 1e-6, j)
         else:
             check("inspect-model says why it would not run gemma2", "model" not in j and
                   'model_type "gemma2"' in j.get("model_unsupported", ""), j)

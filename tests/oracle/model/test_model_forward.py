@@ -341,7 +341,8 @@ def gguf_metadata(cfg, variant):
         original = cfg["original_max_position_embeddings"]
         factor = cfg["max_position_embeddings"] / original
         md[a + "rope.scaling.original_context_length"] = original
-        md[a + "rope.scaling.attn_factor"] = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original))
+        md[a + "rope.scaling.attn_factor"] = (1.0 if factor <= 1 else
+                                              math.sqrt(1 + math.log(factor) / math.log(original)))
     elif kind == "yarn":
         md[a + "rope.scaling.type"] = "yarn"
         md[a + "rope.scaling.factor"] = rope["factor"]
@@ -445,8 +446,8 @@ def run_case(tool, work, case, cfg, seed, format_args, failures, gguf=True, sche
 
 def check_gguf_config_matches(tool, work, failures):
     """config_from_gguf and config_from_hf must agree on the transformer's flags (all but the RoPE layout)."""
-    for case in ("llama", "tinyllama_mqa_linear_bias", "qwen2", "qwen3", "mixtral", "qwen3moe_norm_yarn", "phi3_longrope",
-                 "phi3_longrope_short_swa"):
+    for case in ("llama", "tinyllama_mqa_linear_bias", "qwen2", "qwen3", "mixtral", "qwen3moe_norm_yarn",
+                 "phi3_longrope", "phi3_longrope_short_swa"):
         d = os.path.join(work, case)
         hf = json.load(open(os.path.join(d, "config_f32.json")))
         probe = os.path.join(d, "config_gguf.json")

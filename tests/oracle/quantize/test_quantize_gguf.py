@@ -34,7 +34,7 @@ import sys
 
 try:
     import numpy as np
-    from gguf import GGUFReader, GGUFValueType
+    from gguf import GGUFReader
     from safetensors.numpy import save_file
 except ImportError as e:  # pragma: no cover
     print("skipped: missing python module:", e)
@@ -57,23 +57,11 @@ import qrt  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "e2e"))
 from e2e_checks import check, finish  # noqa: E402
+from gguf_fields import field  # noqa: E402
 
 
 def run(args, **kw):
     return subprocess.run(args, capture_output=True, text=True, timeout=300, **kw)
-
-
-def field(reader, key):
-    f = reader.fields.get(key)
-    if f is None:
-        return None
-    if f.types[0] == GGUFValueType.ARRAY:
-        if f.types[1] == GGUFValueType.STRING:
-            return [bytes(f.parts[i]).decode() for i in f.data]
-        return [f.parts[i].tolist()[0] for i in f.data]
-    if f.types[0] == GGUFValueType.STRING:
-        return bytes(f.parts[f.data[0]]).decode()
-    return f.parts[f.data[0]].tolist()[0]
 
 
 os.makedirs(WORK, exist_ok=True)

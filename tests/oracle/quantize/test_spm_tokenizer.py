@@ -23,7 +23,7 @@ import sys
 
 try:
     import numpy as np
-    from gguf import GGUFReader, GGUFValueType, GGUFWriter
+    from gguf import GGUFReader, GGUFWriter
     from tokenizers import Tokenizer
 except ImportError as e:  # pragma: no cover
     print("skipped: missing python module:", e)
@@ -45,23 +45,11 @@ import qrt  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "e2e"))
 from e2e_checks import check, finish  # noqa: E402
+from gguf_fields import field  # noqa: E402
 
 
 def run(args):
     return subprocess.run(args, capture_output=True, text=True, timeout=300)
-
-
-def field(reader, key):
-    f = reader.fields.get(key)
-    if f is None:
-        return None
-    if f.types[0] == GGUFValueType.ARRAY:
-        if f.types[1] == GGUFValueType.STRING:
-            return [bytes(f.parts[i]).decode() for i in f.data]
-        return [f.parts[i].tolist()[0] for i in f.data]
-    if f.types[0] == GGUFValueType.STRING:
-        return bytes(f.parts[f.data[0]]).decode()
-    return f.parts[f.data[0]].tolist()[0]
 
 
 def corpus_lines(limit=60):
@@ -110,7 +98,8 @@ check("convert-model stories260K.gguf to UQFF", r.returncode == 0, r.stderr)
 if r.returncode == 0:
     written = Tokenizer.from_file(os.path.join(back, "tokenizer.json"))
     hf = Tokenizer.from_file(os.path.join(STORIES_HF, "tokenizer.json"))
-    bad = [t for t in texts if written.encode(t, add_special_tokens=False).ids != hf.encode(t, add_special_tokens=False).ids]
+    bad = [t for t in texts
+           if written.encode(t, add_special_tokens=False).ids != hf.encode(t, add_special_tokens=False).ids]
     check(f"the written tokenizer.json tokenizes {len(texts)} texts as the checkpoint's own", not bad, bad[:2])
     undecoded = [t for t in texts if written.decode(written.encode(t, add_special_tokens=False).ids) != t]
     check("and decodes them back", not undecoded, undecoded[:2])
@@ -147,7 +136,8 @@ w.add_bos_token_id(field(vocab, "tokenizer.ggml.bos_token_id"))
 w.add_eos_token_id(field(vocab, "tokenizer.ggml.eos_token_id"))
 w.add_unk_token_id(field(vocab, "tokenizer.ggml.unknown_token_id"))
 rng = np.random.default_rng(3)
-shapes = {"token_embd.weight": (len(tokens), hidden), "output_norm.weight": (hidden,), "output.weight": (len(tokens), hidden),
+shapes = {"token_embd.weight": (len(tokens), hidden), "output_norm.weight": (hidden,),
+          "output.weight": (len(tokens), hidden),
           "blk.0.attn_norm.weight": (hidden,), "blk.0.ffn_norm.weight": (hidden,),
           "blk.0.attn_q.weight": (hidden, hidden), "blk.0.attn_k.weight": (hidden, hidden),
           "blk.0.attn_v.weight": (hidden, hidden), "blk.0.attn_output.weight": (hidden, hidden),

@@ -113,6 +113,18 @@ TEST(Phi3, LongRopePicksItsFactorsByTheContext) {
   EXPECT_NE(s.message().find("4 long factors, found 3"), std::string::npos) << s.to_string();
 }
 
+// One layer, 4 heads of 16 sharing 2 KV heads, an MLP of 32: a fused qkv of 128 rows, a fused gate_up of 64.
+ModelConfig one_layer_config() {
+  ModelConfig c;
+  c.layers = 1;
+  c.hidden = 64;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.head_dim = 16;
+  c.ffn = 32;
+  return c;
+}
+
 // A [rows, 64] Q8_0 tensor of distinct values, owning its bytes.
 struct Packed {
   std::vector<uint8_t> bytes;
@@ -131,13 +143,7 @@ Packed q8_rows(const std::string& name, int64_t rows) {
 }
 
 TEST(Phi3, FusedTensorsSplitIntoTheCanonicalOnesWithoutCopying) {
-  ModelConfig c;
-  c.layers = 1;
-  c.hidden = 64;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.head_dim = 16;
-  c.ffn = 32;
+  const ModelConfig c = one_layer_config();
   const Packed qkv = q8_rows("model.layers.0.self_attn.qkv_proj.weight", 64 + 2 * 32);
   const Packed gate_up = q8_rows("blk.0.ffn_up.weight", 2 * 32);  // GGUF's name for the fused [gate; up]
   TensorTable t;
@@ -171,13 +177,7 @@ TEST(Phi3, FusedTensorsSplitIntoTheCanonicalOnesWithoutCopying) {
 
 // HQQ groups run down the flattened tensor's columns, so no row range of it is a tensor: the parts come decoded.
 TEST(Phi3, FusedHqqSplitsIntoDecodedParts) {
-  ModelConfig c;
-  c.layers = 1;
-  c.hidden = 64;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.head_dim = 16;
-  c.ffn = 32;
+  const ModelConfig c = one_layer_config();
   const int64_t rows = 128, cols = 64;
   std::vector<float> v(static_cast<size_t>(rows * cols));
   for (size_t i = 0; i < v.size(); ++i) v[i] = std::cos(0.11f * static_cast<float>(i));
