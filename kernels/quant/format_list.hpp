@@ -78,6 +78,10 @@ struct QuantParams {
   int32_t group_size = 0;                    // elements per scale group (AFQ 32/64/128, HQQ 64, ...); 0 = n/a
   ScalarType scale_type = ScalarType::kF32;  // dtype of the scales/biases parts where the format allows several
   float global_scale = 1.0f;                 // per-tensor multiplier (FP8 per-tensor, NVFP4 global scale)
+  // Quantizers only: how much each input column matters (cols floats, e.g. an imatrix entry, loader/imatrix.hpp).
+  // The GGML types whose ggml quantizers weigh errors by it (legacy 4/5-bit, K-quants, i-quants) do; the others
+  // ignore it. nullptr: unweighted, ggml's behaviour without an imatrix.
+  const float* importance = nullptr;
 };
 
 // A 2-D view of one quantized matrix [rows, cols] (leading dims of a stacked tensor folded into rows). Blocks and

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/quant/common.hpp"
+#include "kernels/quant/kquant_search.hpp"
 #include "kernels/quant/iquant_tables.hpp"
 
 namespace qrt::quant {
@@ -14,13 +15,7 @@ constexpr int kTrials = 7;              // trial scales (values[0] + t) / max fo
 
 const int8_t* levels() { return iq_tables::detail::kvalues_iq4nl_host; }
 
-// Round to nearest, ties to even (the 1.5 * 2^23 trick ggml uses, so that even out-of-range values agree).
-int nearest_int(float v) {
-  const float shifted = v + 12582912.0f;
-  uint32_t bits;
-  std::memcpy(&bits, &shifted, sizeof(bits));
-  return static_cast<int>(bits & 0x007FFFFFu) - 0x00400000;
-}
+using kquant_search::nearest_int;
 
 // The level nearest to x by binary search over the 16 sorted levels; on a tie the upper one.
 int nearest_level(float x) {
@@ -39,13 +34,25 @@ int nearest_level(float x) {
   return x - v[hi - 1] < v[hi] - x ? hi - 1 : hi;
 }
 
-// The best scale of one 32-element sub-block (weights x^2): first the least-squares scale for the codes that
-// -max/values[0] gives, then each trial scale's codes and least-squares scale, keeping the one with the largest
+// The element weights of a block of n values (32 for IQ4_NL, 256 for IQ4_XS): x^2 without importance, else
+// importance * sqrt(sigma2 + x^2), sigma2 being twice the mean square over the whole block (not just over each
+// 32-element sub-block).
+void element_weights(const float* x, int n, const float* importance, float* weight) {
+  if (importance == nullptr) {
+    for (int j = 0; j < n; ++j) weight[j] = x[j] * x[j];
+    return;
+  }
+  float sigma2 = 0.0f;
+  for (int j = 0; j < n; ++j) sigma2 += x[j] * x[j];
+  sigma2 *= 2.0f / static_cast<float>(n);
+  for (int j = 0; j < n; ++j) weight[j] = importance[j] * std::sqrt(sigma2 + x[j] * x[j]);
+}
+
+// The best scale of one 32-element sub-block under the given weights: first the least-squares scale for the codes
+// that -max/values[0] gives, then each trial scale's codes and least-squares scale, keeping the one with the largest
 // sumqx^2 / sumq2. Codes are written to L. Returns 0 for an all-zero sub-block.
-float best_scale(const float* xb, uint8_t* L) {
+float best_scale(const float* xb, const float* weight, uint8_t* L) {
   const int8_t* v = levels();
-  float weight[32];
-  for (int j = 0; j < 32; ++j) weight[j] = xb[j] * xb[j];
   float amax = 0.0f, max = 0.0f;
   for (int j = 0; j < 32; ++j) {
     const float ax = std::fabs(xb[j]);
@@ -93,11 +100,11 @@ void store_u16(uint8_t* p, uint16_t v) {
   p[1] = static_cast<uint8_t>(v >> 8);
 }
 
-}  // namespace
-
-void quantize_iq4_nl_block(const float* x, uint8_t* block) {
+void encode_iq4_nl(const float* x, const float* importance, uint8_t* block) {
+  float weight[32];
+  element_weights(x, 32, importance, weight);
   uint8_t L[32] = {};
-  const float d = best_scale(x, L);
+  const float d = best_scale(x, weight, L);
   store_u16(block, f32_to_fp16(d));
   // The codes again for the chosen scale; an all-zero block gets the level nearest 0 everywhere, as in ggml.
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -105,12 +112,14 @@ void quantize_iq4_nl_block(const float* x, uint8_t* block) {
   pack_nibbles(L, block + 2);
 }
 
-void quantize_iq4_xs_block(const float* x, uint8_t* block) {
+void encode_iq4_xs(const float* x, const float* importance, uint8_t* block) {
+  float weight[256];
+  element_weights(x, 256, importance, weight);
   float scales[8];
   uint8_t L[256] = {};
   float max_scale = 0.0f, amax_scale = 0.0f;
   for (int ib = 0; ib < 8; ++ib) {
-    scales[ib] = best_scale(x + 32 * ib, L + 32 * ib);
+    scales[ib] = best_scale(x + 32 * ib, weight + 32 * ib, L + 32 * ib);
     const float a = std::fabs(scales[ib]);
     if (a > amax_scale) {
       amax_scale = a;
@@ -136,6 +145,25 @@ void quantize_iq4_xs_block(const float* x, uint8_t* block) {
   store_u16(block + 2, scales_h);
   std::memcpy(block + 4, scales_l, 4);
   for (int ib = 0; ib < 8; ++ib) pack_nibbles(L + 32 * ib, block + 8 + 16 * ib);
+}
+
+}  // namespace
+
+void quantize_iq4_nl_block(const float* x, uint8_t* block) { encode_iq4_nl(x, nullptr, block); }
+
+void quantize_iq4_xs_block(const float* x, uint8_t* block) { encode_iq4_xs(x, nullptr, block); }
+
+// The importance weights of a block are the row's columns it covers: ggml's sigma2 spans no more than the block.
+void quantize_row_iq4_nl(const float* x, int64_t n, const float* importance, uint8_t* dst) {
+  constexpr int64_t kElems = 32, kBytes = 18;
+  for (int64_t b = 0; b < n / kElems; ++b)
+    encode_iq4_nl(x + kElems * b, importance != nullptr ? importance + kElems * b : nullptr, dst + kBytes * b);
+}
+
+void quantize_row_iq4_xs(const float* x, int64_t n, const float* importance, uint8_t* dst) {
+  constexpr int64_t kElems = 256, kBytes = 136;
+  for (int64_t b = 0; b < n / kElems; ++b)
+    encode_iq4_xs(x + kElems * b, importance != nullptr ? importance + kElems * b : nullptr, dst + kBytes * b);
 }
 
 }  // namespace qrt::quant

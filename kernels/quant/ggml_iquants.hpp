@@ -1,5 +1,7 @@
 // GGML i-quants with 256-element super-blocks: IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, IQ4_XS
-// (spec/ggml.md §2.5). Decode only: qrt reads these from GGUF files; it does not produce them.
+// (spec/ggml.md §2.5). Quantizers: ggml's (ggml_iq1/2/3/4_quantize.hpp), bit-exact against bytes recorded from it;
+// IQ2_XXS, IQ2_XS and IQ1_S, which ggml quantizes only with an importance matrix, take uniform importance when none
+// is given (llama-quantize refuses them without one; the tools do too, uqff_layers.hpp).
 //
 // Every super-block is 8 sub-blocks of 32 elements = 32 groups of 8. Most formats store, per group, an index
 // into a grid of 8 (or 2 × 4) magnitudes plus 8 sign bits, and per sub-block a small scale. The grids are in
@@ -11,14 +13,30 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "kernels/quant/format_list.hpp"
+#include "kernels/quant/ggml_iq1_quantize.hpp"
+#include "kernels/quant/ggml_iq2_quantize.hpp"
+#include "kernels/quant/ggml_iq3_quantize.hpp"
 #include "kernels/quant/ggml_iq4_quantize.hpp"
 #include "kernels/quant/ggml_legacy.hpp"
 #include "kernels/quant/iquant_tables.hpp"
 #include "qrt/status.hpp"
 
 namespace qrt::quant {
+
+// The grid-searching quantizers work a row at a time (quantize_ggml_rows); Uniform: the ones ggml runs only with
+// importance get ones when none is given.
+template <class Traits, bool Uniform>
+Status quantize_iq_rows(const char* type_name, const float* x, int64_t rows, int64_t cols, const QuantParams& p,
+                        QuantBuffers* out, bool (*row)(const float*, int64_t, const float*, uint8_t*)) {
+  if (!Uniform || p.importance != nullptr) return quantize_ggml_rows<Traits>(type_name, x, rows, cols, p, out, row);
+  const std::vector<float> ones(cols > 0 ? static_cast<size_t>(cols) : 0, 1.0f);
+  QuantParams with_ones = p;
+  with_ones.importance = ones.data();
+  return quantize_ggml_rows<Traits>(type_name, x, rows, cols, with_ones, out, row);
+}
 
 struct block_iq2_xxs {
   uint16_t d;       // f16 super-scale
@@ -114,7 +132,11 @@ constexpr float kIq1Delta = 0.125f;
 template <>
 struct FormatTraits<FormatId::kIQ2_XXS> : GgmlBlockBase<256, sizeof(block_iq2_xxs)> {
   static constexpr int ggml_type = 16;
-  static constexpr bool has_quantizer = false;
+  static constexpr bool has_quantizer = true;
+
+  static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    return quantize_iq_rows<FormatTraits, true>("iq2_xxs", x, rows, cols, p, out, quantize_row_iq2_xxs);
+  }
 
   QRT_HD static void decode_block(const QuantView& v, int64_t row, int64_t block, float* out) {
     const uint8_t* b = block_ptr(v, row, block);
@@ -133,7 +155,11 @@ struct FormatTraits<FormatId::kIQ2_XXS> : GgmlBlockBase<256, sizeof(block_iq2_xx
 template <>
 struct FormatTraits<FormatId::kIQ2_XS> : GgmlBlockBase<256, sizeof(block_iq2_xs)> {
   static constexpr int ggml_type = 17;
-  static constexpr bool has_quantizer = false;
+  static constexpr bool has_quantizer = true;
+
+  static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    return quantize_iq_rows<FormatTraits, true>("iq2_xs", x, rows, cols, p, out, quantize_row_iq2_xs);
+  }
 
   QRT_HD static void decode_block(const QuantView& v, int64_t row, int64_t block, float* out) {
     const uint8_t* b = block_ptr(v, row, block);
@@ -152,7 +178,11 @@ struct FormatTraits<FormatId::kIQ2_XS> : GgmlBlockBase<256, sizeof(block_iq2_xs)
 template <>
 struct FormatTraits<FormatId::kIQ2_S> : GgmlBlockBase<256, sizeof(block_iq2_s)> {
   static constexpr int ggml_type = 22;
-  static constexpr bool has_quantizer = false;
+  static constexpr bool has_quantizer = true;
+
+  static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    return quantize_iq_rows<FormatTraits, false>("iq2_s", x, rows, cols, p, out, quantize_row_iq2_s);
+  }
 
   QRT_HD static void decode_block(const QuantView& v, int64_t row, int64_t block, float* out) {
     const uint8_t* b = block_ptr(v, row, block);
@@ -173,7 +203,11 @@ struct FormatTraits<FormatId::kIQ2_S> : GgmlBlockBase<256, sizeof(block_iq2_s)> 
 template <>
 struct FormatTraits<FormatId::kIQ3_XXS> : GgmlBlockBase<256, sizeof(block_iq3_xxs)> {
   static constexpr int ggml_type = 18;
-  static constexpr bool has_quantizer = false;
+  static constexpr bool has_quantizer = true;
+
+  static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    return quantize_iq_rows<FormatTraits, false>("iq3_xxs", x, rows, cols, p, out, quantize_row_iq3_xxs);
+  }
 
   QRT_HD static void decode_block(const QuantView& v, int64_t row, int64_t block, float* out) {
     const uint8_t* b = block_ptr(v, row, block);
@@ -197,7 +231,11 @@ struct FormatTraits<FormatId::kIQ3_XXS> : GgmlBlockBase<256, sizeof(block_iq3_xx
 template <>
 struct FormatTraits<FormatId::kIQ3_S> : GgmlBlockBase<256, sizeof(block_iq3_s)> {
   static constexpr int ggml_type = 21;
-  static constexpr bool has_quantizer = false;
+  static constexpr bool has_quantizer = true;
+
+  static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    return quantize_iq_rows<FormatTraits, false>("iq3_s", x, rows, cols, p, out, quantize_row_iq3_s);
+  }
 
   QRT_HD static void decode_block(const QuantView& v, int64_t row, int64_t block, float* out) {
     const uint8_t* b = block_ptr(v, row, block);
@@ -221,7 +259,11 @@ struct FormatTraits<FormatId::kIQ3_S> : GgmlBlockBase<256, sizeof(block_iq3_s)> 
 template <>
 struct FormatTraits<FormatId::kIQ1_S> : GgmlBlockBase<256, sizeof(block_iq1_s)> {
   static constexpr int ggml_type = 19;
-  static constexpr bool has_quantizer = false;
+  static constexpr bool has_quantizer = true;
+
+  static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    return quantize_iq_rows<FormatTraits, true>("iq1_s", x, rows, cols, p, out, quantize_row_iq1_s);
+  }
 
   QRT_HD static void decode_block(const QuantView& v, int64_t row, int64_t block, float* out) {
     const uint8_t* b = block_ptr(v, row, block);
@@ -243,7 +285,11 @@ struct FormatTraits<FormatId::kIQ1_S> : GgmlBlockBase<256, sizeof(block_iq1_s)> 
 template <>
 struct FormatTraits<FormatId::kIQ1_M> : GgmlBlockBase<256, sizeof(block_iq1_m)> {
   static constexpr int ggml_type = 29;
-  static constexpr bool has_quantizer = false;
+  static constexpr bool has_quantizer = true;
+
+  static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    return quantize_iq_rows<FormatTraits, false>("iq1_m", x, rows, cols, p, out, quantize_row_iq1_m);
+  }
 
   // The f16 super-scale has no field of its own: its 16 bits are the top nibbles of the four scale words,
   // word 0 giving bits 0-3 up to word 3 giving bits 12-15.
@@ -283,6 +329,8 @@ struct FormatTraits<FormatId::kIQ4_XS> : GgmlBlockBase<256, sizeof(block_iq4_xs)
   static constexpr bool has_quantizer = true;
 
   static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    if (p.importance != nullptr)
+      return quantize_weighted_rows<FormatTraits>("iq4_xs", x, rows, cols, p, out, quantize_row_iq4_xs);
     return quantize_ggml_blocks<FormatTraits>(x, rows, cols, p, out, quantize_iq4_xs_block);
   }
 

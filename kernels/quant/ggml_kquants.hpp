@@ -101,18 +101,26 @@ void encode_q6_k(const float* x, uint8_t* block);
 void encode_q8_k(const float* x, uint8_t* block);
 }  // namespace kquant_ref
 
-template <void (*Encode)(const float*, uint8_t*), int BlockBytes>
+// Weighted: the importance-weighted row quantizer llama-quantize runs with an imatrix (nullptr for Q8_K, which
+// ggml quantizes the same either way).
+template <void (*Encode)(const float*, uint8_t*), int BlockBytes,
+          void (*Weighted)(const float*, int64_t, const float*, uint8_t*) = nullptr>
 struct KQuantBase : GgmlBlockBase<kSuperBlockElems, BlockBytes> {
   static constexpr bool has_quantizer = true;
   template <class Traits>
   static Status quantize_with(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    if constexpr (Weighted != nullptr)
+      if (p.importance != nullptr)
+        return quantize_weighted_rows<Traits>(Traits::kName, x, rows, cols, p, out, Weighted);
     return quantize_ggml_blocks<Traits>(x, rows, cols, p, out, [](const float* xb, uint8_t* dst) { Encode(xb, dst); });
   }
 };
 
 // Q2_K (type 10): x = (d * sc) * q - (dmin * m).
 template <>
-struct FormatTraits<FormatId::kQ2_K> : KQuantBase<kquant_ref::encode_q2_k, sizeof(block_q2_K)> {
+struct FormatTraits<FormatId::kQ2_K>
+    : KQuantBase<kquant_ref::encode_q2_k, sizeof(block_q2_K), quantize_row_q2_k_weighted> {
+  static constexpr const char* kName = "q2_k";
   static constexpr int ggml_type = 10;
 
   QRT_HD static void decode_block(const QuantView& v, int64_t row, int64_t block, float* out) {
@@ -138,7 +146,9 @@ struct FormatTraits<FormatId::kQ2_K> : KQuantBase<kquant_ref::encode_q2_k, sizeo
 
 // Q3_K (type 11): x = (d * scale) * (q2 - (hbit ? 0 : 4)).
 template <>
-struct FormatTraits<FormatId::kQ3_K> : KQuantBase<kquant_ref::encode_q3_k, sizeof(block_q3_K)> {
+struct FormatTraits<FormatId::kQ3_K>
+    : KQuantBase<kquant_ref::encode_q3_k, sizeof(block_q3_K), quantize_row_q3_k_weighted> {
+  static constexpr const char* kName = "q3_k";
   static constexpr int ggml_type = 11;
 
   QRT_HD static void decode_block(const QuantView& v, int64_t row, int64_t block, float* out) {
@@ -166,7 +176,9 @@ struct FormatTraits<FormatId::kQ3_K> : KQuantBase<kquant_ref::encode_q3_k, sizeo
 
 // Q4_K (type 12): x = (d * sc) * q - (dmin * m).
 template <>
-struct FormatTraits<FormatId::kQ4_K> : KQuantBase<kquant_ref::encode_q4_k, sizeof(block_q4_K)> {
+struct FormatTraits<FormatId::kQ4_K>
+    : KQuantBase<kquant_ref::encode_q4_k, sizeof(block_q4_K), quantize_row_q4_k_weighted> {
+  static constexpr const char* kName = "q4_k";
   static constexpr int ggml_type = 12;
 
   QRT_HD static void decode_block(const QuantView& v, int64_t row, int64_t block, float* out) {
@@ -193,7 +205,9 @@ struct FormatTraits<FormatId::kQ4_K> : KQuantBase<kquant_ref::encode_q4_k, sizeo
 
 // Q5_K (type 13): Q4_K with a fifth bit per code from qh.
 template <>
-struct FormatTraits<FormatId::kQ5_K> : KQuantBase<kquant_ref::encode_q5_k, sizeof(block_q5_K)> {
+struct FormatTraits<FormatId::kQ5_K>
+    : KQuantBase<kquant_ref::encode_q5_k, sizeof(block_q5_K), quantize_row_q5_k_weighted> {
+  static constexpr const char* kName = "q5_k";
   static constexpr int ggml_type = 13;
 
   QRT_HD static void decode_block(const QuantView& v, int64_t row, int64_t block, float* out) {
@@ -224,7 +238,9 @@ struct FormatTraits<FormatId::kQ5_K> : KQuantBase<kquant_ref::encode_q5_k, sizeo
 
 // Q6_K (type 14): x = (d * scale) * (q - 32).
 template <>
-struct FormatTraits<FormatId::kQ6_K> : KQuantBase<kquant_ref::encode_q6_k, sizeof(block_q6_K)> {
+struct FormatTraits<FormatId::kQ6_K>
+    : KQuantBase<kquant_ref::encode_q6_k, sizeof(block_q6_K), quantize_row_q6_k_weighted> {
+  static constexpr const char* kName = "q6_k";
   static constexpr int ggml_type = 14;
 
   QRT_HD static void decode_block(const QuantView& v, int64_t row, int64_t block, float* out) {

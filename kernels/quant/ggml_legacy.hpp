@@ -8,12 +8,14 @@
 // quantize_row_*_ref and produce the same bytes as gguf-py's quantizers (tests/oracle/quant).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <limits>
 #include <string>
 
 #include "kernels/quant/format_list.hpp"
+#include "kernels/quant/ggml_weighted_quantize.hpp"
 #include "qrt/status.hpp"
 
 namespace qrt::quant {
@@ -136,6 +138,52 @@ Status quantize_ggml_blocks(const float* x, int64_t rows, int64_t cols, const Qu
   return ok_status();
 }
 
+// The driver of the quantizers that work a row at a time: ggml's importance-weighted ones (their error weights use
+// the row's mean square) and the grid-searching i-quants. Checks as quantize_ggml_blocks does, and that every
+// importance is finite and >= 0, then calls row(const float* x, int64_t cols, const float* importance,
+// uint8_t* dst) -> bool per row, importance = p.importance (nullptr when unweighted). A row the search cannot
+// place (ggml aborts there: squares of values near 1e30 overflow) is an error naming it.
+template <class Traits, class QuantizeRow>
+Status quantize_ggml_rows(const char* type_name, const float* x, int64_t rows, int64_t cols, const QuantParams& p,
+                          QuantBuffers* out, QuantizeRow&& row) {
+  QRT_TRY(Traits::check_params(rows, cols, p));
+  for (int64_t i = 0; i < rows * cols; ++i)
+    if (!std::isfinite(x[i]))
+      return invalid_argument("cannot quantize the non-finite value " + std::to_string(x[i]) + " at row " +
+                              std::to_string(i / cols) + ", column " + std::to_string(i % cols));
+  if (p.importance != nullptr)
+    for (int64_t c = 0; c < cols; ++c)
+      if (!std::isfinite(p.importance[c]) || p.importance[c] < 0.0f)
+        return invalid_argument("the importance of column " + std::to_string(c) + " is " +
+                                std::to_string(p.importance[c]) + " (expected a finite value >= 0)");
+  out->data.assign(Traits::part_sizes(rows, cols, p).data, 0);
+  out->scales.clear();
+  out->biases.clear();
+  const int64_t row_bytes = cols / Traits::block_elems * Traits::block_bytes;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    if (!row(xr, cols, p.importance, out->data.data() + r * row_bytes)) {
+      float amax = 0.0f;
+      for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(xr[c]));
+      return invalid_argument("row " + std::to_string(r) + " cannot be quantized to " + std::string(type_name) +
+                              ": its grid search found no point for values this large (largest |x| " +
+                              std::to_string(amax) + ")");
+    }
+  }
+  return ok_status();
+}
+
+// The importance-weighted quantizers (ggml_weighted_quantize.hpp), which never fail, through quantize_ggml_rows.
+template <class Traits>
+Status quantize_weighted_rows(const char* type_name, const float* x, int64_t rows, int64_t cols, const QuantParams& p,
+                              QuantBuffers* out, void (*row)(const float*, int64_t, const float*, uint8_t*)) {
+  return quantize_ggml_rows<Traits>(type_name, x, rows, cols, p, out,
+                                    [row](const float* xr, int64_t n, const float* w, uint8_t* dst) {
+                                      row(xr, n, w, dst);
+                                      return true;
+                                    });
+}
+
 // Largest |x| of a block and the signed value that attains it first, as ggml's "amax < |v|" scan finds it.
 inline void signed_absmax(const float* x, int n, float* amax, float* max) {
   *amax = 0.0f;
@@ -178,6 +226,8 @@ struct FormatTraits<FormatId::kQ4_0> : GgmlBlockBase<32, sizeof(block_q4_0)> {
   // ggml's quantize_row_q4_0_ref: the signed value of largest magnitude maps to code 0 (d = max / -8), the rest
   // to trunc(x / d + 8.5) capped at 15.
   static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    if (p.importance != nullptr)
+      return quantize_weighted_rows<FormatTraits>("q4_0", x, rows, cols, p, out, quantize_row_q4_0_weighted);
     return quantize_ggml_blocks<FormatTraits>(x, rows, cols, p, out, [](const float* xb, uint8_t* dst) {
       float amax, max;
       signed_absmax(xb, 32, &amax, &max);
@@ -215,6 +265,8 @@ struct FormatTraits<FormatId::kQ4_1> : GgmlBlockBase<32, sizeof(block_q4_1)> {
 
   // ggml's quantize_row_q4_1_ref: d = (max - min) / 15, m = min, q = trunc((x - min) / d + 0.5) capped at 15.
   static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    if (p.importance != nullptr)
+      return quantize_weighted_rows<FormatTraits>("q4_1", x, rows, cols, p, out, quantize_row_q4_1_weighted);
     return quantize_ggml_blocks<FormatTraits>(x, rows, cols, p, out, [](const float* xb, uint8_t* dst) {
       float min, max;
       min_max(xb, 32, &min, &max);
@@ -267,6 +319,8 @@ struct FormatTraits<FormatId::kQ5_0> : GgmlBlockBase<32, sizeof(block_q5_0)> {
 
   // ggml's quantize_row_q5_0_ref: d = max / -16, q = trunc(x / d + 16.5) capped at 31.
   static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    if (p.importance != nullptr)
+      return quantize_weighted_rows<FormatTraits>("q5_0", x, rows, cols, p, out, quantize_row_q5_0_weighted);
     return quantize_ggml_blocks<FormatTraits>(x, rows, cols, p, out, [](const float* xb, uint8_t* dst) {
       float amax, max;
       signed_absmax(xb, 32, &amax, &max);
@@ -300,6 +354,8 @@ struct FormatTraits<FormatId::kQ5_1> : GgmlBlockBase<32, sizeof(block_q5_1)> {
 
   // ggml's quantize_row_q5_1_ref: d = (max - min) / 31, m = min, q = trunc((x - min) / d + 0.5).
   static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    if (p.importance != nullptr)
+      return quantize_weighted_rows<FormatTraits>("q5_1", x, rows, cols, p, out, quantize_row_q5_1_weighted);
     return quantize_ggml_blocks<FormatTraits>(x, rows, cols, p, out, [](const float* xb, uint8_t* dst) {
       float min, max;
       min_max(xb, 32, &min, &max);

@@ -36,6 +36,8 @@ struct FormatTraits<FormatId::kIQ4_NL> : GgmlBlockBase<32, sizeof(block_iq4_nl)>
   static constexpr bool has_quantizer = true;
 
   static Status quantize(const float* x, int64_t rows, int64_t cols, const QuantParams& p, QuantBuffers* out) {
+    if (p.importance != nullptr)
+      return quantize_weighted_rows<FormatTraits>("iq4_nl", x, rows, cols, p, out, quantize_row_iq4_nl);
     return quantize_ggml_blocks<FormatTraits>(x, rows, cols, p, out, quantize_iq4_nl_block);
   }
 

@@ -5,7 +5,9 @@
 //   list                                     one line per format: name ggml_type block_elems block_bytes
 //                                            has_quantizer (0/1), whitespace-separated
 //   dequant  FORMAT ROWS COLS IN.bin OUT.f32 IN.bin = the packed tensor; writes OUT = [ROWS, COLS] float32
-//   quantize FORMAT ROWS COLS IN.f32 OUT.bin IN = [ROWS, COLS] float32; writes the packed tensor
+//   quantize FORMAT ROWS COLS IN.f32 OUT.bin [IMPORTANCE.f32]
+//                                            IN = [ROWS, COLS] float32; writes the packed tensor; IMPORTANCE =
+//                                            [COLS] float32 column weights (QuantParams::importance)
 //
 // Exit status: 0 success, 2 usage or I/O error, 3 qrt rejected the request (shape, format without a quantizer,
 // non-finite input); the reason goes to stderr.
@@ -102,7 +104,7 @@ int cmd_dequant(char** argv) {
   return 0;
 }
 
-int cmd_quantize(char** argv) {
+int cmd_quantize(char** argv, const char* importance_path) {
   FormatId id{};
   int64_t rows = 0, cols = 0;
   PartSizes sizes;
@@ -115,7 +117,20 @@ int cmd_quantize(char** argv) {
                 kUsageError);
   std::vector<float> x(static_cast<size_t>(rows * cols));
   std::memcpy(x.data(), raw.data(), raw.size());
-  auto q = cpu::quantize(id, x.data(), rows, cols, QuantParams{});
+  QuantParams params;
+  std::vector<float> importance;
+  if (importance_path != nullptr) {
+    std::vector<uint8_t> w;
+    if (!read_file(importance_path, &w)) return fail(std::string("cannot read ") + importance_path, kUsageError);
+    if (w.size() != static_cast<uint64_t>(cols) * sizeof(float))
+      return fail(std::string(importance_path) + ": " + std::to_string(w.size()) + " bytes, expected [" +
+                      std::to_string(cols) + "] float32",
+                  kUsageError);
+    importance.resize(static_cast<size_t>(cols));
+    std::memcpy(importance.data(), w.data(), w.size());
+    params.importance = importance.data();
+  }
+  auto q = cpu::quantize(id, x.data(), rows, cols, params);
   if (!q.ok()) return fail(q.status().to_string(), kRejected);
   if (!q->scales.empty() || !q->biases.empty() || q->data.size() != sizes.data)
     return fail(std::string(format_name(id)) + ": quantizer output does not match its single-part size", kRejected);
@@ -130,9 +145,9 @@ int main(int argc, char** argv) {
   const std::string_view cmd = argc > 1 ? argv[1] : "";
   if (cmd == "list" && argc == 2) return cmd_list();
   if (cmd == "dequant" && argc == 7) return cmd_dequant(argv + 2);
-  if (cmd == "quantize" && argc == 7) return cmd_quantize(argv + 2);
+  if (cmd == "quantize" && (argc == 7 || argc == 8)) return cmd_quantize(argv + 2, argc == 8 ? argv[7] : nullptr);
   return fail(
       "usage: qrt_quant_oracle list | dequant FORMAT ROWS COLS IN.bin OUT.f32 | "
-      "quantize FORMAT ROWS COLS IN.f32 OUT.bin",
+      "quantize FORMAT ROWS COLS IN.f32 OUT.bin [IMPORTANCE.f32]",
       kUsageError);
 }

@@ -77,6 +77,14 @@ constexpr RecordedBound kBounds[] = {
     {"q5_k", 0.038},
     {"q6_k", 0.0186},
     {"q8_k", 0.00724},
+    // GGML i-quants on their grids (ggml's searches, no importance matrix: uniform for IQ1_S, IQ2_XXS, IQ2_XS)
+    {"iq1_s", 0.509},
+    {"iq1_m", 0.608},
+    {"iq2_xxs", 0.361},
+    {"iq2_xs", 0.315},
+    {"iq2_s", 0.279},
+    {"iq3_xxs", 0.225},
+    {"iq3_s", 0.174},
     // GGML non-linear 4-bit (ggml's search over 15 trial scales, no importance matrix)
     {"iq4_nl", 0.08},
     {"iq4_xs", 0.0806},
