@@ -1,9 +1,9 @@
 // convert-model: a model from one ecosystem's file format into another's without re-quantizing: the encoded
 // blocks are copied unchanged wherever the type exists in both.
 //
-//   convert-model MODEL -o OUT.gguf [--requantize TYPE] [--force] [--quiet]
+//   convert-model MODEL -o OUT.gguf [--requantize TYPE [--imatrix FILE]] [--force] [--quiet]
 //       UQFF export (or HF checkpoint) -> GGUF
-//   convert-model MODEL.gguf -o OUT_DIR [--requantize TYPE] [--force] [--quiet]
+//   convert-model MODEL.gguf -o OUT_DIR [--requantize TYPE [--imatrix FILE]] [--force] [--quiet]
 //       GGUF -> UQFF export directory
 //
 // MODEL is a UQFF export (a set of it, as run-model takes it) or a Hugging Face checkpoint; OUT.gguf gets
@@ -57,7 +57,18 @@ int main(int argc, char** argv) {
   app.add_option("--requantize", requantize,
                  "quantize tensors whose type the output lacks (to GGUF: AFQ, HQQ, FP8, ...; to UQFF: i-quants, "
                  "ternary) to this GGML type, e.g. q8_0");
+  std::string imatrix_path;
+  app.add_option("--imatrix", imatrix_path,
+                 "importance matrix from llama-imatrix (.gguf or legacy .dat) for the requantized tensors");
   CLI11_PARSE(app, argc, argv);
+  qrt::ImportanceMatrix imatrix;
+  if (!imatrix_path.empty()) {
+    if (requantize.empty()) return fail("--imatrix weighs requantized tensors; give --requantize TYPE with it");
+    auto m = qrt::read_imatrix(imatrix_path);
+    if (!m.ok()) return fail("--imatrix: " + m.status().message());
+    imatrix = std::move(*m);
+  }
+  const qrt::ImportanceMatrix* importance = imatrix_path.empty() ? nullptr : &imatrix;
 
   std::error_code ec;
   if (fs::exists(out, ec) && !force) return fail(out + " exists; pass --force to replace it");
@@ -71,6 +82,7 @@ int main(int argc, char** argv) {
                   "convert this one");
     qrt::convert::UqffFromGgufOptions options;
     options.quiet = quiet;
+    options.importance = importance;
     if (!requantize.empty()) {
       auto type = qrt::convert::gguf_type_from_name(requantize);
       if (!type.ok()) return fail("--requantize: " + type.status().message());
@@ -108,6 +120,7 @@ int main(int argc, char** argv) {
   qrt::convert::GgufExportOptions options;
   options.keep_types = true;
   options.quiet = quiet;
+  options.importance = importance;
   if (!requantize.empty()) {
     auto type = qrt::convert::gguf_type_from_name(requantize);
     if (!type.ok()) return fail("--requantize: " + type.status().message());

@@ -2,7 +2,7 @@
 // mistral.rs and qrt load (spec/uqff.md), as `mistralrs quantize` writes it.
 //
 //   quantize-model CHECKPOINT_DIR -o OUT --type q4k [--type afq4 ...] [--override REGEX=TYPE ...]
-//                  [--no-promote] [--threads N] [--force] [--quiet]
+//                  [--imatrix FILE] [--no-promote] [--threads N] [--force] [--quiet]
 //
 // OUT is a directory (one shard set per type, each named after its type: q4k-0.uqff, afq4-0.uqff, ...) or, for one
 // type, a path ending in .uqff whose stem names the shards (out/model-q4k.uqff -> out/model-q4k-0.uqff ...), or a
@@ -11,8 +11,10 @@
 // quantizers; lm_head gets a promoted type (q4k -> q6k, afq4 -> afq6, ...) unless --no-promote or an override names
 // it; --override gives every module whose weight name the regex matches its own type. Nothing is left half
 // written: the export is made in a staging directory beside OUT and moved into place when complete; an existing
-// OUT is replaced only with --force; the free space is checked first. Bad input ends with one "error: ..." line
-// on stderr and exit status 1.
+// OUT is replaced only with --force; the free space is checked first. --imatrix takes llama-imatrix's output
+// (GGUF or the legacy .dat, loader/imatrix.hpp): the GGML types' quantizers weigh each column's error by it, and
+// the types llama-quantize makes only with one (iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s) need it. Bad input ends with
+// one "error: ..." line on stderr and exit status 1.
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "loader/hf_checkpoint.hpp"
+#include "loader/imatrix.hpp"
 #include "qrt/version.hpp"
 #include "tools/convert/gguf_export.hpp"
 #include "tools/convert/progress.hpp"
@@ -111,14 +114,28 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--type", type_names,
                  "quantization type (repeatable): q4_0 q4_1 q5_0 q5_1 q8_0 q8_1 q2k q3k q4k q5k q6k q8k afq2 afq3 "
-                 "afq4 afq6 afq8 hqq4 hqq8 fp8 f8q8 mxfp4")
+                 "afq4 afq6 afq8 hqq4 hqq8 fp8 f8q8 mxfp4; for a .gguf output also iq1_s iq1_m iq2_xxs iq2_xs "
+                 "iq2_s iq3_xxs iq3_s iq4_nl iq4_xs tq1_0 tq2_0")
       ->required();
   app.add_option("--override", override_args, "REGEX=TYPE: modules whose weight name matches get TYPE (repeatable)");
+  std::string imatrix_path;
+  app.add_option("--imatrix", imatrix_path, "importance matrix from llama-imatrix (.gguf or legacy .dat)");
   app.add_flag("--no-promote", no_promote, "quantize lm_head like the other modules (default: a promoted type)");
   app.add_option("--threads", threads, "quantizing threads")->check(CLI::Range(1, 1024));
   app.add_flag("--force", force, "replace an existing export");
   app.add_flag("-q,--quiet", quiet, "no progress output");
   CLI11_PARSE(app, argc, argv);
+  qrt::ImportanceMatrix imatrix;
+  if (!imatrix_path.empty()) {
+    auto m = qrt::read_imatrix(imatrix_path);
+    if (!m.ok()) return fail("--imatrix: " + m.status().message());
+    imatrix = std::move(*m);
+    if (!quiet)
+      std::fprintf(stderr, "quantize-model: importance matrix %s: %zu entries (%s)%s%s\n", imatrix_path.c_str(),
+                   imatrix.entries.size(), imatrix.file_format.c_str(), imatrix.datasets.empty() ? "" : ", from ",
+                   imatrix.datasets.empty() ? "" : imatrix.datasets.front().c_str());
+  }
+  const qrt::ImportanceMatrix* importance = imatrix_path.empty() ? nullptr : &imatrix;
 
   if (fs::path(out).extension() == ".gguf") {
     // One GGUF file: written beside its destination and renamed into place.
@@ -131,6 +148,7 @@ int main(int argc, char** argv) {
     if (!overrides.ok()) return fail(overrides.status().message());
     g.overrides = std::move(*overrides);
     g.promote_output = !no_promote;
+    g.importance = importance;
     g.threads = threads;
     g.quiet = quiet;
     std::error_code ec;
@@ -164,6 +182,7 @@ int main(int argc, char** argv) {
   if (!overrides.ok()) return fail(overrides.status().message());
   options.overrides = std::move(*overrides);
   options.promote_output = !no_promote;
+  options.importance = importance;
   options.threads = threads;
   options.quiet = quiet;
 

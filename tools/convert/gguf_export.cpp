@@ -36,11 +36,31 @@ bool llama_family(const ModelConfig& c) {
 
 std::string gguf_architecture(const ModelConfig& c) { return llama_family(c) ? "llama" : c.architecture; }
 
+// The GGUF name of a canonical tensor: llama.cpp's phi3 keeps the fused [gate; up] projection under ffn_up (of 2 *
+// feed_forward_length rows), which is how qrt's GGUF loader recognizes it (models/fused_tensors.hpp).
+std::string gguf_tensor_name(const std::string& key) {
+  const bool bias = ends_with(key, ".bias");
+  std::string base = bias ? key.substr(0, key.size() - 5) : key;
+  if (ends_with(base, ".ffn_gate_up")) base = base.substr(0, base.size() - 12) + ".ffn_up";
+  return base + (bias ? ".bias" : ".weight");
+}
+
 Status add_architecture(GgufWriter& w, const ModelConfig& c) {
   const std::string a = gguf_architecture(c), p = a + ".";
-  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe")
+  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && a != "phi3")
     return unsupported("writing GGUF for " + c.architecture +
-                       " models is not supported yet (llama, mistral, mixtral, qwen2, qwen3, qwen3moe)");
+                       " models is not supported yet (llama, mistral, mixtral, qwen2, qwen3, qwen3moe, phi3)");
+  if (c.rope.scaling == RopeScaling::kLongRope) {
+    // Only llama.cpp's phi3 reads the original context and attn_factor keys that go with the factor tensors.
+    if (a != "phi3")
+      return unsupported("LongRoPE scaling is written to GGUF for phi3 models only, not " + c.architecture);
+    const size_t pairs = static_cast<size_t>(c.rope.rot_dim / 2);
+    if (c.rope.original_context <= 0 || c.rope.short_factor.size() != pairs || c.rope.long_factor.size() != pairs)
+      return invalid_argument("LongRoPE scaling needs original_max_position_embeddings > 0 (found " +
+                              std::to_string(c.rope.original_context) + ") and " + std::to_string(pairs) +
+                              " short and long factors (found " + std::to_string(c.rope.short_factor.size()) +
+                              " and " + std::to_string(c.rope.long_factor.size()) + ")");
+  }
   if (c.rope.scaling == RopeScaling::kLlama3 &&
       (c.rope.original_context <= 0 || !(c.rope.high_freq_factor > c.rope.low_freq_factor) ||
        !(c.rope.low_freq_factor > 0.0f) || !(c.rope.factor > 0.0f)))
@@ -57,9 +77,20 @@ Status add_architecture(GgufWriter& w, const ModelConfig& c) {
   w.set_u32(p + "attention.key_length", static_cast<uint32_t>(c.head_dim));
   w.set_u32(p + "attention.value_length", static_cast<uint32_t>(c.head_dim));
   w.set_f32(p + "attention.layer_norm_rms_epsilon", c.norm_eps);
-  if (c.sliding_window > 0) w.set_u32(p + "attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+  // llama.cpp's phi3 converter always writes the window, 0 for none (Phi-4 without one shares the architecture).
+  if (c.sliding_window > 0 || a == "phi3")
+    w.set_u32(p + "attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
   w.set_f32(p + "rope.freq_base", c.rope.theta);
   w.set_u32(p + "rope.dimension_count", static_cast<uint32_t>(c.rope.rot_dim));
+  if (a == "phi3") {
+    // The original context is always there, as llama.cpp's converter writes it (Phi3Config's
+    // original_max_position_embeddings; the full context for models without LongRoPE): llama.cpp picks the long
+    // factors for contexts beyond it, qrt derives the LongRoPE factor from it and context_length. The factors
+    // travel as the rope_factors_* tensors, the cos/sin multiplier as attn_factor, which readers take as is.
+    const int original = c.rope.original_context > 0 ? c.rope.original_context : c.context_length;
+    w.set_u32(p + "rope.scaling.original_context_length", static_cast<uint32_t>(original));
+    if (c.rope.scaling == RopeScaling::kLongRope) w.set_f32(p + "rope.scaling.attn_factor", c.rope.attn_factor);
+  }
   if (c.rope.scaling == RopeScaling::kLinear) {
     w.set_string(p + "rope.scaling.type", "linear");
     w.set_f32(p + "rope.scaling.factor", c.rope.factor);
@@ -176,7 +207,7 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
   uint64_t source_bytes = 0;
   for (const auto& [key, t] : canonical.tensors) {
     const bool bias = ends_with(key, ".bias");
-    const std::string name = bias ? key : key + ".weight";
+    const std::string name = gguf_tensor_name(key);
     FormatId format = FormatId::kF32;
     bool requantize = false;
     if (options.keep_types) {
@@ -195,6 +226,9 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
         (key.find(".attn_q") != std::string::npos || key.find(".attn_k") != std::string::npos) &&
         key.find("_norm") == std::string::npos)
       permute = key.find(".attn_q") != std::string::npos ? config.heads : config.kv_heads;
+    if ((!options.keep_types || requantize) && needs_importance(format) && options.importance == nullptr)
+      return invalid_argument(name + ": " + std::string(quant::format_name(format)) +
+                              " is made only with an importance matrix (pass --imatrix FILE, llama-imatrix's output)");
     jobs.push_back({name, &t, format, permute, requantize});
     source_bytes += t.bytes();
   }
@@ -202,6 +236,7 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
 
   // Quantize (or copy) on `threads` threads; each result owns its bytes.
   std::vector<Result<UqffLayer>> done;
+  std::atomic<int> weighted{0};
   {
     Progress progress(options.keep_types ? "converting" : "quantizing", source_bytes,
                       options.quiet ? Progress::Mode::kQuiet : Progress::Mode::kAuto);
@@ -233,10 +268,21 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
             l.buffers = keep;
             return l;
           }
-          return quantize_uqff_layer(dense, j.format, j.name);
+          const std::vector<float>* importance = nullptr;
+          if (options.importance != nullptr) {
+            const int64_t experts = dense.shape.size() == 3 ? dense.shape[0] : 1;
+            QRT_ASSIGN_OR_RETURN(importance, options.importance->for_tensor(j.name, dense.cols(), experts));
+            if (importance != nullptr) ++weighted;
+          }
+          return quantize_uqff_layer(dense, j.format, j.name, importance);
         },
         [&](size_t i) { progress.add(jobs[i].source->bytes()); });
   }
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (!done[i].ok()) return done[i].status().with_context(jobs[i].name);
+  if (options.importance != nullptr && weighted == 0)
+    return invalid_argument(options.importance->path + " has no importance for any matrix of this model (its names "
+                            "are GGUF names like " + options.importance->entries.begin()->first + ")");
   GgufExportReport report;
   std::vector<float> rope_divisors;  // alive until the file is written
   if (config.rope.scaling == RopeScaling::kLlama3) {
@@ -246,9 +292,18 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
                  {static_cast<int64_t>(rope_divisors.size())}, bytes);
     report.bytes += bytes.size;
   }
+  // LongRoPE's per-pair divisors as llama.cpp's phi3 tensors (F32 [rot_dim / 2]); config.json had them as lists.
+  if (config.rope.scaling == RopeScaling::kLongRope) {
+    for (auto [name, factors] : {std::pair{names::kRopeFactorsLong, &config.rope.long_factor},
+                                 std::pair{names::kRopeFactorsShort, &config.rope.short_factor}}) {
+      const ByteSpan bytes{reinterpret_cast<const uint8_t*>(factors->data()), factors->size() * sizeof(float)};
+      w.add_tensor(std::string(name) + ".weight", quant::format_info(FormatId::kF32).ggml_type,
+                   {static_cast<int64_t>(factors->size())}, bytes);
+      report.bytes += bytes.size;
+    }
+  }
   for (size_t i = 0; i < jobs.size(); ++i) {
-    if (!done[i].ok()) return done[i].status().with_context(jobs[i].name);
-    const UqffLayer& l = *done[i];
+    const UqffLayer& l = *done[i];  // every job succeeded (checked above)
     if (l.tag != UqffTag::kGgml && l.tensor.format != FormatId::kF32)
       return internal_error(jobs[i].name + ": not a GGML encoding");
     if (!l.fallback.empty()) report.fallbacks.push_back(jobs[i].name + ": " + l.fallback);

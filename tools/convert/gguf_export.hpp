@@ -1,9 +1,10 @@
 // A Hugging Face checkpoint quantized into one GGUF file, named and described as llama.cpp's converter would:
 // tensors under GGUF names (blk.N.attn_q.weight, ffn_gate_exps for stacked experts, ...), Q/K rows of llama-family
 // models permuted for interleaved RoPE, the architecture's metadata keys from the model's config, and the
-// tokenizer's (gguf_tokenizer.hpp). Norms and biases stay F32; every matrix takes the GGML type asked for (the
-// output head a promoted one, as in UQFF exports), falling back as mistral.rs and llama.cpp do when a row does not
-// fit its blocks.
+// tokenizer's (gguf_tokenizer.hpp). Phi-3 keeps its fused projections (attn_qkv, and gate_up as an ffn_up of 2 *
+// feed_forward_length rows) and carries LongRoPE as the rope_factors_long / rope_factors_short tensors. Norms and
+// biases stay F32; every matrix takes the GGML type asked for (the output head a promoted one, as in UQFF exports),
+// falling back as mistral.rs and llama.cpp do when a row does not fit its blocks.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "kernels/quant/format_list.hpp"
+#include "loader/imatrix.hpp"
 #include "loader/model_source.hpp"
 #include "qrt/status.hpp"
 
@@ -34,6 +36,9 @@ struct GgufExportOptions {
   int threads = 1;
   bool quiet = false;
   std::function<Status(uint64_t bytes)> check_space;
+  // llama-imatrix's importance of each matrix, by GGUF name; the GGML quantizers weigh their errors by it. The
+  // types llama-quantize makes only with one (needs_importance) are refused without it.
+  const ImportanceMatrix* importance = nullptr;
 };
 
 struct GgufExportReport {

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/quant_reference.hpp"
 #include "kernels/quant/formats.hpp"
+#include "models/tensor_names.hpp"
 #include "models/tokenizer/regex.hpp"
 #include "qrt/version.hpp"
 #include "tools/convert/parallel.hpp"
@@ -280,15 +281,33 @@ Result<UqffExportReport> write_uqff_export(const ModelSource& source, const std:
 
   // ---- quantize, on `threads` threads ---------------------------------------------------------------------------
   std::vector<Result<UqffLayer>> layers;
+  std::atomic<int> weighted{0};
   {
     Progress progress("quantizing", source_bytes, options.quiet ? Progress::Mode::kQuiet : Progress::Mode::kAuto);
     layers = parallel_results<UqffLayer>(
         tasks.size(), options.threads,
-        [&](size_t i) { return quantize_uqff_layer(tasks[i].module->source(), tasks[i].format, *tasks[i].key); },
+        [&](size_t i) -> Result<UqffLayer> {
+          const QuantTensor& s = tasks[i].module->source();
+          const std::vector<float>* importance = nullptr;
+          if (options.importance != nullptr) {
+            const auto canonical = names::canonical_from_hf(*tasks[i].key + ".weight");
+            const int64_t experts = s.shape.size() == 3 ? s.shape[0] : 1;
+            if (canonical) {
+              auto found = options.importance->for_tensor(canonical->name + ".weight", s.cols(), experts);
+              if (!found.ok()) return found.status();
+              importance = *found;
+              if (importance != nullptr) ++weighted;
+            }
+          }
+          return quantize_uqff_layer(s, tasks[i].format, *tasks[i].key, importance);
+        },
         [&](size_t i) { progress.add(tasks[i].module->source().bytes()); });
   }
   for (const auto& l : layers)
     if (!l.ok()) return l.status();
+  if (options.importance != nullptr && weighted == 0)
+    return invalid_argument(options.importance->path + " has no importance for any module of this model (its names "
+                            "are GGUF names like " + options.importance->entries.begin()->first + ")");
 
   // ---- shards, per output; residual.safetensors --------------------------------------------------------------
   UqffExportReport report;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/quant/format_list.hpp"
+#include "loader/imatrix.hpp"
 #include "loader/model_source.hpp"
 #include "qrt/status.hpp"
 
@@ -30,6 +31,9 @@ struct UqffExportOptions {
   // Checked before anything is written: the output's estimated size against the free space (throws nothing; the
   // export fails with its error).
   std::function<Status(uint64_t bytes)> check_space;
+  // llama-imatrix's importance of each matrix, found by the module's GGUF name (model.layers.0.mlp.down_proj ->
+  // blk.0.ffn_down.weight); the GGML types' quantizers weigh their errors by it.
+  const ImportanceMatrix* importance = nullptr;
 };
 
 struct UqffExportReport {

@@ -1,5 +1,8 @@
 #include "tools/convert/uqff_from_gguf.hpp"
 
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +33,20 @@ using quant::FormatId;
 
 bool llama_family(const ModelConfig& c) {
   return c.architecture == "llama" || c.architecture == "mistral" || c.architecture == "mixtral";
+}
+
+// A float as the JSON number with the fewest digits that reads back as the same float (1.1f as 1.1, not
+// 1.100000023841858), so that config.json stays readable and qrt parses exactly the GGUF's value.
+ordered_json short_float(float v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  return ordered_json(std::strtod(std::string(buf, r.ptr).c_str(), nullptr));
+}
+
+ordered_json float_list(const std::vector<float>& values) {
+  ordered_json a = ordered_json::array();
+  for (float v : values) a.push_back(short_float(v));
+  return a;
 }
 
 // config.json for a model config read from GGUF.
@@ -64,10 +81,25 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
                          {"low_freq_factor", c.rope.low_freq_factor},
                          {"high_freq_factor", c.rope.high_freq_factor},
                          {"original_max_position_embeddings", c.rope.original_context}};
+  } else if (c.rope.scaling == RopeScaling::kLongRope) {
+    // Phi3Config's layout: the original context at the top level (the factor is max_position_embeddings over
+    // it), the per-pair divisors in rope_scaling; attention_factor only where the GGUF's attn_factor is not the
+    // sqrt(1 + ln(factor) / ln(original)) a reader derives without it.
+    if (c.rope.original_context <= 0)
+      return format_error("LongRoPE factor tensors without a positive rope.scaling.original_context_length");
+    j["rope_scaling"] = {{"type", "longrope"},
+                         {"short_factor", float_list(c.rope.short_factor)},
+                         {"long_factor", float_list(c.rope.long_factor)}};
+    const double factor = static_cast<double>(c.context_length) / c.rope.original_context;
+    const auto derived =
+        static_cast<float>(factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(c.rope.original_context)));
+    if (derived != c.rope.attn_factor) j["rope_scaling"]["attention_factor"] = short_float(c.rope.attn_factor);
   } else if (c.rope.scaling != RopeScaling::kNone) {
-    return unsupported("RoPE scaling other than linear and Llama 3's is not written to config.json by convert-model "
-                       "yet");
+    return unsupported("RoPE scaling other than linear, Llama 3's and LongRoPE is not written to config.json by "
+                       "convert-model yet");
   }
+  if (c.architecture == "phi3" && c.rope.original_context > 0)
+    j["original_max_position_embeddings"] = c.rope.original_context;
   if (c.experts > 0) {
     if (c.architecture == "mixtral") {
       j["num_local_experts"] = c.experts;
@@ -99,6 +131,14 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
   QRT_TRY(same(c.sliding_window, back.sliding_window, "sliding window"));
   QRT_TRY(same(c.normalize_topk, back.normalize_topk, "router normalization"));
   QRT_TRY(same(static_cast<int>(c.rope.scaling), static_cast<int>(back.rope.scaling), "RoPE scaling"));
+  if (c.rope.scaling == RopeScaling::kLongRope) {
+    QRT_TRY(same(c.rope.original_context, back.rope.original_context, "original context"));
+    if (back.rope.attn_factor != c.rope.attn_factor || back.rope.short_factor != c.rope.short_factor ||
+        back.rope.long_factor != c.rope.long_factor)
+      return unsupported("config.json cannot express this model's LongRoPE factors and attn_factor (GGUF " +
+                         std::to_string(c.rope.attn_factor) + ", read back " + std::to_string(back.rope.attn_factor) +
+                         ")");
+  }
   return j;
 }
 
@@ -243,12 +283,44 @@ Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const s
   if (!source.gguf_metadata) return unsupported(source.path + " is not a GGUF model");
   const GgufMetadata& md = *source.gguf_metadata;
   QRT_ASSIGN_OR_RETURN(ModelConfig c, arch::config_from_gguf(arch::GgufMetadataView(md)));
-  if (!llama_family(c) && c.architecture != "qwen2" && c.architecture != "qwen3" && c.architecture != "qwen3moe")
+  if (!llama_family(c) && c.architecture != "qwen2" && c.architecture != "qwen3" && c.architecture != "qwen3moe" &&
+      c.architecture != "phi3")
     return unsupported("convert-model does not write UQFF exports of " + c.architecture +
-                       " GGUF models yet (llama, mistral, mixtral, qwen2, qwen3, qwen3moe)");
+                       " GGUF models yet (llama, mistral, mixtral, qwen2, qwen3, qwen3moe, phi3)");
   QRT_ASSIGN_OR_RETURN(names::CanonicalTensors canonical,
                        names::canonicalize(source.tensors, names::NameScheme::kGguf));
   arch::apply_tensor_presence(canonical.tensors, &c);
+  // LongRoPE's factor tensors (llama.cpp's phi3) go into config.json's rope_scaling, as Phi3Config holds them.
+  const bool has_long = canonical.tensors.count(std::string(names::kRopeFactorsLong)) != 0;
+  if (has_long != (canonical.tensors.count(std::string(names::kRopeFactorsShort)) != 0))
+    return format_error("the GGUF holds only one of " + std::string(names::kRopeFactorsLong) + " and " +
+                        std::string(names::kRopeFactorsShort) + "; LongRoPE needs both");
+  for (auto [name, out] : {std::pair{names::kRopeFactorsLong, &c.rope.long_factor},
+                           std::pair{names::kRopeFactorsShort, &c.rope.short_factor}}) {
+    auto it = canonical.tensors.find(std::string(name));
+    if (it == canonical.tensors.end()) continue;
+    QRT_ASSIGN_OR_RETURN(*out, dense_values(it->second));
+    if (static_cast<int>(out->size()) != c.rope.rot_dim / 2)
+      return format_error(it->second.name + " holds " + std::to_string(out->size()) + " factors, not one per rotary "
+                          "pair (" + std::to_string(c.rope.rot_dim / 2) + ")");
+    canonical.tensors.erase(it);
+  }
+  // llama.cpp's phi3 keeps the fused [gate; up] projection as ffn_up of 2 * ffn rows (no ffn_gate); as one module,
+  // mistral.rs' gate_up_proj, it keeps its blocks whole. The same rule as the loader's split (fused_tensors.hpp).
+  for (int l = 0; l < c.layers && c.ffn > 0; ++l) {
+    const std::string up = names::layer_tensor(l, names::LayerTensor::kFfnUp);
+    const std::string gate_up = names::layer_tensor(l, names::LayerTensor::kFfnGateUp);
+    auto it = canonical.tensors.find(up);
+    if (it == canonical.tensors.end() || it->second.shape.empty() || it->second.shape[0] != 2 * int64_t{c.ffn} ||
+        canonical.tensors.count(names::layer_tensor(l, names::LayerTensor::kFfnGate)))
+      continue;
+    for (const bool bias : {false, true}) {
+      auto node = canonical.tensors.extract(bias ? names::bias_of(up) : up);
+      if (node.empty()) continue;
+      node.key() = bias ? names::bias_of(gate_up) : gate_up;
+      canonical.tensors.insert(std::move(node));
+    }
+  }
   // Llama 3.x files carry their RoPE scaling as a rope_freqs tensor: back into config.json's rope_scaling.
   if (auto it = canonical.tensors.find(std::string(names::kRopeFreqs)); it != canonical.tensors.end()) {
     QRT_ASSIGN_OR_RETURN(const std::vector<float> divisors, dense_values(it->second));
@@ -311,7 +383,12 @@ Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const s
         dense.format = quant::FormatId::kF32;
         dense.data = ByteSpan{reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(float)};
         dense.scales = dense.biases = {};
-        QRT_ASSIGN_OR_RETURN(*l, quantize_uqff_layer(dense, *options.requantize, module_key));
+        const std::vector<float>* importance = nullptr;
+        if (options.importance != nullptr) {
+          QRT_ASSIGN_OR_RETURN(importance, options.importance->for_tensor(
+                                               t.name, dense.cols(), dense.shape.size() == 3 ? dense.shape[0] : 1));
+        }
+        QRT_ASSIGN_OR_RETURN(*l, quantize_uqff_layer(dense, *options.requantize, module_key, importance));
         const std::string why = std::string(info.name) + " has no UQFF type: requantized to " +
                                 std::string(quant::format_name(l->tensor.format));
         l->fallback = l->fallback.empty() ? why : why + " (" + l->fallback + ")";

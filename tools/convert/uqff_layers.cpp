@@ -142,7 +142,15 @@ FormatId promoted_for_output(FormatId format) {
     case FormatId::kQ4_K:
     case FormatId::kQ4_0:
     case FormatId::kQ4_1:
+    case FormatId::kIQ3_S:
       return FormatId::kQ6_K;
+    case FormatId::kIQ1_S:  // llama-quantize's output type for its lowest-bit mixes
+    case FormatId::kIQ1_M:
+    case FormatId::kIQ2_XXS:
+    case FormatId::kIQ2_XS:
+    case FormatId::kIQ2_S:
+    case FormatId::kIQ3_XXS:
+      return FormatId::kQ5_K;
     case FormatId::kQ5_0:
     case FormatId::kQ5_1:
     case FormatId::kQ8_0:
@@ -181,7 +189,13 @@ Result<std::vector<float>> decoded_values(const QuantTensor& t) {
   return out;
 }
 
-Result<UqffLayer> quantize_uqff_layer(const QuantTensor& source, FormatId format, const std::string& key) {
+bool needs_importance(FormatId format) {
+  return format == FormatId::kIQ1_S || format == FormatId::kIQ1_M || format == FormatId::kIQ2_XXS ||
+         format == FormatId::kIQ2_XS || format == FormatId::kIQ2_S;
+}
+
+Result<UqffLayer> quantize_uqff_layer(const QuantTensor& source, FormatId format, const std::string& key,
+                                      const std::vector<float>* importance) {
   if (source.shape.size() != 2 && source.shape.size() != 3)
     return invalid_argument(key + ": a weight of shape " + shape_string(source.shape) + " (expected 2-D or 3-D)");
   const bool stack = source.shape.size() == 3;
@@ -191,10 +205,27 @@ Result<UqffLayer> quantize_uqff_layer(const QuantTensor& source, FormatId format
   if (stack && (family == Family::kHqq || family == Family::kFp8 || family == Family::kF8q8))
     return unsupported(key + ": " + want + " cannot hold a stack of expert weights " + shape_string(source.shape) +
                        " (mistral.rs gathers experts only from GGML and AFQ stacks); choose another type for it");
+  const int64_t experts = stack ? source.shape[0] : 1;
+  if (importance != nullptr && static_cast<int64_t>(importance->size()) != experts * cols)
+    return invalid_argument(key + ": " + std::to_string(importance->size()) + " importance values for " +
+                            std::to_string(experts) + " x " + std::to_string(cols) + " columns");
   QRT_ASSIGN_OR_RETURN(std::vector<float> values, dense_values(source));
   auto fits = [&](FormatId f, const quant::QuantParams& p) { return cpu::part_sizes(f, rows, cols, p).ok(); };
   auto quantize = [&](FormatId f, const quant::QuantParams& p, UqffTag tag, std::string why) -> Result<UqffLayer> {
-    QRT_ASSIGN_OR_RETURN(quant::QuantBuffers b, cpu::quantize(f, values.data(), rows, cols, p));
+    quant::QuantBuffers b;
+    if (importance == nullptr || family != Family::kGgml) {
+      QRT_ASSIGN_OR_RETURN(b, cpu::quantize(f, values.data(), rows, cols, p));
+    } else {
+      // Each expert has its own importance (llama-imatrix counts the tokens routed to it): one call per expert.
+      const int64_t expert_rows = rows / experts;
+      for (int64_t e = 0; e < experts; ++e) {
+        quant::QuantParams pe = p;
+        pe.importance = importance->data() + e * cols;
+        QRT_ASSIGN_OR_RETURN(quant::QuantBuffers part,
+                             cpu::quantize(f, values.data() + e * expert_rows * cols, expert_rows, cols, pe));
+        b.data.insert(b.data.end(), part.data.begin(), part.data.end());
+      }
+    }
     UqffLayer l = quantized_layer(source, key, f, p, std::move(b), tag);
     l.fallback = std::move(why);
     return l;
@@ -206,6 +237,15 @@ Result<UqffLayer> quantize_uqff_layer(const QuantTensor& source, FormatId format
       if (!fits(f, {}) && is_k_quant(f)) {
         f = legacy_fallback(f);
         why = want + " needs rows of a multiple of 256 (" + std::to_string(cols) + "): " + uqff_type_name(f);
+      } else if (!fits(f, {}) && quant::format_info(f).block_elems == 256 && f != FormatId::kTQ1_0 &&
+                 f != FormatId::kTQ2_0) {
+        f = FormatId::kIQ4_NL;  // llama-quantize's choice for an i-quant whose blocks do not fit a row
+        why = want + " needs rows of a multiple of 256 (" + std::to_string(cols) + "): iq4_nl";
+      }
+      if (needs_importance(f) && importance == nullptr) {
+        f = FormatId::kQ2_K;
+        why = want + " needs an importance matrix and the imatrix has no entry for this tensor: q2k";
+        if (!fits(f, {})) f = legacy_fallback(f);
       }
       if (!fits(f, {})) {
         // GGML F32 (type 0) inside the GGML family, as mistral.rs stores what no block fits.

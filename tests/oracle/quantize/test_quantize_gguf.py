@@ -23,6 +23,14 @@ qrt, and an AFQ export refused by tensor name; then back from that GGUF to UQFF:
 first export's, the logits too, and the tokenizer.json written from the GGUF vocabulary tokenizes llama.cpp's test
 strings to its recorded ids, in qrt and in Hugging Face's `tokenizers`.
 
+Phi-3 (fused qkv_proj / gate_up_proj, LongRoPE factors, a sliding window; stories260K's SentencePiece tokenizer):
+quantize-model to GGUF q8_0 writes llama.cpp's phi3 layout as test_model_forward.py builds it (gguf-py reads the
+same tensor names and shapes, attn_qkv, the fused ffn_up, rope_factors_long/short equal to config.json's, and the
+same metadata values: original context, attn_factor, window) and qrt's logits on it equal the source quantized in
+memory; convert-model to UQFF writes Phi3Config's rope_scaling and the fused modules, and back to GGUF gives every
+tensor's bytes and the logits again; a quantize-model phi3 UQFF export converts to GGUF with its blocks copied;
+LongRoPE on a llama model is refused for GGUF.
+
 usage: test_quantize_gguf.py <quantize-model> <qrt_model_forward> <libruntime.so> <python dir> <work dir>
                              <convert-model>
 """
@@ -49,7 +57,7 @@ if not (os.path.isdir(GPT2) and os.path.isfile(VOCAB)):
     sys.exit(77)
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "model"))
-from test_model_forward import base_config, make_weights  # noqa: E402
+from test_model_forward import base_config, gguf_metadata, make_weights, to_gguf_layout  # noqa: E402
 
 os.environ["QRT_LIBRARY"] = LIB
 sys.path.insert(0, PYDIR)
@@ -378,4 +386,147 @@ for label, d, args, expect in (
     check(f"{label} refused", r.returncode == 1 and expect in r.stderr and not os.path.exists(bad_out) and
           not any(n.startswith("refused.gguf.qrt-staging") for n in os.listdir(WORK)), r.stderr)
 
+
+# ---- Phi-3: fused projections, LongRoPE and a sliding window in llama.cpp's phi3 layout -------------------------
+def logits_error(a, b):
+    la, lb = np.fromfile(a, np.float32), np.fromfile(b, np.float32)
+    return float(np.max(np.abs(la - lb)) / np.max(np.abs(lb))) if la.shape == lb.shape else float("inf")
+
+
+def phi3_checks():
+    stories = os.path.join(DATA, "stories260K-hf")  # a small SentencePiece-style tokenizer, as Phi-3's is
+    if not os.path.isdir(stories):
+        check("phi3: the stories260K-hf tokenizer under QRT_TEST_DATA", False, stories)
+        return
+    # head_dim 16: 8 rotary pairs; an original context of 8 within 64, so the long factors and a cos/sin factor of
+    # sqrt(1 + ln 8 / ln 8); a window shorter than the 12 tokens run.
+    pcfg = base_config("phi3", vocab_size=512, bos_token_id=1, eos_token_id=2, original_max_position_embeddings=8,
+                       sliding_window=5, rope_scaling={
+                           "type": "longrope", "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.6, 3.3, 4.0],
+                           "long_factor": [1.0, 1.5, 2.5, 4.0, 6.0, 9.0, 14.0, 20.0]})
+    psrc = os.path.join(WORK, "phi3-hf")
+    shutil.rmtree(psrc, ignore_errors=True)
+    os.makedirs(psrc)
+    weights = make_weights(pcfg, np.random.default_rng(11))
+    save_file(weights, os.path.join(psrc, "model.safetensors"))
+    json.dump(pcfg, open(os.path.join(psrc, "config.json"), "w"))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(stories, name), os.path.join(psrc, name))
+    # Only llama.cpp's phi3 reads the LongRoPE keys: the same scaling on a llama model is refused, not dropped.
+    lsrc = os.path.join(WORK, "longrope-llama")
+    shutil.rmtree(lsrc, ignore_errors=True)
+    os.makedirs(lsrc)
+    for name in ("model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        os.symlink(os.path.join(psrc, name), os.path.join(lsrc, name))
+    json.dump(dict(pcfg, model_type="llama"), open(os.path.join(lsrc, "config.json"), "w"))
+    r = run([QUANTIZE, lsrc, "-o", os.path.join(WORK, "longrope-llama.gguf"), "--type", "q8_0", "--quiet"])
+    check("LongRoPE on a llama model refused for GGUF", r.returncode == 1 and
+          "LongRoPE scaling is written to GGUF for phi3 models only, not llama" in r.stderr, r.stderr)
+    pout = os.path.join(WORK, "phi3-q8_0.gguf")
+    r = run([QUANTIZE, psrc, "-o", pout, "--type", "q8_0", "--quiet", "--force"])
+    check("phi3: quantize-model to .gguf", r.returncode == 0, r.stderr)
+    if r.returncode != 0:
+        return
+    # gguf-py reads the layout test_model_forward.py builds as llama.cpp's converter does: the same tensor names
+    # and shapes (attn_qkv; ffn_up holding [gate; up]; the LongRoPE factors, F32) and its metadata values.
+    reader = GGUFReader(pout)
+    ours = {t.name: t for t in reader.tensors}
+    want = to_gguf_layout(pcfg, weights)
+    shapes = {n: list(t.shape.tolist())[::-1] for n, t in ours.items()}
+    check("phi3: tensor names and shapes of llama.cpp's phi3 layout",
+          shapes == {n: list(w.shape) for n, w in want.items()} and shapes["blk.1.ffn_up.weight"] == [192, 64] and
+          ours["blk.1.attn_qkv.weight"].tensor_type.name == "Q8_0", (sorted(shapes), sorted(want)))
+    for name in ("rope_factors_long.weight", "rope_factors_short.weight"):
+        t = ours.get(name)
+        check(f"phi3: {name} is F32 and holds config.json's factors", t is not None and
+              t.tensor_type.name == "F32" and np.array_equal(np.asarray(t.data).ravel(), want[name]))
+    md = gguf_metadata(pcfg, 0)
+    differ = {k: (field(reader, k), v) for k, v in md.items()
+              if (field(reader, k) != v if isinstance(v, str) else np.float32(field(reader, k) or 0) != np.float32(v))}
+    check("phi3: metadata equal to llama.cpp's converter's (context, original context, attn_factor, window)",
+          not differ and field(reader, "general.architecture") == "phi3" and
+          "phi3.rope.scaling.type" not in reader.fields, differ)
+    # qrt on the GGUF equals the source quantized in memory, with the same config.
+    tokens = "1,5,99,300,7,42,511,3,250,17,88,123"
+    a, b = os.path.join(WORK, "phi3-gguf.f32"), os.path.join(WORK, "phi3-hf.f32")
+    ra = run([FORWARD, "--model", pout, "--tokens", tokens, "--logits", a, "--print-config", a + ".json"])
+    rb = run([FORWARD, "--weights", os.path.join(psrc, "model.safetensors"), "--hf-config",
+              os.path.join(psrc, "config.json"), "--format", "q8_0", "--tokens", tokens, "--logits", b,
+              "--print-config", b + ".json"])
+    check("phi3: qrt_model_forward on the GGUF and its source", ra.returncode == rb.returncode == 0,
+          ra.stderr + rb.stderr)
+    if ra.returncode != 0 or rb.returncode != 0:
+        return
+    err = logits_error(a, b)
+    check(f"phi3: GGUF logits equal the source's quantized in memory ({err:.2e})", err < 1e-5)
+    ca, cb = json.load(open(a + ".json")), json.load(open(b + ".json"))
+    ca.pop("tensor_formats"), cb.pop("tensor_formats")  # GGUF and HF names for the same tensors
+    check("phi3: the same config (LongRoPE, attn_factor, window, half-split RoPE)",
+          ca == cb and ca["rope_scaling"] == 4 and ca["sliding_window"] == 5, (ca, cb))
+
+    # GGUF -> UQFF: the fused tensors as mistral.rs' qkv_proj / gate_up_proj modules, the factors in config.json.
+    from safetensors import safe_open
+    pback = os.path.join(WORK, "phi3-back-uqff")
+    shutil.rmtree(pback, ignore_errors=True)
+    r = run([CONVERT, pout, "-o", pback, "--quiet"])
+    check("phi3: convert-model GGUF -> UQFF", r.returncode == 0, r.stderr)
+    if r.returncode != 0:
+        return
+    hf = json.load(open(os.path.join(pback, "config.json")))
+    rope = hf.get("rope_scaling") or {}
+    check("phi3: config.json with Phi3Config's LongRoPE fields and window",
+          hf.get("model_type") == "phi3" and rope.get("type") == "longrope" and
+          rope.get("short_factor") == pcfg["rope_scaling"]["short_factor"] and
+          rope.get("long_factor") == pcfg["rope_scaling"]["long_factor"] and "attention_factor" not in rope and
+          hf.get("original_max_position_embeddings") == 8 and hf.get("max_position_embeddings") == 64 and
+          hf.get("sliding_window") == 5, hf)
+    with safe_open(os.path.join(pback, "model-0.uqff"), "np") as f:
+        modules = {n for n in f.keys() if n.endswith(".weight")}
+        qkv = f.get_tensor("model.layers.0.self_attn.qkv_proj.weight").tobytes() if \
+            "model.layers.0.self_attn.qkv_proj.weight" in modules else b""
+    with safe_open(os.path.join(pback, "residual.safetensors"), "np") as f:
+        residual = set(f.keys())
+    check("phi3: qkv_proj and gate_up_proj modules, blocks copied; no factor tensors left over",
+          "model.layers.1.mlp.gate_up_proj.weight" in modules and qkv == bytes(ours["blk.0.attn_qkv.weight"].data) and
+          not {n.split(".")[-2] for n in modules} & {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"} and
+          not any("rope" in n for n in residual), (sorted(modules), sorted(residual)))
+    c = os.path.join(WORK, "phi3-back.f32")
+    rc = run([FORWARD, "--model", pback, "--tokens", tokens, "--logits", c])
+    check("phi3: the UQFF's logits equal the GGUF's", rc.returncode == 0 and logits_error(c, a) == 0.0, rc.stderr)
+    # And back to GGUF: every tensor's bytes and the logits unchanged.
+    pagain = os.path.join(WORK, "phi3-again.gguf")
+    r = run([CONVERT, pback, "-o", pagain, "--quiet", "--force"])
+    check("phi3: convert-model UQFF -> GGUF", r.returncode == 0, r.stderr)
+    if r.returncode == 0:
+        again = {t.name: t for t in GGUFReader(pagain).tensors}
+        same = [n for n in ours if n in again and bytes(again[n].data) == bytes(ours[n].data)]
+        check("phi3: the round trip gives every tensor's bytes back", len(same) == len(ours) == len(again),
+              sorted(set(ours) ^ set(same))[:5])
+        d = os.path.join(WORK, "phi3-again.f32")
+        rd = run([FORWARD, "--model", pagain, "--tokens", tokens, "--logits", d])
+        check("phi3: and the same logits", rd.returncode == 0 and logits_error(d, a) == 0.0, rd.stderr)
+
+    # quantize-model's own phi3 UQFF export -> GGUF: the whole modules' blocks copied.
+    pexp = os.path.join(WORK, "phi3-uqff")
+    shutil.rmtree(pexp, ignore_errors=True)
+    r = run([QUANTIZE, psrc, "-o", pexp, "--type", "q8_0", "--quiet"])
+    pconv = os.path.join(WORK, "phi3-converted.gguf")
+    r2 = run([CONVERT, os.path.join(pexp, "q8_0"), "-o", pconv, "--quiet", "--force"]) if r.returncode == 0 else r
+    check("phi3: convert-model of a quantize-model UQFF export to GGUF", r2.returncode == 0, r.stderr + r2.stderr)
+    if r2.returncode == 0:
+        conv = {t.name: t for t in GGUFReader(pconv).tensors}
+        with safe_open(os.path.join(pexp, "q8_0-0.uqff"), "np") as f:
+            copied = all(bytes(conv[g].data) == f.get_tensor(u).tobytes() for g, u in (
+                ("blk.1.attn_qkv.weight", "model.layers.1.self_attn.qkv_proj.weight"),
+                ("blk.1.ffn_up.weight", "model.layers.1.mlp.gate_up_proj.weight")))
+        check("phi3: qkv_proj and gate_up_proj copied as attn_qkv and ffn_up, with the factor tensors",
+              copied and "rope_factors_long.weight" in conv and "blk.1.ffn_gate.weight" not in conv, sorted(conv))
+        e, u = os.path.join(WORK, "phi3-conv.f32"), os.path.join(WORK, "phi3-uqff.f32")
+        re_ = run([FORWARD, "--model", pconv, "--tokens", tokens, "--logits", e])
+        ru = run([FORWARD, "--model", os.path.join(pexp, "q8_0"), "--tokens", tokens, "--logits", u])
+        check("phi3: the converted GGUF's logits equal the export's", re_.returncode == ru.returncode == 0 and
+              logits_error(e, u) == 0.0, re_.stderr + ru.stderr)
+
+
+phi3_checks()
 finish()
