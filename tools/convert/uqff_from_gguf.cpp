@@ -73,6 +73,11 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
     j["mlp_bias"] = c.mlp_bias;
   }
   j["sliding_window"] = c.sliding_window > 0 ? ordered_json(c.sliding_window) : ordered_json(nullptr);
+  if (c.architecture == "qwen2" && c.sliding_window > 0) {
+    // Qwen2Config applies the window only with use_sliding_window, from layer max_window_layers on: all layers.
+    j["use_sliding_window"] = true;
+    j["max_window_layers"] = 0;
+  }
   if (c.rope.scaling == RopeScaling::kLinear) {
     j["rope_scaling"] = {{"type", "linear"}, {"factor", c.rope.factor}};
   } else if (c.rope.scaling == RopeScaling::kLlama3) {
@@ -81,6 +86,15 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
                          {"low_freq_factor", c.rope.low_freq_factor},
                          {"high_freq_factor", c.rope.high_freq_factor},
                          {"original_max_position_embeddings", c.rope.original_context}};
+  } else if (c.rope.scaling == RopeScaling::kYarn) {
+    // Hugging Face's YaRN parameters; attention_factor always, since GGUF's attn_factor may differ from the
+    // 0.1 ln(factor) + 1 a reader derives without it.
+    j["rope_scaling"] = {{"rope_type", "yarn"},
+                         {"factor", short_float(c.rope.factor)},
+                         {"original_max_position_embeddings", c.rope.original_context},
+                         {"beta_fast", short_float(c.rope.yarn_beta_fast)},
+                         {"beta_slow", short_float(c.rope.yarn_beta_slow)},
+                         {"attention_factor", short_float(c.rope.attn_factor)}};
   } else if (c.rope.scaling == RopeScaling::kLongRope) {
     // Phi3Config's layout: the original context at the top level (the factor is max_position_embeddings over
     // it), the per-pair divisors in rope_scaling; attention_factor only where the GGUF's attn_factor is not the
@@ -95,8 +109,8 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
         static_cast<float>(factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(c.rope.original_context)));
     if (derived != c.rope.attn_factor) j["rope_scaling"]["attention_factor"] = short_float(c.rope.attn_factor);
   } else if (c.rope.scaling != RopeScaling::kNone) {
-    return unsupported("RoPE scaling other than linear, Llama 3's and LongRoPE is not written to config.json by "
-                       "convert-model yet");
+    return unsupported("RoPE scaling other than linear, Llama 3's, YaRN and LongRoPE is not written to config.json "
+                       "by convert-model yet");
   }
   if (c.architecture == "phi3" && c.rope.original_context > 0)
     j["original_max_position_embeddings"] = c.rope.original_context;
@@ -131,6 +145,11 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
   QRT_TRY(same(c.sliding_window, back.sliding_window, "sliding window"));
   QRT_TRY(same(c.normalize_topk, back.normalize_topk, "router normalization"));
   QRT_TRY(same(static_cast<int>(c.rope.scaling), static_cast<int>(back.rope.scaling), "RoPE scaling"));
+  if (c.rope.scaling == RopeScaling::kYarn &&
+      (back.rope.factor != c.rope.factor || back.rope.attn_factor != c.rope.attn_factor ||
+       back.rope.original_context != c.rope.original_context || back.rope.yarn_beta_fast != c.rope.yarn_beta_fast ||
+       back.rope.yarn_beta_slow != c.rope.yarn_beta_slow))
+    return unsupported("config.json cannot express this model's YaRN parameters");
   if (c.rope.scaling == RopeScaling::kLongRope) {
     QRT_TRY(same(c.rope.original_context, back.rope.original_context, "original context"));
     if (back.rope.attn_factor != c.rope.attn_factor || back.rope.short_factor != c.rope.short_factor ||

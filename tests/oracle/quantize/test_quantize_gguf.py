@@ -57,7 +57,7 @@ if not (os.path.isdir(GPT2) and os.path.isfile(VOCAB)):
     sys.exit(77)
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "model"))
-from test_model_forward import base_config, gguf_metadata, make_weights, to_gguf_layout  # noqa: E402
+from test_model_forward import CASES, base_config, gguf_metadata, make_weights, to_gguf_layout  # noqa: E402
 
 os.environ["QRT_LIBRARY"] = LIB
 sys.path.insert(0, PYDIR)
@@ -528,5 +528,68 @@ def phi3_checks():
               logits_error(e, u) == 0.0, re_.stderr + ru.stderr)
 
 
+
+
+# ---- every architecture of the numpy oracle's cases, to GGUF and back ------------------------------------------
+def every_architecture_checks():
+    """Each case of test_model_forward.py (biases, tied embeddings, linear / Llama 3 / YaRN RoPE, MQA, sliding
+    windows, q/k norms, Mixtral and Qwen3-MoE experts, phi3), quantized to a q8_0 GGUF: qrt's logits on the file
+    equal the source quantized to q8_0 in memory (routers stay F32 in GGUF, as in llama.cpp), and convert-model
+    GGUF -> UQFF gives the same logits again, as does quantize-model's own UQFF export of the checkpoint."""
+    stories = os.path.join(DATA, "stories260K-hf")
+    if not os.path.isdir(stories):
+        check("every architecture: the stories260K-hf tokenizer under QRT_TEST_DATA", False, stories)
+        return
+    tokens = "1,5,99,300,7,42,511,3,250,17,88"
+    for case, base in CASES.items():
+        cfg = dict(base, vocab_size=512, bos_token_id=1, eos_token_id=2)
+        d = os.path.join(WORK, "arch-" + case)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        save_file(make_weights(cfg, np.random.default_rng(23)), os.path.join(d, "model.safetensors"))
+        json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(os.path.join(stories, name), os.path.join(d, name))
+        out = os.path.join(WORK, f"arch-{case}.gguf")
+        r = run([QUANTIZE, d, "-o", out, "--type", "q8_0", "--quiet", "--force"])
+        check(f"{case}: quantize-model to .gguf", r.returncode == 0, r.stderr)
+        if r.returncode != 0:
+            continue
+        moe = cfg.get("num_local_experts", cfg.get("num_experts", 0)) > 0
+        routers = [f"--tensor-format=blk.{i}.ffn_gate_inp=f32" for i in range(cfg["num_hidden_layers"]) if moe]
+        a, b, c = (os.path.join(WORK, f"arch-{case}.{k}.f32") for k in ("gguf", "hf", "uqff"))
+        ra = run([FORWARD, "--model", out, "--tokens", tokens, "--logits", a])
+        rb = run([FORWARD, "--weights", os.path.join(d, "model.safetensors"), "--hf-config",
+                  os.path.join(d, "config.json"), "--format", "q8_0", "--tokens", tokens, "--logits", b] + routers)
+        ok = ra.returncode == rb.returncode == 0
+        check(f"{case}: logits of the GGUF and of its source", ok, ra.stderr + rb.stderr)
+        if not ok:
+            continue
+        err = logits_error(a, b)
+        check(f"{case}: GGUF logits equal the source's quantized in memory ({err:.2e})", err < 1e-5)
+        back = os.path.join(WORK, f"arch-{case}-uqff")
+        shutil.rmtree(back, ignore_errors=True)
+        r = run([CONVERT, out, "-o", back, "--quiet"])
+        rc = run([FORWARD, "--model", back, "--tokens", tokens, "--logits", c]) if r.returncode == 0 else r
+        check(f"{case}: convert-model GGUF -> UQFF runs", r.returncode == rc.returncode == 0, r.stderr + rc.stderr)
+        if r.returncode == rc.returncode == 0:
+            err = logits_error(c, a)
+            check(f"{case}: the UQFF export's logits equal the GGUF's ({err:.2e})", err < 1e-5)
+        # The checkpoint straight to a UQFF export (mistral.rs' layout, the embedding unquantized among the residual
+        # tensors) gives the source's logits with every tracked module in q8_0.
+        export = os.path.join(WORK, f"arch-{case}-export")
+        r = run([QUANTIZE, d, "-o", export, "--type", "q8_0", "--quiet", "--force"])
+        rc = run([FORWARD, "--model", export, "--tokens", tokens, "--logits", c]) if r.returncode == 0 else r
+        rb = run([FORWARD, "--weights", os.path.join(d, "model.safetensors"), "--hf-config",
+                  os.path.join(d, "config.json"), "--format", "q8_0", "--tokens", tokens, "--logits", b,
+                  "--tensor-format=token_embd=f32"] + routers)
+        check(f"{case}: quantize-model to UQFF runs", r.returncode == rc.returncode == rb.returncode == 0,
+              r.stderr + rc.stderr + rb.stderr)
+        if r.returncode == rc.returncode == rb.returncode == 0:
+            err = logits_error(c, b)
+            check(f"{case}: the UQFF export's logits equal the source's quantized in memory ({err:.2e})", err < 1e-5)
+
+
 phi3_checks()
+every_architecture_checks()
 finish()
