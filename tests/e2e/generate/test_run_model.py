@@ -103,6 +103,8 @@ def check_golden(name, model):
     ids = parse_ids(r.stdout)
     check(f"{name} prompt ids", ids.get("prompt_ids") == GOLD_PROMPT, ids.get("prompt_ids"))
     check(f"{name} generated ids", ids.get("generated_ids") == GOLD_IDS, ids.get("generated_ids"))
+    if EXTRA and name != "gguf":
+        return  # on a (simulated) device the ids are what differs; the text from ids is checked once, on gguf
     r = run(model, "-p", PROMPT, "-n", "60")
     check(f"{name} text exit", r.returncode == 0, r.stderr)
     check(f"{name} text", PROMPT + r.stdout == GOLD_TEXT + "\n", repr(r.stdout))

@@ -34,8 +34,8 @@ except ImportError as e:  # pragma: no cover
 
 QUANTIZE, CONVERT, ORACLE, WORK = sys.argv[1:5]
 DATA = os.environ.get("QRT_TEST_DATA", "")
-GPT2 = os.path.join(DATA, "tokenizers", "gpt2")
-if not os.path.isdir(GPT2):
+STORIES = os.path.join(DATA, "stories260K-hf")  # a 512-token SentencePiece-style tokenizer: small embeddings
+if not os.path.isdir(STORIES):
     print(f"skipped: tokenizer test data not found under QRT_TEST_DATA={DATA!r}")
     sys.exit(77)
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -59,7 +59,7 @@ def checkpoint(name, cfg, seed, tokenizer=True):
     json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
     if tokenizer:
         for f in ("tokenizer.json", "tokenizer_config.json"):
-            shutil.copy(os.path.join(GPT2, f), os.path.join(d, f))
+            shutil.copy(os.path.join(STORIES, f), os.path.join(d, f))
     return d, W
 
 
@@ -133,8 +133,8 @@ os.makedirs(WORK, exist_ok=True)
 rng = np.random.default_rng(11)
 
 # ---- GGUF, IQ2_XXS: both file formats, the weighted bytes, the refusals -------------------------------------------
-cfg = base_config("llama", vocab_size=50257, hidden_size=256, intermediate_size=512, num_hidden_layers=1,
-                  num_attention_heads=4, num_key_value_heads=2, bos_token_id=50256, eos_token_id=50256)
+cfg = base_config("llama", vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=1,
+                  num_attention_heads=4, num_key_value_heads=2, bos_token_id=1, eos_token_id=2)
 src, W = checkpoint("llama256", cfg, 3)
 layer = {"attn_q": 256, "attn_k": 256, "attn_v": 256, "attn_output": 256, "ffn_gate": 256, "ffn_up": 256,
          "ffn_down": 512}
