@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/quant/common.hpp"
+#include "kernels/quant/ggml_legacy.hpp"  // store_u16 / store_u32
 #include "kernels/quant/kquant_search.hpp"
 #include "kernels/quant/iq_grid_search.hpp"
 
@@ -35,11 +36,6 @@ using kquant_search::nearest_int;
 
 // The maximum as ggml's MAX macro takes it: b unless a is strictly larger (which decides what a NaN does).
 float max_of(float a, float b) { return a > b ? a : b; }
-
-void store_u16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v & 0xFF);
-  p[1] = static_cast<uint8_t>(v >> 8);
-}
 
 // Top-down merge sort of the indices a[0, len) by v[index]: first half len / 2, and the merge takes the left run's
 // element unless it is strictly greater.

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "kernels/quant/common.hpp"
+#include "kernels/quant/ggml_legacy.hpp"  // store_u16 / store_u32
 #include "kernels/quant/kquant_search.hpp"
 #include "kernels/quant/iq_grid_search.hpp"
 
@@ -108,15 +109,6 @@ uint8_t even_parity_signs(const float* xb, const float* weight, float* xval) {
 uint8_t scale_code(float id, float scale) {
   const int l = nearest_int(0.5f * (id * scale - 1.0f));
   return static_cast<uint8_t>(l < 0 ? 0 : (l > 15 ? 15 : l));
-}
-
-void store_u16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v & 0xFF);
-  p[1] = static_cast<uint8_t>(v >> 8);
-}
-
-void store_u32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
 // How a sub-block's fit ended: all zero (its words stay zero and its scale is 0), fitted, or where ggml aborts.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/quant/common.hpp"
+#include "kernels/quant/ggml_legacy.hpp"  // store_u16 / store_u32
 #include "kernels/quant/kquant_search.hpp"
 #include "kernels/quant/iquant_tables.hpp"
 
@@ -340,15 +341,6 @@ bool quantize_sub_blocks(const Variant& v, const float* x, const float* importan
 
 // The 4-bit index l of a sub-block scale s, stored as d * (2l + 1) (before the format's fudge factor on d).
 int scale_index(float id, float s) { return clamp_int(nearest_int(0.5f * (id * s - 1.0f)), 0, (1 << kScaleBits) - 1); }
-
-void store_u16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v & 0xFF);
-  p[1] = static_cast<uint8_t>(v >> 8);
-}
-
-void store_u32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
 
 bool encode_iq3_xxs(const float* x, const float* importance, uint8_t* block) {
   SubBlockResult subs[kSubBlocks];

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/quant/common.hpp"
+#include "kernels/quant/ggml_legacy.hpp"  // store_u16 / store_u32
 #include "kernels/quant/kquant_search.hpp"
 #include "kernels/quant/iquant_tables.hpp"
 
@@ -93,11 +94,6 @@ float best_scale(const float* xb, const float* weight, uint8_t* L) {
 // Nibbles as both formats store them: byte j of a sub-block holds code j (low) and code j + 16 (high).
 void pack_nibbles(const uint8_t* L, uint8_t* qs) {
   for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(L[j] | (L[16 + j] << 4));
-}
-
-void store_u16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v & 0xFF);
-  p[1] = static_cast<uint8_t>(v >> 8);
 }
 
 void encode_iq4_nl(const float* x, const float* importance, uint8_t* block) {
