@@ -91,6 +91,7 @@ struct AttentionParams {
   int head_dim = 0;
   float scale = 0.0f;        // on q·k, usually 1/sqrt(head_dim)
   int sliding_window = 0;    // 0 = full causal attention; else q_pos - k_pos < sliding_window
+  float softcap = 0.0f;      // > 0: each score s = scale * q·k becomes softcap * tanh(s / softcap) (Gemma 2)
 };
 
 // One layer's KV cache: slot s holds the key and value rows of the token at position positions[s].
@@ -266,6 +267,15 @@ class Backend {
 
   // out = silu(gate) * up.  All [n, d].
   virtual Status silu_mul(ConstF32View gate, ConstF32View up, F32View out) = 0;
+
+  // out = gelu_tanh(gate) * up (GeGLU), gelu_tanh(g) = g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g³))).  All [n, d].
+  virtual Status gelu_tanh_mul(ConstF32View gate, ConstF32View up, F32View out) = 0;
+
+  // out = s * x (Gemma's embedding scale).  x, out: [n, d]; out may be x.
+  virtual Status scale(ConstF32View x, float s, F32View out) = 0;
+
+  // out = cap * tanh(x / cap) (Gemma 2's final logit soft-capping), cap > 0.  x, out: [n, d]; out may be x.
+  virtual Status softcap(ConstF32View x, float cap, F32View out) = 0;
 
   // out = a + b (the residual add).  All [n, d].
   virtual Status add(ConstF32View a, ConstF32View b, F32View out) = 0;

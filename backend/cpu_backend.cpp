@@ -334,7 +334,7 @@ Status CpuBackend::attention(ConstF32View q, ConstI32View q_positions, const KvL
   if (cache.paged()) QRT_TRY(check_view(cache.block_table, op, "block table"));
   QRT_TRY(op_checks::attention(q, q_positions, cache, keys, p, out));
   QRT_TRY(op_checks::key_count(cache, keys.data[0]));
-  cpu::AttentionShape shape{p.heads, p.kv_heads, p.head_dim, p.scale, p.sliding_window};
+  cpu::AttentionShape shape{p.heads, p.kv_heads, p.head_dim, p.scale, p.sliding_window, p.softcap};
   const int64_t n = keys.data[0];
   if (cache.paged()) {
     // The sequence's slots gathered block by block into one contiguous cache (key_count checked the table).
@@ -370,6 +370,34 @@ Status CpuBackend::silu_mul(ConstF32View gate, ConstF32View up, F32View out) {
   QRT_TRY(check_view(out, op, "out"));
   QRT_TRY(op_checks::same_shape3(op, "gate", gate, "up", up, out));
   cpu::silu_mul(gate.data, up.data, gate.numel(), out.data);
+  return ok_status();
+}
+
+Status CpuBackend::gelu_tanh_mul(ConstF32View gate, ConstF32View up, F32View out) {
+  const char* op = "gelu_tanh_mul";
+  QRT_TRY(check_view(gate, op, "gate"));
+  QRT_TRY(check_view(up, op, "up"));
+  QRT_TRY(check_view(out, op, "out"));
+  QRT_TRY(op_checks::same_shape3(op, "gate", gate, "up", up, out));
+  cpu::gelu_tanh_mul(gate.data, up.data, gate.numel(), out.data);
+  return ok_status();
+}
+
+Status CpuBackend::scale(ConstF32View x, float s, F32View out) {
+  const char* op = "scale";
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_TRY(check_view(out, op, "out"));
+  QRT_TRY(op_checks::elementwise(op, x, out));
+  cpu::scale(x.data, s, x.numel(), out.data);
+  return ok_status();
+}
+
+Status CpuBackend::softcap(ConstF32View x, float cap, F32View out) {
+  const char* op = "softcap";
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_TRY(check_view(out, op, "out"));
+  QRT_TRY(op_checks::softcap(x, cap, out));
+  cpu::softcap(x.data, cap, x.numel(), out.data);
   return ok_status();
 }
 

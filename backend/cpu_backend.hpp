@@ -46,6 +46,9 @@ class CpuBackend final : public Backend {
   Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& cache, ConstI32View keys,
                    const AttentionParams& params, F32View out) override;
   Status silu_mul(ConstF32View gate, ConstF32View up, F32View out) override;
+  Status gelu_tanh_mul(ConstF32View gate, ConstF32View up, F32View out) override;
+  Status scale(ConstF32View x, float s, F32View out) override;
+  Status softcap(ConstF32View x, float cap, F32View out) override;
   Status add(ConstF32View a, ConstF32View b, F32View out) override;
   Status gather_rows(ConstF32View x, ConstI32View rows, F32View out) override;
   Status moe_route(ConstF32View logits, bool renormalize, I32View ids, F32View weights) override;

@@ -79,6 +79,9 @@ class CudaBackend final : public Backend {
                          ConstI32View keys, const AttentionParams& params, F32View out) override;
   uint64_t attention_batch_workspace_bytes(int64_t items, const AttentionParams& params, int64_t slots) const override;
   Status silu_mul(ConstF32View gate, ConstF32View up, F32View out) override;
+  Status gelu_tanh_mul(ConstF32View gate, ConstF32View up, F32View out) override;
+  Status scale(ConstF32View x, float s, F32View out) override;
+  Status softcap(ConstF32View x, float cap, F32View out) override;
   bool supports_graphs() const override { return true; }
   bool supports_sample() const override { return true; }
   Result<std::unique_ptr<BackendGraph>> capture(const std::function<Status()>& issue) override;
@@ -135,6 +138,8 @@ class CudaBackend final : public Backend {
   // The device ranges of attention's and attention_batch's views (q, positions, key counts, out, the cache arrays).
   Status check_attention_views(const char* op, ConstF32View q, ConstI32View q_positions, ConstI32View keys,
                                F32View out, const KvLayerView& cache) const;
+  // silu_mul and gelu_tanh_mul: the same checks and fused q8 output, one kernel template.
+  Status gated_activation(bool gelu_tanh, ConstF32View gate, ConstF32View up, F32View out);
   // kv_write's shape checks and the device ranges of its views (shared with rope_kv_write).
   Status check_kv_write(const char* op, const KvLayerView& cache, ConstI32View slots, ConstI32View positions,
                         ConstF32View k, ConstF32View v) const;

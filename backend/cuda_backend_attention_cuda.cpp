@@ -81,8 +81,9 @@ Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const Kv
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   kernels::KvPages pages;
   if (cache.paged()) pages = {cache.block_table.data, std::countr_zero(static_cast<unsigned>(cache.block_size))};
-  const kernels::AttentionShape shape{q.rows,  cache.slots(),    p.heads,      p.kv_heads, p.head_dim,
-                                      p.scale, p.sliding_window, cache.k.type, pages};
+  kernels::AttentionShape shape{q.rows,  cache.slots(),    p.heads,      p.kv_heads, p.head_dim,
+                                p.scale, p.sliding_window, cache.k.type, pages};
+  shape.softcap = p.softcap;
   // A prompt over a 16-bit cache: tensor cores, FlashAttention-2 style.
   if (kernels::attention_prefill_tc_applies(shape, ctx_->props().shared_mem_per_block_optin))
     return kernels::attention_prefill_tc(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data,
@@ -105,8 +106,10 @@ static kernels::AttentionShape batch_attention_shape(int64_t items, const Attent
                                                      KvType type, const int32_t* tables, int block_size,
                                                      int64_t table_blocks) {
   const kernels::KvPages pages{tables, std::countr_zero(static_cast<unsigned>(block_size))};
-  return kernels::AttentionShape{items,   slots, p.heads, p.kv_heads, p.head_dim, p.scale, p.sliding_window,
-                                 type,    pages, table_blocks};
+  kernels::AttentionShape shape{items, slots, p.heads, p.kv_heads, p.head_dim, p.scale, p.sliding_window,
+                                type,  pages, table_blocks};
+  shape.softcap = p.softcap;
+  return shape;
 }
 
 Status CudaBackend::attention_batch(ConstF32View q, ConstI32View q_positions, const KvLayerView& pool,

@@ -546,17 +546,46 @@ Status CudaBackend::rope(F32View x, int heads, ConstI32View positions, const Rop
 }
 
 Status CudaBackend::silu_mul(ConstF32View gate, ConstF32View up, F32View out) {
+  return gated_activation(false, gate, up, out);
+}
+
+Status CudaBackend::gelu_tanh_mul(ConstF32View gate, ConstF32View up, F32View out) {
+  return gated_activation(true, gate, up, out);
+}
+
+Status CudaBackend::gated_activation(bool gelu_tanh, ConstF32View gate, ConstF32View up, F32View out) {
   forget_q8_source();
-  const char* op = "silu_mul";
+  const char* op = gelu_tanh ? "gelu_tanh_mul" : "silu_mul";
   QRT_TRY(op_checks::same_shape3(op, "gate", gate, "up", up, out));
   QRT_TRY(check_view(gate, op, "gate"));
   QRT_TRY(check_view(up, op, "up"));
   QRT_TRY(check_view(out, op, "out"));
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   const kernels::Q8Activations q8 = fused_q8_output(out);
-  QRT_TRY(kernels::silu_mul(gate.data, up.data, gate.numel(), out.data, ctx_->compute_stream(), q8));
+  const auto launch = gelu_tanh ? kernels::gelu_tanh_mul : kernels::silu_mul;
+  QRT_TRY(launch(gate.data, up.data, gate.numel(), out.data, ctx_->compute_stream(), q8));
   if (q8.codes != nullptr) remember_q8_source(out);
   return ok_status();
+}
+
+Status CudaBackend::scale(ConstF32View x, float s, F32View out) {
+  forget_q8_source();
+  const char* op = "scale";
+  QRT_TRY(op_checks::elementwise(op, x, out));
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_TRY(check_view(out, op, "out"));
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  return kernels::scale(x.data, s, x.numel(), out.data, ctx_->compute_stream());
+}
+
+Status CudaBackend::softcap(ConstF32View x, float cap, F32View out) {
+  forget_q8_source();
+  const char* op = "softcap";
+  QRT_TRY(op_checks::softcap(x, cap, out));
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_TRY(check_view(out, op, "out"));
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  return kernels::softcap(x.data, cap, x.numel(), out.data, ctx_->compute_stream());
 }
 
 Status CudaBackend::add(ConstF32View a, ConstF32View b, F32View out) {

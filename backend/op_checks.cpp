@@ -3,6 +3,7 @@
 #include "kernels/cpu/quant_reference.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace qrt::op_checks {
 namespace {
@@ -130,6 +131,9 @@ Status attention(ConstF32View q, ConstI32View q_positions, const KvLayerView& ca
     if (cache.block_table.cols != 1 || cache.block_table.rows < 0)
       return shape_error(op, "block table " + view_string(cache.block_table) + " is not [blocks, 1]");
   }
+  if (!(p.softcap >= 0.0f) || !std::isfinite(p.softcap))
+    return invalid_argument("attention: softcap must be 0 (off) or positive and finite, found " +
+                            std::to_string(p.softcap));
   QRT_TRY(check_non_negative(q, op, "q"));
   QRT_TRY(check_non_negative(cache.k, op, "cache k"));
   if (overlaps(q, out)) return shape_error(op, "out overlaps q");
@@ -171,6 +175,18 @@ Status same_shape3(const char* op, const char* a_name, ConstF32View a, const cha
     return shape_error(op, std::string(a_name) + " " + view_string(a) + ", " + b_name + " " + view_string(b) +
                                ", out " + view_string(out));
   return check_non_negative(a, op, a_name);
+}
+
+Status elementwise(const char* op, ConstF32View x, F32View out) {
+  if (out.rows != x.rows || out.cols != x.cols)
+    return shape_error(op, "x " + view_string(x) + ", out " + view_string(out));
+  return check_non_negative(x, op, "x");
+}
+
+Status softcap(ConstF32View x, float cap, F32View out) {
+  if (!(cap > 0.0f) || !std::isfinite(cap))
+    return invalid_argument("softcap: the cap must be positive and finite, found " + std::to_string(cap));
+  return elementwise("softcap", x, out);
 }
 
 Status gather_rows(ConstF32View x, ConstI32View rows, F32View out) {

@@ -75,6 +75,9 @@ Status key_count(const KvLayerView& cache, int64_t keys);
 // gate, up, out: [n, d] (silu_mul); a, b, out: [n, d] (add).
 Status same_shape3(const char* op, const char* a_name, ConstF32View a, const char* b_name, ConstF32View b,
                    F32View out);
+// x, out: [n, d] (scale; softcap also needs a positive finite cap).
+Status elementwise(const char* op, ConstF32View x, F32View out);
+Status softcap(ConstF32View x, float cap, F32View out);
 // logits: [tokens, experts]; ids, weights: [tokens, top_k], 1 <= top_k <= experts.
 Status moe_route(ConstF32View logits, I32View ids, F32View weights);
 // w: [experts, out, in]; ids: [tokens, top_k]; x: [tokens, in] or [tokens * top_k, in]; y: [tokens * top_k, out].

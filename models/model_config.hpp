@@ -12,6 +12,10 @@ namespace qrt {
 
 enum class RopeScaling { kNone, kLinear, kLlama3, kYarn, kLongRope };
 
+// The MLP's gate activation: SwiGLU's silu, or GeGLU with the tanh approximation of GELU (Gemma's
+// gelu_pytorch_tanh).
+enum class Activation { kSilu, kGeluTanh };
+
 struct RopeConfig {
   RopeLayout layout = RopeLayout::kHalfSplit;
   float theta = 10000.0f;
@@ -33,7 +37,8 @@ struct RopeConfig {
 };
 
 struct ModelConfig {
-  std::string architecture;  // "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3moe", "phi3" (for reports only)
+  // "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3moe", "phi3", "gemma2", "gemma3" (for reports only)
+  std::string architecture;
   int vocab_size = 0;
   int hidden = 0;
   int layers = 0;
@@ -50,6 +55,23 @@ struct ModelConfig {
   bool mlp_bias = false;
   bool tied_embeddings = false;
   int sliding_window = 0;     // 0 = full attention
+  // Layers with and without the window (Gemma): 0, every layer uses sliding_window; n > 0, layer l attends
+  // globally when (l + 1) % n == 0 and through the window otherwise (gemma2: 2, every other layer; gemma3: 6).
+  int sliding_window_pattern = 0;
+  // RoPE base of the windowed layers when they differ from the global ones (gemma3: 10000, unscaled, while the
+  // global layers use rope.theta with rope's scaling); 0 = the same RoPE on every layer.
+  float rope_local_theta = 0.0f;
+  // Gemma: embeddings multiplied by sqrt(hidden); every RMSNorm weight w applied as (offset + w) (1 in Hugging
+  // Face checkpoints, 0 in GGUF, whose converter stored 1 + w); post-norms on the attention and MLP outputs before
+  // their residual adds; q·k scaled by attention_scale instead of 1/sqrt(head_dim) (query_pre_attn_scalar^-1/2);
+  // attention scores and final logits soft-capped as cap * tanh(x / cap) (0 = off).
+  float embedding_scale = 1.0f;
+  float norm_weight_offset = 0.0f;
+  bool post_norms = false;
+  float attention_scale = 0.0f;  // 0 = 1 / sqrt(head_dim)
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
+  Activation activation = Activation::kSilu;
   // Mixture of experts (0 experts = dense MLP)
   int experts = 0;
   int experts_used = 0;

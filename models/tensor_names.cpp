@@ -13,7 +13,7 @@ struct SuffixEntry {
   std::string_view suffix;
 };
 
-constexpr std::array<SuffixEntry, 17> kLayerSuffixes = {{
+constexpr std::array<SuffixEntry, 19> kLayerSuffixes = {{
     {LayerTensor::kAttnNorm, "attn_norm"},
     {LayerTensor::kAttnQ, "attn_q"},
     {LayerTensor::kAttnK, "attn_k"},
@@ -31,6 +31,8 @@ constexpr std::array<SuffixEntry, 17> kLayerSuffixes = {{
     {LayerTensor::kFfnDownExps, "ffn_down_exps"},
     {LayerTensor::kAttnQkv, "attn_qkv"},
     {LayerTensor::kFfnGateUp, "ffn_gate_up"},
+    {LayerTensor::kAttnPostNorm, "post_attention_norm"},
+    {LayerTensor::kFfnPostNorm, "post_ffw_norm"},
 }};
 
 // Hugging Face module paths inside model.layers.N (without .weight/.bias).
@@ -38,9 +40,11 @@ struct HfEntry {
   std::string_view hf;
   LayerTensor tensor;
 };
-constexpr std::array<HfEntry, 15> kHfLayerModules = {{
+constexpr std::array<HfEntry, 17> kHfLayerModules = {{
     {"input_layernorm", LayerTensor::kAttnNorm},
-    {"post_attention_layernorm", LayerTensor::kFfnNorm},
+    {"post_attention_layernorm", LayerTensor::kFfnNorm},  // kAttnPostNorm with sandwich norms
+    {"pre_feedforward_layernorm", LayerTensor::kFfnNorm},  // Gemma
+    {"post_feedforward_layernorm", LayerTensor::kFfnPostNorm},
     {"self_attn.q_proj", LayerTensor::kAttnQ},
     {"self_attn.k_proj", LayerTensor::kAttnK},
     {"self_attn.v_proj", LayerTensor::kAttnV},
@@ -139,7 +143,13 @@ std::string layer_tensor(int layer, LayerTensor t) {
 
 std::string bias_of(std::string_view weight_name) { return std::string(weight_name) + std::string(kBiasSuffix); }
 
-std::optional<CanonicalName> canonical_from_hf(std::string_view hf_name) {
+bool has_sandwich_norms(const TensorTable& hf_tensors) {
+  for (const auto& [name, tensor] : hf_tensors)
+    if (name.find(".pre_feedforward_layernorm.") != std::string::npos) return true;
+  return false;
+}
+
+std::optional<CanonicalName> canonical_from_hf(std::string_view hf_name, bool sandwich_norms) {
   auto split = split_param(hf_name);
   if (!split) return std::nullopt;
   auto [base, is_bias] = *split;
@@ -149,6 +159,8 @@ std::optional<CanonicalName> canonical_from_hf(std::string_view hf_name) {
   if (!consume(base, "model.layers.")) return std::nullopt;
   const auto layer = consume_index(base);
   if (!layer) return std::nullopt;
+  if (sandwich_norms && base == "post_attention_layernorm")
+    return make(layer_tensor(*layer, LayerTensor::kAttnPostNorm), is_bias);
   for (const auto& e : kHfLayerModules)
     if (base == e.hf) return make(layer_tensor(*layer, e.tensor), is_bias);
   for (const auto& e : kHfStackedExperts)
@@ -194,8 +206,10 @@ Result<CanonicalTensors> canonicalize(const TensorTable& source, NameScheme sche
   CanonicalTensors out;
   // canonical stacked name -> expert index -> file tensor
   std::map<std::string, std::map<int, const QuantTensor*>> expert_slices;
+  const bool sandwich = scheme == NameScheme::kHuggingFace && has_sandwich_norms(source);
   for (const auto& [file_name, tensor] : source) {
-    auto canonical = scheme == NameScheme::kHuggingFace ? canonical_from_hf(file_name) : canonical_from_gguf(file_name);
+    auto canonical =
+        scheme == NameScheme::kHuggingFace ? canonical_from_hf(file_name, sandwich) : canonical_from_gguf(file_name);
     if (!canonical) {
       out.ignored.push_back(file_name);
       continue;
@@ -260,7 +274,7 @@ Result<CanonicalTensors> canonicalize(const TensorTable& source, NameScheme sche
   return out;
 }
 
-std::optional<std::string> hf_from_canonical(std::string_view canonical, bool mixtral) {
+std::optional<std::string> hf_from_canonical(std::string_view canonical, bool mixtral, bool sandwich_norms) {
   std::string_view base = canonical;
   bool is_bias = false;
   if (base.size() > kBiasSuffix.size() && base.substr(base.size() - kBiasSuffix.size()) == kBiasSuffix) {
@@ -289,6 +303,9 @@ std::optional<std::string> hf_from_canonical(std::string_view canonical, bool mi
     case LayerTensor::kFfnGateExps: return prefix + std::string(moe) + "experts.gate_proj" + tail;
     case LayerTensor::kFfnUpExps: return prefix + std::string(moe) + "experts.up_proj" + tail;
     case LayerTensor::kFfnDownExps: return prefix + std::string(moe) + "experts.down_proj" + tail;
+    case LayerTensor::kAttnPostNorm: return prefix + "post_attention_layernorm" + tail;
+    case LayerTensor::kFfnNorm:
+      return prefix + (sandwich_norms ? "pre_feedforward_layernorm" : "post_attention_layernorm") + tail;
     default: break;
   }
   for (const auto& e : kHfLayerModules)

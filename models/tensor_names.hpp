@@ -5,6 +5,7 @@
 //   blk.N.attn_norm, blk.N.attn_q, blk.N.attn_k, blk.N.attn_v, blk.N.attn_output, blk.N.attn_q_norm,
 //   blk.N.attn_k_norm, blk.N.ffn_norm, blk.N.ffn_gate, blk.N.ffn_up, blk.N.ffn_down, blk.N.ffn_gate_inp,
 //   blk.N.ffn_gate_exps, blk.N.ffn_up_exps, blk.N.ffn_down_exps        (+ ".bias" for biases)
+//   blk.N.post_attention_norm, blk.N.post_ffw_norm: Gemma's norms on the attention and MLP outputs
 //   blk.N.attn_qkv, blk.N.ffn_gate_up: fused projections, split before use
 //
 // Expert tensors are stacked: blk.N.ffn_gate_exps is [experts, expert_ffn, hidden]. Hugging Face MoE
@@ -50,6 +51,9 @@ enum class LayerTensor {
   // Fused projections (Phi-3), split into the ones above when the model is built (models/fused_tensors.hpp):
   kAttnQkv,    // [q_dim + 2 kv_dim, hidden]: q, k, v rows
   kFfnGateUp,  // [2 ffn, hidden]: gate, up rows (GGUF stores it as ffn_up of 2 ffn rows)
+  // Gemma's post-norms on the attention and MLP outputs, before the residual adds.
+  kAttnPostNorm,
+  kFfnPostNorm,
 };
 
 // "attn_q", "ffn_gate_exps", ...
@@ -70,7 +74,12 @@ struct CanonicalName {
 // model.norm.weight, mlp.experts.E.{gate,up,down}_proj / block_sparse_moe.experts.E.w{1,3,2}, and the stacked
 // <experts>.{gate,up,down}_proj of UQFF exports ...).
 // nullopt for names the transformer does not use (e.g. rotary_emb.inv_freq).
-std::optional<CanonicalName> canonical_from_hf(std::string_view hf_name);
+// `sandwich_norms`: the checkpoint norms each block before and after (Gemma: input_layernorm,
+// post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm), so post_attention_layernorm is
+// the attention output's post-norm, not the MLP's input norm as in llama.
+std::optional<CanonicalName> canonical_from_hf(std::string_view hf_name, bool sandwich_norms = false);
+// Whether a Hugging Face checkpoint's names are Gemma's sandwich norms (it has a pre_feedforward_layernorm).
+bool has_sandwich_norms(const TensorTable& hf_tensors);
 
 // GGUF names (blk.N.attn_q.weight, token_embd.weight, ...; legacy per-expert blk.N.ffn_gate.E.weight).
 std::optional<CanonicalName> canonical_from_gguf(std::string_view gguf_name);
@@ -94,6 +103,6 @@ Result<CanonicalTensors> canonicalize(const TensorTable& source, NameScheme sche
 // The Hugging Face (and UQFF) name of a canonical tensor ("blk.3.attn_q" -> "model.layers.3.self_attn.q_proj.weight",
 // "blk.0.ffn_gate_exps" -> the stacked "model.layers.0.mlp.experts.gate_proj.weight"; biases keep ".bias"), the
 // inverse of canonical_from_hf. `mixtral` picks Mixtral's module names (block_sparse_moe.gate and .experts).
-std::optional<std::string> hf_from_canonical(std::string_view canonical, bool mixtral);
+std::optional<std::string> hf_from_canonical(std::string_view canonical, bool mixtral, bool sandwich_norms = false);
 
 }  // namespace qrt::names

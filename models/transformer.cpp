@@ -35,6 +35,8 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 struct Transformer::Layer {
   WeightHandle attn_norm, q, k, v, o, q_bias, k_bias, v_bias, o_bias, q_norm, k_norm;
   WeightHandle ffn_norm, gate, up, down, gate_bias, up_bias, down_bias;
+  WeightHandle attn_post_norm, ffn_post_norm;  // Gemma's norms on the block outputs
+  bool windowed = false;                       // attends through config.sliding_window (its local RoPE with it)
   WeightHandle router, gate_exps, up_exps, down_exps;
   int64_t expert_ffn = 0;          // this rank's expert intermediate width
   bool experts_replicated = false;  // every rank holds whole experts: the MoE output needs no all-reduce
@@ -149,6 +151,31 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
     if (options.on_tensor_loaded) options.on_tensor_loaded(it->second.bytes());
     return *h;
   };
+  // An RMSNorm weight, as (offset + w) when the checkpoint stores Gemma's offset form (ModelConfig).
+  auto take_norm = [&](const std::string& name, int64_t dim) -> Result<WeightHandle> {
+    auto it = tensors.find(name);
+    if (c.norm_weight_offset == 0.0f || it == tensors.end() || it->second.shape != std::vector<int64_t>{dim})
+      return take(name, {dim}, true);
+    const QuantTensor& t = it->second;
+    auto parts = cpu::part_sizes(t.format, 1, t.cols(), t.params);
+    if (!parts.ok()) return parts.status().with_context("tensor " + t.name);
+    if (parts->data != t.data.size || parts->scales != t.scales.size || parts->biases != t.biases.size ||
+        (t.data.size && !t.data.data))
+      return format_error("tensor " + t.name + ": part sizes do not match its format and shape");
+    std::vector<float> values(static_cast<size_t>(dim));
+    QRT_TRY(cpu::dequantize(t.format, t.view(), values.data()));
+    for (float& v : values) v += c.norm_weight_offset;
+    QuantTensor shifted;
+    shifted.name = t.name + " (+" + std::to_string(c.norm_weight_offset) + ")";
+    shifted.shape = {dim};
+    shifted.data = {reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(float)};
+    shifted.file = t.file;
+    consumed.insert(name);
+    QRT_ASSIGN_OR_RETURN(WeightHandle h, backend_.upload_weight(shifted));  // copied: `values` may go
+    uploaded_.push_back(h);
+    if (options.on_tensor_loaded) options.on_tensor_loaded(t.bytes());
+    return h;
+  };
   // Row-parallel biases enter the sum once, through rank 0's partial; the other ranks leave them out.
   auto take_reduced_bias = [&](const std::string& name, std::vector<int64_t> shape) -> Result<WeightHandle> {
     if (rank == 0) return take(name, std::move(shape), true);
@@ -165,7 +192,7 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
   const int64_t hidden = c.hidden;
 
   QRT_ASSIGN_OR_RETURN(token_embd_, take(std::string(names::kTokenEmbd), {c.vocab_size, hidden}, true));
-  QRT_ASSIGN_OR_RETURN(output_norm_, take(std::string(names::kOutputNorm), {hidden}, true));
+  QRT_ASSIGN_OR_RETURN(output_norm_, take_norm(std::string(names::kOutputNorm), hidden));
   const bool has_output = tensors.count(std::string(names::kOutput)) != 0;
   if (c.tied_embeddings || !has_output) {
     output_ = token_embd_;  // a stored copy of a tied output matrix is redundant and not uploaded
@@ -179,7 +206,8 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
     Layer& L = layers_[static_cast<size_t>(l)];
     auto n = [&](LayerTensor t) { return names::layer_tensor(l, t); };
     auto b = [&](LayerTensor t) { return names::bias_of(names::layer_tensor(l, t)); };
-    QRT_ASSIGN_OR_RETURN(L.attn_norm, take(n(LayerTensor::kAttnNorm), {hidden}, true));
+    QRT_ASSIGN_OR_RETURN(L.attn_norm, take_norm(n(LayerTensor::kAttnNorm), hidden));
+    L.windowed = c.sliding_window > 0 && (c.sliding_window_pattern <= 0 || (l + 1) % c.sliding_window_pattern != 0);
     QRT_ASSIGN_OR_RETURN(L.q, take(n(LayerTensor::kAttnQ), {q_dim, hidden}, true, q_rows));
     QRT_ASSIGN_OR_RETURN(L.k, take(n(LayerTensor::kAttnK), {kv_dim, hidden}, true, kv_rows));
     QRT_ASSIGN_OR_RETURN(L.v, take(n(LayerTensor::kAttnV), {kv_dim, hidden}, true, kv_rows));
@@ -193,10 +221,14 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
       QRT_ASSIGN_OR_RETURN(L.o_bias, take_reduced_bias(b(LayerTensor::kAttnOutput), {hidden}));
     }
     if (c.qk_norm) {
-      QRT_ASSIGN_OR_RETURN(L.q_norm, take(n(LayerTensor::kAttnQNorm), {head_dim_}, true));
-      QRT_ASSIGN_OR_RETURN(L.k_norm, take(n(LayerTensor::kAttnKNorm), {head_dim_}, true));
+      QRT_ASSIGN_OR_RETURN(L.q_norm, take_norm(n(LayerTensor::kAttnQNorm), head_dim_));
+      QRT_ASSIGN_OR_RETURN(L.k_norm, take_norm(n(LayerTensor::kAttnKNorm), head_dim_));
     }
-    QRT_ASSIGN_OR_RETURN(L.ffn_norm, take(n(LayerTensor::kFfnNorm), {hidden}, true));
+    QRT_ASSIGN_OR_RETURN(L.ffn_norm, take_norm(n(LayerTensor::kFfnNorm), hidden));
+    if (c.post_norms) {
+      QRT_ASSIGN_OR_RETURN(L.attn_post_norm, take_norm(n(LayerTensor::kAttnPostNorm), hidden));
+      QRT_ASSIGN_OR_RETURN(L.ffn_post_norm, take_norm(n(LayerTensor::kFfnPostNorm), hidden));
+    }
     if (moe) {
       const int64_t e = c.experts, f = c.expert_ffn;
       QRT_ASSIGN_OR_RETURN(L.router, take(n(LayerTensor::kFfnGateInp), {e, hidden}, true));
@@ -280,6 +312,17 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
                                               context));
   QRT_ASSIGN_OR_RETURN(rope_inv_freq_, allocate_scoped(backend_, rope_.inv_freq.size() * sizeof(float)));
   QRT_TRY(backend_.upload(rope_.inv_freq.data(), rope_inv_freq_.buffer().ptr, rope_.inv_freq.size() * sizeof(float)));
+  if (c.rope_local_theta > 0.0f) {
+    // The windowed layers' own RoPE (gemma3): their base, no scaling, the layout and rotary dims of the rest.
+    RopeConfig local;
+    local.layout = c.rope.layout;
+    local.rot_dim = c.rope.rot_dim;
+    local.theta = c.rope_local_theta;
+    QRT_ASSIGN_OR_RETURN(rope_local_, make_rope_table(local, head_dim_, nullptr, context));
+    QRT_ASSIGN_OR_RETURN(rope_local_inv_freq_, allocate_scoped(backend_, rope_local_.inv_freq.size() * sizeof(float)));
+    QRT_TRY(backend_.upload(rope_local_.inv_freq.data(), rope_local_inv_freq_.buffer().ptr,
+                            rope_local_.inv_freq.size() * sizeof(float)));
+  }
 
   // Every tensor must be used: a leftover one means the config does not describe these weights (a bias or a
   // q/k norm the flags leave out would otherwise be silently dropped).
@@ -316,7 +359,7 @@ Result<std::unique_ptr<Sequence>> Transformer::new_sequence(int64_t capacity) {
   QRT_ASSIGN_OR_RETURN(seq->k_cache_, allocate_scoped(backend_, kv_bytes));
   QRT_ASSIGN_OR_RETURN(seq->v_cache_, allocate_scoped(backend_, kv_bytes));
   QRT_ASSIGN_OR_RETURN(seq->positions_, allocate_scoped(backend_, static_cast<uint64_t>(capacity) * sizeof(int32_t)));
-  const uint64_t workspace = backend_.attention_workspace_bytes(1, attention_params(), capacity);
+  const uint64_t workspace = backend_.attention_workspace_bytes(1, attention_params(0), capacity);
   if (workspace > 0) {
     QRT_ASSIGN_OR_RETURN(seq->attention_workspace_, allocate_scoped(backend_, workspace));
   }
@@ -486,6 +529,7 @@ Status Transformer::issue_forward(std::vector<ScopedBuffer>& scratch, std::span<
   const F32View x = scratch[kX].view<float>(n, config_.hidden);
   const F32View h = scratch[kH].view<float>(n, config_.hidden);
   QRT_TRY(backend_.embed(token_embd_, scratch[kStep].view<int32_t>(n, 1), x));
+  if (config_.embedding_scale != 1.0f) QRT_TRY(backend_.scale(x, config_.embedding_scale, x));
   // The first layer's input norm; every later norm (the next layer's, then the output norm) is fused with the
   // residual add before it (Backend::add_rms_norm), so each layer starts from h = its normalized input.
   const WeightHandle first_norm = config_.layers > 0 ? layers_[0].attn_norm : output_norm_;
@@ -498,14 +542,20 @@ Status Transformer::issue_forward(std::vector<ScopedBuffer>& scratch, std::span<
     // The wanted rows of h side by side (kProj is free after the last layer), then the output head on them only.
     const F32View picked = scratch[kProj].view<float>(gather.rows, config_.hidden);
     QRT_TRY(backend_.gather_rows(h, gather, picked));
-    return backend_.linear(picked, output_, WeightHandle{}, logits);
+    QRT_TRY(backend_.linear(picked, output_, WeightHandle{}, logits));
+  } else {
+    const int64_t rows = n - first_row;
+    QRT_TRY(backend_.linear(h.row_range(first_row, rows), output_, WeightHandle{}, logits));
   }
-  const int64_t rows = n - first_row;
-  return backend_.linear(h.row_range(first_row, rows), output_, WeightHandle{}, logits);
+  if (config_.final_softcap > 0.0f) QRT_TRY(backend_.softcap(logits, config_.final_softcap, logits));
+  return ok_status();
 }
 
-AttentionParams Transformer::attention_params() const {
-  return {heads_, kv_heads_, head_dim_, static_cast<float>(1.0 / std::sqrt(head_dim_)), config_.sliding_window};
+AttentionParams Transformer::attention_params(int layer_index) const {
+  const ModelConfig& c = config_;
+  const bool windowed = layers_[static_cast<size_t>(layer_index)].windowed;
+  const float scale = c.attention_scale > 0.0f ? c.attention_scale : static_cast<float>(1.0 / std::sqrt(head_dim_));
+  return {heads_, kv_heads_, head_dim_, scale, windowed ? c.sliding_window : 0, c.attn_softcap};
 }
 
 Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int layer_index,
@@ -533,8 +583,12 @@ Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<cons
   // [n], positions [n], cache slots [n], then one key count per group. Sequences of one pool write through one op
   // (the slots are pool rows); the leading one-token groups of `decode` attend through one op.
   const I32View step = scratch[kStep].view<int32_t>(3 * n + static_cast<int64_t>(groups.size()), 1);
-  const RopeParams rope{rope_.layout, head_dim_, rope_.rot_dim, rope_.attn_factor,
-                        rope_inv_freq_.view<const float>(static_cast<int64_t>(rope_.inv_freq.size()), 1)};
+  const bool local_rope = L.windowed && !rope_local_.inv_freq.empty();
+  const RopeTable& table = local_rope ? rope_local_ : rope_;
+  const ScopedBuffer& inv_freq = local_rope ? rope_local_inv_freq_ : rope_inv_freq_;
+  const RopeParams rope{table.layout, head_dim_, table.rot_dim, table.attn_factor,
+                        inv_freq.view<const float>(static_cast<int64_t>(table.inv_freq.size()), 1)};
+  const AttentionParams attention = attention_params(layer_index);
   const auto write_rows = [&](const KvLayerView& cache, int64_t first, int64_t rows) {
     return be.rope_kv_write(q.row_range(first, rows), k.row_range(first, rows), v.row_range(first, rows), heads_,
                             kv_heads_, step.row_range(n + first, rows), rope, cache,
@@ -549,7 +603,7 @@ Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<cons
     KvLayerView cache = cache_view(*groups[0].seq, layer_index);
     cache.attention_workspace = decode.workspace;
     QRT_TRY(be.attention_batch(q.row_range(0, decode.items), step.row_range(n, decode.items), cache, decode.tables,
-                               step.row_range(3 * n, decode.items), attention_params(),
+                               step.row_range(3 * n, decode.items), attention,
                                attn.row_range(0, decode.items)));
   }
   for (size_t g = static_cast<size_t>(decode.items); g < groups.size(); ++g) {
@@ -558,10 +612,11 @@ Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<cons
     if (!one_pool) QRT_TRY(write_rows(cache, rows.first_row, rows.rows));
     const ConstI32View key_count = step.row_range(3 * n + static_cast<int64_t>(g), 1);
     QRT_TRY(be.attention(q.row_range(rows.first_row, rows.rows), step.row_range(n + rows.first_row, rows.rows), cache,
-                         key_count, attention_params(), attn.row_range(rows.first_row, rows.rows)));
+                         key_count, attention, attn.row_range(rows.first_row, rows.rows)));
   }
   QRT_TRY(be.linear(attn, L.o, L.o_bias, proj));
   QRT_TRY(be.all_reduce_sum(proj));
+  if (c.post_norms) QRT_TRY(be.rms_norm(proj, L.attn_post_norm, c.norm_eps, proj));
 
   // MLP block.
   QRT_TRY(be.add_rms_norm(x, proj, L.ffn_norm, c.norm_eps, h));
@@ -569,7 +624,7 @@ Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<cons
     const F32View gate = f32(kGate, n, ffn_), up = f32(kUp, n, ffn_);
     QRT_TRY(be.linear(h, L.gate, L.gate_bias, gate));
     QRT_TRY(be.linear(h, L.up, L.up_bias, up));
-    QRT_TRY(be.silu_mul(gate, up, gate));
+    QRT_TRY(gated_activation(gate, up));
     QRT_TRY(be.linear(gate, L.down, L.down_bias, proj));
   } else {
     const int64_t top_k = c.experts_used;
@@ -581,16 +636,22 @@ Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<cons
     const F32View expert_out = f32(kExpertOut, n * top_k, hidden);
     QRT_TRY(be.linear_experts(h, L.gate_exps, ids, gate));
     QRT_TRY(be.linear_experts(h, L.up_exps, ids, up));
-    QRT_TRY(be.silu_mul(gate, up, gate));
+    QRT_TRY(gated_activation(gate, up));
     QRT_TRY(be.linear_experts(gate, L.down_exps, ids, expert_out));
     QRT_TRY(be.moe_combine(expert_out, weights, proj));
   }
   if (!L.experts_replicated) QRT_TRY(be.all_reduce_sum(proj));
+  if (c.post_norms) QRT_TRY(be.rms_norm(proj, L.ffn_post_norm, c.norm_eps, proj));
   // The residual add, and the norm of what comes next: the next layer's input, or the output head's.
   const bool last = layer_index + 1 == c.layers;
   const WeightHandle next_norm = last ? output_norm_ : layers_[static_cast<size_t>(layer_index) + 1].attn_norm;
   QRT_TRY(be.add_rms_norm(x, proj, next_norm, c.norm_eps, h));
   return ok_status();
+}
+
+Status Transformer::gated_activation(F32View gate, ConstF32View up) {
+  if (config_.activation == Activation::kGeluTanh) return backend_.gelu_tanh_mul(gate, up, gate);
+  return backend_.silu_mul(gate, up, gate);
 }
 
 }  // namespace qrt

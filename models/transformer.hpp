@@ -337,7 +337,11 @@ class Transformer {
   // DecodeRows for a step over `groups` (rows of the step scratch), with the tables uploaded to the batch's
   // buffers: none (items = 0) unless at least two leading groups qualify.
   Result<DecodeRows> stage_decode_rows(DecodeBatch& batch, std::span<const CacheRows> groups);
-  AttentionParams attention_params() const;
+  // Layer `layer_index`'s attention: its window (all layers, or the windowed ones of a pattern), the q·k scale and
+  // soft-capping. The attention workspaces do not depend on these, so layer 0's size them for every layer.
+  AttentionParams attention_params(int layer_index) const;
+  // gate = act(gate) * up with the config's activation.
+  Status gated_activation(F32View gate, ConstF32View up);
 
   Backend& backend_;
   ModelConfig config_;
@@ -348,6 +352,8 @@ class Transformer {
   std::vector<WeightHandle> uploaded_;  // every handle to free
   RopeTable rope_;
   ScopedBuffer rope_inv_freq_;  // [rot_dim / 2]
+  RopeTable rope_local_;        // the windowed layers' (ModelConfig::rope_local_theta), or empty
+  ScopedBuffer rope_local_inv_freq_;
   std::vector<SlicedTensor> fused_parts_;  // bytes of split fused tensors that had to be gathered (none for rows)
   bool graphs_ = true;          // TransformerOptions::graphs, cleared when the backend cannot capture a step
   KvType kv_type_ = KvType::kF32;

@@ -135,7 +135,7 @@ Result<Transformer::DecodeRows> Transformer::stage_decode_rows(DecodeBatch& batc
   QRT_TRY(backend_.upload(tables.data(), batch.attention_tables_.buffer().ptr, tables.size() * sizeof(int32_t)));
   const int64_t slots = static_cast<int64_t>(table_blocks) * pool->block_size();
   QRT_TRY(grow(backend_, batch.attention_workspace_,
-               backend_.attention_batch_workspace_bytes(static_cast<int64_t>(items), attention_params(), slots)));
+               backend_.attention_batch_workspace_bytes(static_cast<int64_t>(items), attention_params(0), slots)));
   DecodeRows decode;
   decode.items = static_cast<int64_t>(items);
   decode.tables = batch.attention_tables_.view<const int32_t>(decode.items, static_cast<int64_t>(table_blocks));

@@ -36,7 +36,7 @@ Result<std::unique_ptr<Sequence>> Transformer::new_sequence(KvPool& pool, int64_
   QRT_ASSIGN_OR_RETURN(seq->block_table_,
                        allocate_scoped(backend_, static_cast<uint64_t>(table_blocks) * sizeof(int32_t)));
   const int64_t slots = table_blocks * pool.block_size();
-  const uint64_t workspace = backend_.attention_workspace_bytes(1, attention_params(), slots);
+  const uint64_t workspace = backend_.attention_workspace_bytes(1, attention_params(0), slots);
   if (workspace > 0) {
     QRT_ASSIGN_OR_RETURN(seq->attention_workspace_, allocate_scoped(backend_, workspace));
   }
@@ -47,14 +47,14 @@ uint64_t Transformer::paged_overhead_bytes(int64_t sequences, int64_t capacity, 
                                            int64_t pass_tokens) const {
   const int64_t table_blocks = (capacity + block_size - 1) / block_size;
   const uint64_t per_sequence = static_cast<uint64_t>(table_blocks) * sizeof(int32_t) +
-                                backend_.attention_workspace_bytes(1, attention_params(), table_blocks * block_size);
+                                backend_.attention_workspace_bytes(1, attention_params(0), table_blocks * block_size);
   uint64_t scratch = 0;
   for (int64_t n : scratch_per_token()) scratch += static_cast<uint64_t>(n * pass_tokens) * 4;
   // A step with every sequence decoding: their tables side by side and one attention_batch workspace, each grown by
   // half again at most (stage_decode_rows).
   const uint64_t decode_rows =
       static_cast<uint64_t>(sequences * table_blocks) * sizeof(int32_t) +
-      backend_.attention_batch_workspace_bytes(sequences, attention_params(), table_blocks * block_size);
+      backend_.attention_batch_workspace_bytes(sequences, attention_params(0), table_blocks * block_size);
   return static_cast<uint64_t>(sequences) * per_sequence + scratch + decode_rows * 3 / 2;
 }
 

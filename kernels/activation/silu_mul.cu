@@ -1,4 +1,7 @@
 #include "kernels/activation/silu_mul.hpp"
+
+#include <string>
+
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/linear/q8_warp.cuh"
@@ -8,15 +11,25 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// No __restrict__: out may be gate or up. expf (not __expf) keeps the result within a few ulp of the reference.
-// For g -> -inf, expf(-g) = inf and g / inf = -0, as in the reference.
+enum class Gate { kSilu, kGeluTanh };
+
+// No __restrict__: out may be gate or up. expf and tanhf (not the fast intrinsics) keep the result within a few ulp
+// of the reference. For g -> -inf, expf(-g) = inf and g / inf = -0, as in the reference.
 // With q8.codes set (n a multiple of 32, rows of a multiple of 32 columns), each warp also quantizes the 32
 // consecutive outputs it writes for the down projection's integer-dot GEMV (a warp-stride step covers one block).
-__global__ void silu_mul_kernel(const float* gate, const float* up, int64_t n, float* out, Q8Activations q8) {
+template <Gate kGate>
+__global__ void gated_kernel(const float* gate, const float* up, int64_t n, float* out, Q8Activations q8) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const float g = gate[i];
-    const float y = g / (1.0f + expf(-g)) * up[i];
+    float a;
+    if constexpr (kGate == Gate::kSilu) {
+      a = g / (1.0f + expf(-g));
+    } else {
+      constexpr float kSqrt2OverPi = 0.7978845608028654f;
+      a = 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
+    }
+    const float y = a * up[i];
     out[i] = y;
     if (q8.codes != nullptr) {
       const int64_t block = i / kQ8BlockCols;
@@ -26,16 +39,27 @@ __global__ void silu_mul_kernel(const float* gate, const float* up, int64_t n, f
   }
 }
 
+template <Gate kGate>
+Status launch_gated(const char* op, const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream,
+                    Q8Activations q8) {
+  if (n < 0) return invalid_argument(std::string(op) + ": negative length " + std::to_string(n));
+  if (q8.codes != nullptr && (n % kQ8BlockCols != 0 || q8.scales == nullptr))
+    return invalid_argument(std::string(op) + ": quantized output needs a length that is a multiple of 32 (got " +
+                            std::to_string(n) + ") and both arrays");
+  if (n == 0) return ok_status();
+  gated_kernel<kGate><<<grid_for(n, kThreads), kThreads, 0, stream>>>(gate, up, n, out, q8);
+  return cuda_launch_status(op);
+}
+
 }  // namespace
 
 Status silu_mul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream, Q8Activations q8) {
-  if (n < 0) return invalid_argument("silu_mul: negative length " + std::to_string(n));
-  if (q8.codes != nullptr && (n % kQ8BlockCols != 0 || q8.scales == nullptr))
-    return invalid_argument("silu_mul: quantized output needs a length that is a multiple of 32 (got " +
-                            std::to_string(n) + ") and both arrays");
-  if (n == 0) return ok_status();
-  silu_mul_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(gate, up, n, out, q8);
-  return cuda_launch_status("silu_mul_kernel");
+  return launch_gated<Gate::kSilu>("silu_mul", gate, up, n, out, stream, q8);
+}
+
+Status gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream,
+                     Q8Activations q8) {
+  return launch_gated<Gate::kGeluTanh>("gelu_tanh_mul", gate, up, n, out, stream, q8);
 }
 
 }  // namespace qrt::kernels

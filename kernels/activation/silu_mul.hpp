@@ -1,4 +1,5 @@
-// SwiGLU's gating: out = silu(gate) * up, silu(g) = g / (1 + exp(-g)).
+// The gated MLP activations: SwiGLU's out = silu(gate) * up, silu(g) = g / (1 + exp(-g)), and GeGLU's with the
+// tanh GELU.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,5 +16,10 @@ namespace qrt::kernels {
 // (q8_activations.hpp), bit-equal to quantize_q8_activations(out); n must then be a multiple of 32.
 Status silu_mul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream,
                 Q8Activations q8 = {});
+
+// GeGLU's gating, the same contract: out = gelu_tanh(gate) * up, gelu_tanh(g) = g/2 (1 + tanh(sqrt(2/pi)
+// (g + 0.044715 g³))).
+Status gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream,
+                     Q8Activations q8 = {});
 
 }  // namespace qrt::kernels

@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const float* __rest
             float dot = 0.0f;
             const KvHead<T> kj = kr.head(row, kv_off);
             for (int d = lane; d < hd; d += 32) dot += q_s[d] * kj.at(d);
-            score = warp_sum(dot) * s.scale;
+            score = soft_capped(warp_sum(dot) * s.scale, s.softcap);
           }
         }
         if (lane == 0) p[c] = score;

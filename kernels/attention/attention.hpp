@@ -32,6 +32,7 @@ struct AttentionShape {
   // count at key_count[t] and its block table at pages.table + t * table_stride. 0: every row belongs to the one
   // sequence of key_count[0] and pages.table.
   int64_t table_stride = 0;
+  float softcap = 0.0f;  // > 0: each scaled score s becomes softcap * tanh(s / softcap) (Gemma 2)
 };
 
 // Dynamic shared memory the kernel needs for this head_dim; the caller checks it against the device's

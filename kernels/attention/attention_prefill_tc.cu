@@ -197,7 +197,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_tc_kernel(
       for (int c = 32 * half; c < 32 * half + 32; ++c) {
         const int64_t dist = static_cast<int64_t>(qp) - key_pos_s[c];
         const bool visible = key_live[c] != 0 && dist >= 0 && (s.sliding_window <= 0 || dist < s.sliding_window);
-        const float score = visible ? srow[c] * s.scale : -INFINITY;
+        const float score = visible ? soft_capped(srow[c] * s.scale, s.softcap) : -INFINITY;
         srow[c] = score;
         m = fmaxf(m, score);
       }

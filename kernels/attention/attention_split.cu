@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
 #pragma unroll
       for (int g = 0; g < kGroup; ++g) {
         if (g >= group) break;
-        const float score = warp_sum(dot[g]) * s.scale;
+        const float score = soft_capped(warp_sum(dot[g]) * s.scale, s.softcap);
         if (lane == 0) p[g * chunk_capacity + c] = seen[u] ? score : -INFINITY;
       }
     }

@@ -22,6 +22,11 @@
 
 namespace qrt::kernels {
 
+// A scaled attention score, soft-capped as cap * tanh(score / cap) when cap > 0 (AttentionShape::softcap).
+__device__ __forceinline__ float soft_capped(float score, float cap) {
+  return cap > 0.0f ? cap * tanhf(score / cap) : score;
+}
+
 // One E4M3 (FN) code of an fp8 cache (KvType::kFp8).
 struct KvFp8 {
   uint8_t bits;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <numeric>
 #include <vector>
 
@@ -63,7 +64,9 @@ void attention(const float* q, const int32_t* q_pos, int64_t tokens, const float
         const float* kj = k + j * kv_stride + kv_off;
         double dot = 0.0;
         for (int d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * kj[d];
-        scores[static_cast<size_t>(j)] = dot * shape.scale;
+        double score = dot * shape.scale;
+        if (shape.softcap > 0.0f) score = shape.softcap * std::tanh(score / shape.softcap);
+        scores[static_cast<size_t>(j)] = score;
         max_score = std::max(max_score, scores[static_cast<size_t>(j)]);
       }
       float* oh = out + t * q_stride + static_cast<int64_t>(h) * hd;
@@ -103,6 +106,22 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
     const double g = gate[i];
     out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
   }
+}
+
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
+  const double k = std::sqrt(2.0 / std::numbers::pi);
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    out[i] = static_cast<float>(0.5 * g * (1.0 + std::tanh(k * (g + 0.044715 * g * g * g))) * up[i]);
+  }
+}
+
+void scale(const float* x, float s, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * s;
+}
+
+void softcap(const float* x, float cap, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(cap * std::tanh(static_cast<double>(x[i]) / cap));
 }
 
 void add(const float* a, const float* b, int64_t n, float* out) {

@@ -25,6 +25,7 @@ struct AttentionShape {
   int head_dim = 0;
   float scale = 0.0f;     // applied to q·k (usually 1/sqrt(head_dim))
   int sliding_window = 0; // 0 = unlimited; else key visible only when q_pos - k_pos < sliding_window
+  float softcap = 0.0f;   // > 0: score = softcap * tanh(scale * q·k / softcap)
 };
 
 // Causal attention of `tokens` queries over `keys` cached keys/values, masked by position: key j is visible to
@@ -40,6 +41,16 @@ void softmax(float* x, int64_t n);
 
 // out = silu(gate) * up, silu(g) = g / (1 + exp(-g)).  All [n]; out may alias gate or up.
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+
+// out = gelu_tanh(gate) * up, gelu_tanh(g) = g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g³))).  All [n]; out may
+// alias gate or up.
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
+
+// out = s * x.  All [n]; out may alias x.
+void scale(const float* x, float s, int64_t n, float* out);
+
+// out = cap * tanh(x / cap).  All [n]; out may alias x.
+void softcap(const float* x, float cap, int64_t n, float* out);
 
 // out = a + b.  All [n]; out may alias a or b.
 void add(const float* a, const float* b, int64_t n, float* out);

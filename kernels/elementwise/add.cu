@@ -14,6 +14,18 @@ __global__ void add_kernel(const float* a, const float* b, int64_t n, float* out
     out[i] = a[i] + b[i];
 }
 
+__global__ void scale_kernel(const float* x, float s, int64_t n, float* out) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = x[i] * s;
+}
+
+// tanhf (not a fast approximation): the result stays within a few ulp of the CPU reference's double tanh.
+__global__ void softcap_kernel(const float* x, float cap, int64_t n, float* out) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = cap * tanhf(x[i] / cap);
+}
+
 __global__ void add_bias_rows_kernel(float* y, const float* __restrict__ bias, int64_t rows, int64_t cols) {
   const int64_t n = rows * cols;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -32,6 +44,21 @@ __global__ void gather_rows_kernel(const float* __restrict__ x, int64_t x_rows, 
 }
 
 }  // namespace
+
+Status scale(const float* x, float s, int64_t n, float* out, cudaStream_t stream) {
+  if (n < 0) return invalid_argument("scale: negative length " + std::to_string(n));
+  if (n == 0) return ok_status();
+  scale_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, s, n, out);
+  return cuda_launch_status("scale_kernel");
+}
+
+Status softcap(const float* x, float cap, int64_t n, float* out, cudaStream_t stream) {
+  if (n < 0) return invalid_argument("softcap: negative length " + std::to_string(n));
+  if (!(cap > 0.0f)) return invalid_argument("softcap: the cap must be positive");
+  if (n == 0) return ok_status();
+  softcap_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, cap, n, out);
+  return cuda_launch_status("softcap_kernel");
+}
 
 Status gather_rows(const float* x, int64_t x_rows, int64_t cols, const int32_t* rows, int64_t k, float* out,
                    cudaStream_t stream) {

@@ -1,4 +1,5 @@
-// Elementwise adds (the residual add, a bias broadcast over rows) and the row gather before the output head.
+// Elementwise ops (the residual add, a bias broadcast over rows, scaling and soft-capping) and the row gather
+// before the output head.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,6 +12,12 @@ namespace qrt::kernels {
 
 // out = a + b.  a, b, out: [n] device pointers; out may alias a or b exactly.
 Status add(const float* a, const float* b, int64_t n, float* out, cudaStream_t stream);
+
+// out = s * x (Gemma's embedding scale).  x, out: [n]; out may alias x exactly.
+Status scale(const float* x, float s, int64_t n, float* out, cudaStream_t stream);
+
+// out = cap * tanh(x / cap) (Gemma 2's final logit soft-capping).  x, out: [n]; out may alias x exactly.
+Status softcap(const float* x, float cap, int64_t n, float* out, cudaStream_t stream);
 
 // y[r, c] += bias[c].  y: [rows, cols]; bias: [cols].
 Status add_bias_rows(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream);

@@ -13,7 +13,7 @@ using nlohmann::json;
 
 std::vector<const ArchRules*> all_rules() {
   std::vector<const ArchRules*> out;
-  for (const auto* family : {&llama_family_rules(), &qwen_family_rules(), &phi_family_rules()})
+  for (const auto* family : {&llama_family_rules(), &qwen_family_rules(), &phi_family_rules(), &gemma_family_rules()})
     for (const ArchRules& r : *family) out.push_back(&r);
   return out;
 }
@@ -149,6 +149,25 @@ Status read_hf_rope(const json& j, const ArchRules& rules, ModelConfig* c) {
   return ok_status();
 }
 
+// The MLP activation: hidden_activation (what Gemma's modeling code reads) before hidden_act.
+Status read_hf_activation(const json& j, ModelConfig* c) {
+  for (const char* key : {"hidden_activation", "hidden_act"}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    const std::string name = it->is_string() ? it->get<std::string>() : it->dump();
+    if (name == "silu" || name == "swish") {
+      c->activation = Activation::kSilu;
+    } else if (name == "gelu_pytorch_tanh" || name == "gelu_new" || name == "gelu_fast") {
+      c->activation = Activation::kGeluTanh;  // all three are the tanh approximation
+    } else {
+      return unsupported(std::string("config.json: ") + key + " " + it->dump() +
+                         " (supported: silu, gelu_pytorch_tanh)");
+    }
+    return ok_status();
+  }
+  return ok_status();
+}
+
 Status read_hf_token_ids(const json& j, ModelConfig* c) {
   QRT_ASSIGN_OR_RETURN(c->bos_token_id, hf_int(j, "bos_token_id", -1));
   auto it = j.find("eos_token_id");
@@ -242,6 +261,9 @@ Result<ModelConfig> config_from_hf(const json& j) {
   for (const ArchRules* r : all_rules())
     for (auto t : r->hf_model_types)
       if (t == model_type) rules = r;
+  if (model_type == "gemma3")
+    return unsupported("config.json: model_type \"gemma3\" is the multimodal Gemma 3 (text model under text_config, "
+                       "tensors under language_model.); qrt runs its text-only form, model_type \"gemma3_text\"");
   if (rules == nullptr)
     return unsupported("config.json: model_type \"" + model_type + "\" (supported: " + join(supported_hf_model_types()) +
                        ")");
@@ -258,11 +280,7 @@ Result<ModelConfig> config_from_hf(const json& j) {
   QRT_ASSIGN_OR_RETURN(c.context_length, hf_int(j, "max_position_embeddings", 0));
   QRT_ASSIGN_OR_RETURN(c.norm_eps, hf_float(j, "rms_norm_eps", rules->hf_default_norm_eps));
   QRT_ASSIGN_OR_RETURN(c.tied_embeddings, hf_bool(j, "tie_word_embeddings", false));
-  for (const char* key : {"hidden_act", "hidden_activation"}) {
-    auto it = j.find(key);
-    if (it != j.end() && !it->is_null() && (!it->is_string() || it->get<std::string>() != "silu"))
-      return unsupported(std::string("config.json: ") + key + " " + it->dump() + " (only silu)");
-  }
+  QRT_TRY(read_hf_activation(j, &c));
   QRT_TRY(read_hf_token_ids(j, &c));
   // Architecture fields first (they may set head_dim), then RoPE, which depends on head_dim.
   QRT_TRY(rules->from_hf(j, &c));

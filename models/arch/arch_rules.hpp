@@ -25,6 +25,7 @@ struct ArchRules {
 const std::vector<ArchRules>& llama_family_rules();  // llama, mistral, mixtral
 const std::vector<ArchRules>& qwen_family_rules();   // qwen2, qwen3, qwen3moe
 const std::vector<ArchRules>& phi_family_rules();    // phi3
+const std::vector<ArchRules>& gemma_family_rules();  // gemma2, gemma3 (text)
 
 // ---- config.json field readers: an absent or null key gives the fallback, a wrong type an error ----------
 Result<int> hf_int(const nlohmann::json& j, const char* key, std::optional<int> fallback);

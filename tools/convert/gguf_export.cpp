@@ -45,11 +45,36 @@ std::string gguf_tensor_name(const std::string& key) {
   return base + (bias ? ".bias" : ".weight");
 }
 
+// What llama.cpp's gemma2 / gemma3 assume rather than read (models/arch/gemma_family.cpp): a config that differs
+// cannot be written without changing the model.
+Status check_gemma_for_gguf(const ModelConfig& c) {
+  const bool gemma3 = c.architecture == "gemma3";
+  const bool is_27b = c.layers == (gemma3 ? 62 : 46);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(is_27b ? c.hidden / c.heads : c.head_dim));
+  if (std::fabs(c.attention_scale - scale) > 1e-6f * scale)
+    return unsupported("GGUF cannot record this " + c.architecture + " model's query_pre_attn_scalar (" +
+                       std::to_string(1.0 / (double{c.attention_scale} * c.attention_scale)) +
+                       "): llama.cpp derives it from the model size (head_dim " + std::to_string(c.head_dim) +
+                       (is_27b ? ", hidden / heads for the 27B" : "") + ")");
+  if (gemma3 && c.rope_local_theta != 10000.0f)
+    return unsupported("GGUF cannot record gemma3's rope_local_base_freq " + std::to_string(c.rope_local_theta) +
+                       " (llama.cpp assumes 10000)");
+  if (gemma3 && (c.attn_softcap > 0.0f || c.final_softcap > 0.0f))
+    return unsupported("llama.cpp's gemma3 applies no logit soft-capping; this model has some");
+  if (!gemma3 && c.sliding_window_pattern != 2)
+    return unsupported("llama.cpp's gemma2 windows every other layer; this model's pattern is " +
+                       std::to_string(c.sliding_window_pattern));
+  return ok_status();
+}
+
 Status add_architecture(GgufWriter& w, const ModelConfig& c) {
   const std::string a = gguf_architecture(c), p = a + ".";
-  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && a != "phi3")
+  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && a != "phi3" && a != "gemma2" &&
+      a != "gemma3")
     return unsupported("writing GGUF for " + c.architecture +
-                       " models is not supported yet (llama, mistral, mixtral, qwen2, qwen3, qwen3moe, phi3)");
+                       " models is not supported yet (llama, mistral, mixtral, qwen2, qwen3, qwen3moe, phi3, gemma2, "
+                       "gemma3)");
+  if (a == "gemma2" || a == "gemma3") QRT_TRY(check_gemma_for_gguf(c));
   if (c.rope.scaling == RopeScaling::kLongRope) {
     // Only llama.cpp's phi3 reads the original context and attn_factor keys that go with the factor tensors.
     if (a != "phi3")
@@ -82,6 +107,13 @@ Status add_architecture(GgufWriter& w, const ModelConfig& c) {
     w.set_u32(p + "attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
   w.set_f32(p + "rope.freq_base", c.rope.theta);
   w.set_u32(p + "rope.dimension_count", static_cast<uint32_t>(c.rope.rot_dim));
+  if (a == "gemma2") {
+    w.set_f32(p + "attn_logit_softcapping", c.attn_softcap);
+    w.set_f32(p + "final_logit_softcapping", c.final_softcap);
+  }
+  // llama.cpp's gemma3 assumes 6; the key is for the other patterns (which qrt's reader honours).
+  if (a == "gemma3" && c.sliding_window_pattern != 6)
+    w.set_u32(p + "attention.sliding_window_pattern", static_cast<uint32_t>(c.sliding_window_pattern));
   if (a == "phi3") {
     // The original context is always there, as llama.cpp's converter writes it (Phi3Config's
     // original_max_position_embeddings; the full context for models without LongRoPE): llama.cpp picks the long
@@ -159,6 +191,7 @@ struct Job {
   FormatId format;        // F32 for vectors and routers
   int permute_heads = 0;  // > 0: llama Q/K rows to interleave
   bool requantize = false;  // keep_types, but the source's type has no GGUF counterpart
+  float norm_offset = 0.0f;  // added to an RMSNorm weight: Gemma's (1 + w), stored whole as llama.cpp does
 };
 
 
@@ -229,7 +262,10 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
     if ((!options.keep_types || requantize) && needs_importance(format) && options.importance == nullptr)
       return invalid_argument(name + ": " + std::string(quant::format_name(format)) +
                               " is made only with an importance matrix (pass --imatrix FILE, llama-imatrix's output)");
-    jobs.push_back({name, &t, format, permute, requantize});
+    // Gemma's norms: config.json checkpoints hold w of (1 + w), GGUF holds 1 + w.
+    const float norm_offset = ends_with(key, "norm") ? config.norm_weight_offset : 0.0f;
+    if (norm_offset != 0.0f) format = FormatId::kF32;
+    jobs.push_back({name, &t, format, permute, requantize, norm_offset});
     source_bytes += t.bytes();
   }
   if (options.check_space) QRT_TRY(options.check_space(source_bytes + (uint64_t{1} << 20)));
@@ -244,9 +280,12 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
         jobs.size(), options.threads,
         [&](size_t i) -> Result<UqffLayer> {
           const Job& j = jobs[i];
-          if (options.keep_types && !j.requantize) return copied_tensor(*j.source, j.name, j.permute_heads);
-          QRT_ASSIGN_OR_RETURN(std::vector<float> v,
-                               j.requantize ? decoded_values(*j.source) : dense_values(*j.source));
+          if (options.keep_types && !j.requantize && j.norm_offset == 0.0f)
+            return copied_tensor(*j.source, j.name, j.permute_heads);
+          QRT_ASSIGN_OR_RETURN(std::vector<float> v, j.requantize || j.norm_offset != 0.0f
+                                                         ? decoded_values(*j.source)
+                                                         : dense_values(*j.source));
+          for (float& x : v) x += j.norm_offset;
           if (j.permute_heads > 0) {
             const int64_t cols = j.source->shape.size() >= 2 ? j.source->cols() : 1;
             std::vector<float> reordered(v.size());

@@ -54,6 +54,8 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
   ordered_json j;
   std::string type = c.architecture;
   if (type == "qwen3moe") type = "qwen3_moe";
+  if (type == "gemma3") type = "gemma3_text";
+  const bool gemma = c.architecture == "gemma2" || c.architecture == "gemma3";
   if (type == "llama" && c.sliding_window > 0) type = "mistral";
   j["model_type"] = type;
   j["vocab_size"] = c.vocab_size;
@@ -67,7 +69,25 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
   j["rms_norm_eps"] = c.norm_eps;
   j["rope_theta"] = c.rope.theta;
   j["tie_word_embeddings"] = c.tied_embeddings;
-  j["hidden_act"] = "silu";
+  if (gemma) {
+    // Gemma's fields (Gemma2Config / Gemma3TextConfig); soft-capping null when off.
+    j["hidden_activation"] = "gelu_pytorch_tanh";
+    // An integer in every published config; the float scale GGUF implies comes back within an ulp or two.
+    const double scalar = 1.0 / (double{c.attention_scale} * c.attention_scale);
+    const bool integer = std::fabs(scalar - std::round(scalar)) < 1e-3 * scalar;
+    j["query_pre_attn_scalar"] = integer ? ordered_json(std::lround(scalar)) : ordered_json(scalar);
+    auto cap = [](float v) { return v > 0.0f ? short_float(v) : ordered_json(nullptr); };
+    j["attn_logit_softcapping"] = cap(c.attn_softcap);
+    j["final_logit_softcapping"] = cap(c.final_softcap);
+    if (c.architecture == "gemma3") {
+      j["sliding_window_pattern"] = c.sliding_window_pattern;
+      j["rope_local_base_freq"] = short_float(c.rope_local_theta);
+    } else if (c.sliding_window_pattern != 2) {
+      return unsupported("config.json cannot express a gemma2 window pattern other than every other layer");
+    }
+  } else {
+    j["hidden_act"] = "silu";
+  }
   if (c.architecture == "llama") {
     j["attention_bias"] = c.attention_bias;
     j["mlp_bias"] = c.mlp_bias;
@@ -143,6 +163,13 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
   QRT_TRY(same(c.experts, back.experts, "experts"));
   QRT_TRY(same(c.rope.rot_dim, back.rope.rot_dim, "rotary dims"));
   QRT_TRY(same(c.sliding_window, back.sliding_window, "sliding window"));
+  QRT_TRY(same(c.sliding_window_pattern, back.sliding_window_pattern, "window pattern"));
+  QRT_TRY(same(c.post_norms, back.post_norms, "post-norms"));
+  QRT_TRY(same(static_cast<int>(c.activation), static_cast<int>(back.activation), "activation"));
+  if (std::fabs(back.attention_scale - c.attention_scale) > 1e-6f * c.attention_scale ||
+      back.attn_softcap != c.attn_softcap ||
+      back.final_softcap != c.final_softcap || back.rope_local_theta != c.rope_local_theta)
+    return unsupported("config.json cannot express this model's attention scale, soft-capping or local RoPE base");
   QRT_TRY(same(c.normalize_topk, back.normalize_topk, "router normalization"));
   QRT_TRY(same(static_cast<int>(c.rope.scaling), static_cast<int>(back.rope.scaling), "RoPE scaling"));
   if (c.rope.scaling == RopeScaling::kYarn &&
@@ -303,12 +330,13 @@ Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const s
   const GgufMetadata& md = *source.gguf_metadata;
   QRT_ASSIGN_OR_RETURN(ModelConfig c, arch::config_from_gguf(arch::GgufMetadataView(md)));
   if (!llama_family(c) && c.architecture != "qwen2" && c.architecture != "qwen3" && c.architecture != "qwen3moe" &&
-      c.architecture != "phi3")
+      c.architecture != "phi3" && c.architecture != "gemma2" && c.architecture != "gemma3")
     return unsupported("convert-model does not write UQFF exports of " + c.architecture +
-                       " GGUF models yet (llama, mistral, mixtral, qwen2, qwen3, qwen3moe, phi3)");
+                       " GGUF models yet (llama, mistral, mixtral, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3)");
   QRT_ASSIGN_OR_RETURN(names::CanonicalTensors canonical,
                        names::canonicalize(source.tensors, names::NameScheme::kGguf));
   arch::apply_tensor_presence(canonical.tensors, &c);
+  const bool gemma = c.architecture == "gemma2" || c.architecture == "gemma3";
   // LongRoPE's factor tensors (llama.cpp's phi3) go into config.json's rope_scaling, as Phi3Config holds them.
   const bool has_long = canonical.tensors.count(std::string(names::kRopeFactorsLong)) != 0;
   if (has_long != (canonical.tensors.count(std::string(names::kRopeFactorsShort)) != 0))
@@ -359,7 +387,7 @@ Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const s
   std::vector<std::pair<std::string, const UqffLayer*>> modules;
   std::vector<const QuantTensor*> residual;
   for (const auto& [key, t] : canonical.tensors) {
-    const auto hf = names::hf_from_canonical(key, c.architecture == "mixtral");
+    const auto hf = names::hf_from_canonical(key, c.architecture == "mixtral", c.post_norms);
     if (!hf) return unsupported("tensor " + t.name + " has no Hugging Face name");
     auto r = std::make_unique<QuantTensor>(t);
     r->name = *hf;
@@ -368,6 +396,20 @@ Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const s
     if (llama_family(c) && (q || k)) {
       storage.push_back(unpermute(t, q ? c.heads : c.kv_heads));
       r->data = ByteSpan{storage.back()->data(), storage.back()->size()};
+    }
+    const bool norm = key.size() >= 4 && key.compare(key.size() - 4, 4, "norm") == 0;
+    if (gemma && norm) {
+      // GGUF's Gemma norms hold 1 + w; config.json checkpoints (and mistral.rs) hold w.
+      QRT_ASSIGN_OR_RETURN(std::vector<float> values, decoded_values(t));
+      auto bytes = std::make_shared<std::vector<uint8_t>>(values.size() * sizeof(float));
+      for (size_t i = 0; i < values.size(); ++i) {
+        const float w = values[i] - 1.0f;
+        std::memcpy(bytes->data() + i * sizeof(float), &w, sizeof(float));
+      }
+      storage.push_back(bytes);
+      r->format = quant::FormatId::kF32;
+      r->data = ByteSpan{bytes->data(), bytes->size()};
+      r->scales = r->biases = {};
     }
     // GGUF's MXFP4 blocks become UQFF's MXFP4 layer (tag 6): the same codes and exponents, repacked.
     UqffTag tag = UqffTag::kGgml;

@@ -1,7 +1,7 @@
-// The eight architectures' distinguishing features as tiny ModelConfigs (256 wide, so every format's blocks fit):
+// The ten architectures' distinguishing features as tiny ModelConfigs (256 wide, so every format's blocks fit):
 // llama, llama 3 with GGUF's interleaved RoPE and llama3 scaling, mistral with a sliding window, qwen2 with biases
-// and a tied output, qwen3 with q/k norms, mixtral, qwen3moe, and phi3 with fused projections and LongRoPE. Shared
-// by the GPU model tests.
+// and a tied output, qwen3 with q/k norms, mixtral, qwen3moe, phi3 with fused projections and LongRoPE, gemma2 and
+// gemma3 (tiny_model.hpp's set_gemma2 / set_gemma3). Shared by the GPU model tests.
 #pragma once
 
 #include <string>
@@ -57,6 +57,12 @@ inline std::vector<Architecture> architectures() {
   phi3.architecture = "phi3";
   test::set_longrope(&phi3);
   out.push_back({"phi3", phi3});
+  ModelConfig gemma2 = base;  // post-norms, GeGLU, alternating window, soft-capped attention and logits
+  test::set_gemma2(&gemma2);
+  out.push_back({"gemma2", gemma2});
+  ModelConfig gemma3 = base;  // q/k norms, (1 + w) norms, local and global RoPE
+  test::set_gemma3(&gemma3);
+  out.push_back({"gemma3", gemma3});
   for (Architecture& a : out) a.config.architecture = a.name;
   return out;
 }

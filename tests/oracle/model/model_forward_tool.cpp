@@ -150,6 +150,15 @@ nlohmann::json config_json(const ModelConfig& c) {
       {"experts_used", c.experts_used},
       {"expert_ffn", c.expert_ffn},
       {"normalize_topk", c.normalize_topk},
+      {"sliding_window_pattern", c.sliding_window_pattern},
+      {"rope_local_theta", c.rope_local_theta},
+      {"embedding_scale", c.embedding_scale},
+      {"norm_weight_offset", c.norm_weight_offset},
+      {"post_norms", c.post_norms},
+      {"attention_scale", c.attention_scale},
+      {"attn_softcap", c.attn_softcap},
+      {"final_softcap", c.final_softcap},
+      {"activation", c.activation == Activation::kGeluTanh ? "gelu_tanh" : "silu"},
   };
 }
 

@@ -1,6 +1,6 @@
 """An independent numpy reference forward pass for decoder-only transformers, written from the Hugging Face
-modeling code conventions (modeling_llama / mistral / mixtral / qwen2 / qwen3 / qwen3_moe and
-modeling_rope_utils), in float64. It reads the Hugging Face config.json dict and Hugging Face tensor names.
+modeling code conventions (modeling_llama / mistral / mixtral / qwen2 / qwen3 / qwen3_moe / phi3 / gemma2 /
+gemma3 and modeling_rope_utils), in float64. It reads the Hugging Face config.json dict and Hugging Face tensor names.
 
 forward(config, weights, tokens, positions) -> logits [tokens, vocab] for every position, all tokens processed
 at once with a causal (and, where configured, sliding-window) mask over positions.
@@ -21,6 +21,18 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
+def gelu_tanh(x):
+    # gelu_pytorch_tanh: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def soft_cap(x, cap):
+    return cap * np.tanh(x / cap)
+
+
+GEMMA = ("gemma2", "gemma3_text")
+
+
 def softmax(x, axis=-1):
     m = np.max(x, axis=axis, keepdims=True)
     e = np.exp(x - m)
@@ -30,6 +42,8 @@ def softmax(x, axis=-1):
 def head_dim_of(cfg):
     if cfg["model_type"] == "qwen3":
         return cfg.get("head_dim", 128)
+    if cfg["model_type"] in GEMMA:
+        return cfg.get("head_dim", 256)
     hd = cfg.get("head_dim")
     return hd if hd else cfg["hidden_size"] // cfg["num_attention_heads"]
 
@@ -133,6 +147,17 @@ def sliding_window_of(cfg):
     return 0
 
 
+def layer_window(cfg, layer):
+    """The sliding window of one layer (0 = full attention): Gemma 2 windows the even layers, Gemma 3 all but every
+    sliding_window_pattern-th; the others use one window for every layer."""
+    mt = cfg["model_type"]
+    if mt == "gemma2":
+        return cfg.get("sliding_window", 4096) if layer % 2 == 0 else 0
+    if mt == "gemma3_text":
+        return cfg.get("sliding_window", 4096) if (layer + 1) % cfg.get("sliding_window_pattern", 6) else 0
+    return sliding_window_of(cfg)
+
+
 def split_fused(cfg, W):
     """Phi-3's qkv_proj ([q; k; v] rows) and gate_up_proj ([gate; up] rows, chunked in half as Phi3MLP does)."""
     n_heads = cfg["num_attention_heads"]
@@ -158,56 +183,82 @@ def linear(x, w, b=None):
 
 def forward(cfg, W, tokens, positions):
     mt = cfg["model_type"]
+    gemma = mt in GEMMA
     hidden = cfg["hidden_size"]
     n_heads = cfg["num_attention_heads"]
     n_kv = cfg.get("num_key_value_heads") or n_heads
     hd = head_dim_of(cfg)
     eps = cfg.get("rms_norm_eps", 1e-5 if mt == "mixtral" else 1e-6)
     positions = np.asarray(positions)
-    inv_freq, attention_scaling, rot_dim = rope_parameters(cfg, int(positions.max()) + 1)
-    window = sliding_window_of(cfg)
+    seq_len = int(positions.max()) + 1
+    rope_global = rope_parameters(cfg, seq_len)
+    # Gemma 3's windowed layers: their own base, unscaled (Gemma3RotaryEmbedding for the local layers).
+    rope_local = rope_global
+    if mt == "gemma3_text":
+        rope_local = rope_parameters(dict(cfg, rope_theta=cfg.get("rope_local_base_freq", 10000.0), rope_scaling=None))
+    scaling = cfg.get("query_pre_attn_scalar", 256) ** -0.5 if gemma else 1.0 / math.sqrt(hd)
+    attn_cap = cfg.get("attn_logit_softcapping", 50.0 if mt == "gemma2" else None) if gemma else None
+    final_cap = cfg.get("final_logit_softcapping", 30.0 if mt == "gemma2" else None) if gemma else None
     T = len(tokens)
-
-    # Mask over positions: key s visible to query t when pos[s] <= pos[t] (and within the window).
     dist = positions[:, None] - positions[None, :]
-    visible = dist >= 0
-    if window:
-        visible &= dist < window
+
+    def norm(x, name):
+        # Gemma's RMSNorm scales by (1 + weight).
+        w = W[name]
+        return rms_norm(x, 1.0 + w if gemma else w, eps)
 
     W = split_fused(cfg, W)
     x = W["model.embed_tokens.weight"][np.asarray(tokens)]
+    if gemma:
+        x = x * math.sqrt(hidden)
     for layer in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % layer
         get = W.get
-        h = rms_norm(x, W[p + "input_layernorm.weight"], eps)
+        # Mask over positions: key s visible to query t when pos[s] <= pos[t] (and within the window).
+        window = layer_window(cfg, layer)
+        visible = dist >= 0
+        if window:
+            visible &= dist < window
+        inv_freq, attention_scaling, rot_dim = rope_local if window and mt == "gemma3_text" else rope_global
+        h = norm(x, p + "input_layernorm.weight")
         q = linear(h, W[p + "self_attn.q_proj.weight"], get(p + "self_attn.q_proj.bias")).reshape(T, n_heads, hd)
         k = linear(h, W[p + "self_attn.k_proj.weight"], get(p + "self_attn.k_proj.bias")).reshape(T, n_kv, hd)
         v = linear(h, W[p + "self_attn.v_proj.weight"], get(p + "self_attn.v_proj.bias")).reshape(T, n_kv, hd)
-        if mt in ("qwen3", "qwen3_moe"):
-            q = rms_norm(q, W[p + "self_attn.q_norm.weight"], eps)
-            k = rms_norm(k, W[p + "self_attn.k_norm.weight"], eps)
+        if mt in ("qwen3", "qwen3_moe", "gemma3_text"):
+            q = norm(q, p + "self_attn.q_norm.weight")
+            k = norm(k, p + "self_attn.k_norm.weight")
         q = apply_rotary(q, positions, inv_freq, attention_scaling, rot_dim)
         k = apply_rotary(k, positions, inv_freq, attention_scaling, rot_dim)
         # repeat_kv: each kv head serves n_heads / n_kv consecutive query heads.
         k = np.repeat(k, n_heads // n_kv, axis=1)
         v = np.repeat(v, n_heads // n_kv, axis=1)
-        scores = np.einsum("thd,shd->hts", q, k) / math.sqrt(hd)
+        scores = np.einsum("thd,shd->hts", q, k) * scaling
+        if attn_cap:
+            scores = soft_cap(scores, attn_cap)
         scores = np.where(visible[None, :, :], scores, -np.inf)
         probs = softmax(scores, axis=-1)
         attn = np.einsum("hts,shd->thd", probs, v).reshape(T, n_heads * hd)
-        x = x + linear(attn, W[p + "self_attn.o_proj.weight"], get(p + "self_attn.o_proj.bias"))
-
-        h = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
+        out = linear(attn, W[p + "self_attn.o_proj.weight"], get(p + "self_attn.o_proj.bias"))
+        if gemma:
+            x = x + norm(out, p + "post_attention_layernorm.weight")
+            h = norm(x, p + "pre_feedforward_layernorm.weight")
+        else:
+            x = x + out
+            h = norm(x, p + "post_attention_layernorm.weight")
         if mt in ("mixtral", "qwen3_moe"):
             x = x + moe_block(cfg, W, p, h)
         else:
             gate = linear(h, W[p + "mlp.gate_proj.weight"], get(p + "mlp.gate_proj.bias"))
             up = linear(h, W[p + "mlp.up_proj.weight"], get(p + "mlp.up_proj.bias"))
-            x = x + linear(silu(gate) * up, W[p + "mlp.down_proj.weight"], get(p + "mlp.down_proj.bias"))
+            act = gelu_tanh(gate) if gemma else silu(gate)
+            mlp = linear(act * up, W[p + "mlp.down_proj.weight"], get(p + "mlp.down_proj.bias"))
+            x = x + (norm(mlp, p + "post_feedforward_layernorm.weight") if gemma else mlp)
 
-    x = rms_norm(x, W["model.norm.weight"], eps)
-    lm_head = W["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings", False) else W["lm_head.weight"]
-    return x @ lm_head.T
+    x = norm(x, "model.norm.weight")
+    tied = cfg.get("tie_word_embeddings", gemma)
+    lm_head = W["model.embed_tokens.weight"] if tied else W["lm_head.weight"]
+    logits = x @ lm_head.T
+    return soft_cap(logits, final_cap) if final_cap else logits
 
 
 def moe_block(cfg, W, p, h):

@@ -98,7 +98,25 @@ CASES = {
                                            rope_scaling={"type": "longrope",
                                                          "short_factor": [1.0, 1.2, 1.7, 2.4, 3.0, 4.5, 6.0, 8.0],
                                                          "long_factor": [1.0] * 8}),
+    # Gemma 2: sqrt(hidden) embeddings, (1 + w) norms, post-norms, GeGLU, a window on the even layers, attention
+    # and final soft-capping at caps small enough to bend these logits; q·k scaled by query_pre_attn_scalar^-1/2
+    # (= head_dim here, as llama.cpp assumes for GGUF; 24 in the HF-only case, which is also untied).
+    "gemma2": base_config("gemma2", head_dim=32, query_pre_attn_scalar=32, sliding_window=4,
+                          attn_logit_softcapping=3.0, final_logit_softcapping=5.0, hidden_act="gelu_pytorch_tanh",
+                          hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True),
+    "gemma2_scalar_untied": base_config("gemma2", head_dim=32, query_pre_attn_scalar=24, sliding_window=3,
+                                        attn_logit_softcapping=2.0, final_logit_softcapping=None,
+                                        hidden_act="gelu_pytorch_tanh", num_hidden_layers=3),
+    # Gemma 3: q/k norms, a global layer every third (layers 2 and 5) on the scaled 1e6 base, the windowed layers on
+    # their unscaled local base, no soft-capping.
+    "gemma3": base_config("gemma3_text", head_dim=32, query_pre_attn_scalar=32, sliding_window=6,
+                          sliding_window_pattern=3, num_hidden_layers=6, rope_theta=1000000.0,
+                          rope_local_base_freq=10000.0, rope_scaling={"rope_type": "linear", "factor": 4.0},
+                          attn_logit_softcapping=None, final_logit_softcapping=None,
+                          hidden_activation="gelu_pytorch_tanh", hidden_act=None, tie_word_embeddings=True),
 }
+# Cases GGUF cannot describe: llama.cpp derives Gemma's q·k scale from the model size, not a key.
+HF_ONLY = {"gemma2_scalar_untied"}
 WIDE_CASES = {
     "wide_llama": base_config("llama", hidden_size=256, intermediate_size=256, num_hidden_layers=1),
     "wide_qwen3moe": base_config("qwen3_moe", hidden_size=256, intermediate_size=256, num_hidden_layers=1,
@@ -120,8 +138,11 @@ def make_weights(cfg, rng):
     def mat(rows, cols):
         return rng.standard_normal((rows, cols)) / math.sqrt(cols)
 
+    gemma = mt in ref.GEMMA
+
     def norm(n):
-        return 1.0 + 0.2 * rng.standard_normal(n)
+        # Gemma stores w of (1 + w).
+        return (0.0 if gemma else 1.0) + 0.2 * rng.standard_normal(n)
 
     def bias(n):
         return 0.2 * rng.standard_normal(n)
@@ -136,6 +157,9 @@ def make_weights(cfg, rng):
         p = "model.layers.%d." % layer
         W[p + "input_layernorm.weight"] = norm(hidden)
         W[p + "post_attention_layernorm.weight"] = norm(hidden)
+        if gemma:
+            W[p + "pre_feedforward_layernorm.weight"] = norm(hidden)
+            W[p + "post_feedforward_layernorm.weight"] = norm(hidden)
         for name, rows in (("q_proj", n_heads * hd), ("k_proj", n_kv * hd), ("v_proj", n_kv * hd)):
             W[p + "self_attn.%s.weight" % name] = mat(rows, hidden)
             if qkv_bias:
@@ -146,7 +170,7 @@ def make_weights(cfg, rng):
         W[p + "self_attn.o_proj.weight"] = mat(hidden, n_heads * hd)
         if o_bias:
             W[p + "self_attn.o_proj.bias"] = bias(hidden)
-        if mt in ("qwen3", "qwen3_moe"):
+        if mt in ("qwen3", "qwen3_moe", "gemma3_text"):
             W[p + "self_attn.q_norm.weight"] = norm(hd)
             W[p + "self_attn.k_norm.weight"] = norm(hd)
         if mt == "mixtral":
@@ -202,7 +226,10 @@ HF_TO_GGUF_LAYER = {
 EXPERT_PROJ = {"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps", "down_proj": "ffn_down_exps",
                "w1": "ffn_gate_exps", "w3": "ffn_up_exps", "w2": "ffn_down_exps"}
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-             "qwen3_moe": "qwen3moe", "phi3": "phi3"}
+             "qwen3_moe": "qwen3moe", "phi3": "phi3", "gemma2": "gemma2", "gemma3_text": "gemma3"}
+# Gemma's norms before and after each block (llama.cpp's names).
+SANDWICH_LAYER = {"post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
+                  "post_feedforward_layernorm": "post_ffw_norm"}
 
 
 def permute_for_interleaved_rope(w, n_head):
@@ -210,8 +237,9 @@ def permute_for_interleaved_rope(w, n_head):
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def hf_to_canonical(name):
-    """Hugging Face name -> (GGUF base name without .weight/.bias, expert index or None, is_bias)."""
+def hf_to_canonical(name, sandwich=False):
+    """Hugging Face name -> (GGUF base name without .weight/.bias, expert index or None, is_bias). `sandwich`:
+    Gemma's names, where post_attention_layernorm is the attention output's norm."""
     base, _, kind = name.rpartition(".")
     is_bias = kind == "bias"
     if base == "model.embed_tokens":
@@ -223,6 +251,8 @@ def hf_to_canonical(name):
     parts = base.split(".")
     layer = int(parts[2])
     module = ".".join(parts[3:])
+    if sandwich and module in SANDWICH_LAYER:
+        return "blk.%d.%s" % (layer, SANDWICH_LAYER[module]), None, is_bias
     if module in HF_TO_GGUF_LAYER:
         return "blk.%d.%s" % (layer, HF_TO_GGUF_LAYER[module]), None, is_bias
     # mlp.experts.E.proj / block_sparse_moe.experts.E.proj
@@ -233,22 +263,27 @@ def hf_to_canonical(name):
 def canonical_to_hf_weights(hf_names, dumped):
     """The tool's dump (canonical names, stacked experts) back to Hugging Face names for the reference."""
     out = {}
+    sandwich = any(".pre_feedforward_layernorm." in n for n in hf_names)
     for hf in hf_names:
-        base, expert, is_bias = hf_to_canonical(hf)
+        base, expert, is_bias = hf_to_canonical(hf, sandwich)
         key = base + (".bias" if is_bias else "")
         out[hf] = (dumped[key] if expert is None else dumped[key][expert]).astype(np.float64)
     return out
 
 
 def to_gguf_layout(cfg, W):
-    """Hugging Face weights -> GGUF names, stacked experts and (llama family) permuted Q/K rows."""
+    """Hugging Face weights -> GGUF names, stacked experts, (llama family) permuted Q/K rows and (Gemma) norms
+    stored as 1 + w, as llama.cpp's converter writes them."""
     llama_family = GGUF_ARCH[cfg["model_type"]] == "llama"
+    gemma = cfg["model_type"] in ref.GEMMA
     n_heads = cfg["num_attention_heads"]
     n_kv = cfg.get("num_key_value_heads", n_heads)
     G = {}
     stacked = {}
     for name, w in W.items():
-        base, expert, is_bias = hf_to_canonical(name)
+        base, expert, is_bias = hf_to_canonical(name, gemma)
+        if gemma and name.endswith("norm.weight"):
+            w = w + 1.0
         if llama_family and base.endswith(".attn_q"):
             w = permute_for_interleaved_rope(w, n_heads)
         elif llama_family and base.endswith(".attn_k"):
@@ -322,6 +357,15 @@ def gguf_metadata(cfg, variant):
     window = ref.sliding_window_of(cfg)
     if window:
         md[a + "attention.sliding_window"] = window
+    if cfg["model_type"] in ref.GEMMA:
+        md[a + "attention.sliding_window"] = cfg["sliding_window"]
+        md[a + "attention.key_length"] = hd
+        md[a + "attention.value_length"] = hd
+        if cfg["model_type"] == "gemma2":
+            md[a + "attn_logit_softcapping"] = cfg["attn_logit_softcapping"]
+            md[a + "final_logit_softcapping"] = cfg["final_logit_softcapping"]
+        elif cfg.get("sliding_window_pattern", 6) != 6:
+            md[a + "attention.sliding_window_pattern"] = cfg["sliding_window_pattern"]
     if cfg["model_type"] == "mixtral":
         md[a + "expert_count"] = cfg["num_local_experts"]
         md[a + "expert_used_count"] = cfg["num_experts_per_tok"]
@@ -447,7 +491,7 @@ def run_case(tool, work, case, cfg, seed, format_args, failures, gguf=True, sche
 def check_gguf_config_matches(tool, work, failures):
     """config_from_gguf and config_from_hf must agree on the transformer's flags (all but the RoPE layout)."""
     for case in ("llama", "tinyllama_mqa_linear_bias", "qwen2", "qwen3", "mixtral", "qwen3moe_norm_yarn",
-                 "phi3_longrope", "phi3_longrope_short_swa"):
+                 "phi3_longrope", "phi3_longrope_short_swa", "gemma2", "gemma3"):
         d = os.path.join(work, case)
         hf = json.load(open(os.path.join(d, "config_f32.json")))
         probe = os.path.join(d, "config_gguf.json")
@@ -459,7 +503,8 @@ def check_gguf_config_matches(tool, work, failures):
         failures.check(gg["rope_layout"] == want_layout, "%s: GGUF rope layout %s" % (case, gg["rope_layout"]))
         failures.check(hf["rope_layout"] == "half_split", "%s: HF rope layout %s" % (case, hf["rope_layout"]))
         for key in hf:
-            if key in ("rope_layout", "architecture", "rope_attn_factor", "tensor_formats"):
+            # Gemma's norm offset is 1 in config.json checkpoints and 0 in GGUF, whose converter stored 1 + w.
+            if key in ("rope_layout", "architecture", "rope_attn_factor", "tensor_formats", "norm_weight_offset"):
                 continue
             same = abs(hf[key] - gg[key]) <= 1e-6 * abs(hf[key]) if isinstance(hf[key], float) else hf[key] == gg[key]
             failures.check(same, "%s: %s is %r from config.json but %r from GGUF metadata" % (case, key, hf[key], gg[key]))
@@ -479,6 +524,13 @@ def check_sensitivity(failures):
         ("phi3_longrope", {"rope_scaling": None}),
         ("phi3_longrope_short_swa", {"rope_scaling": None}),
         ("phi3_longrope_short_swa", {"sliding_window": None}),
+        ("gemma2", {"attn_logit_softcapping": None}),
+        ("gemma2", {"final_logit_softcapping": None}),
+        ("gemma2", {"sliding_window": None}),
+        ("gemma2_scalar_untied", {"query_pre_attn_scalar": 96}),
+        ("gemma3", {"rope_local_base_freq": 1000000.0}),
+        ("gemma3", {"sliding_window_pattern": 2}),
+        ("gemma3", {"rope_scaling": None}),
     ]
     for case, change in ablations:
         cfg = CASES[case]
@@ -516,8 +568,8 @@ def main():
     failures = Failures()
     check_sensitivity(failures)
     for i, (case, cfg) in enumerate(CASES.items()):
-        run_case(tool, work, case, cfg, 1000 + i, [], failures)
-        run_case(tool, work, case, cfg, 1000 + i, ["--format", "q8_0"], failures)
+        run_case(tool, work, case, cfg, 1000 + i, [], failures, gguf=case not in HF_ONLY)
+        run_case(tool, work, case, cfg, 1000 + i, ["--format", "q8_0"], failures, gguf=case not in HF_ONLY)
     check_gguf_config_matches(tool, work, failures)
     # Every listed format on two architectures (dense and MoE), batch and cache schedules, HF layout.
     quick = [("batch", None, None), ("prompt6+single", "6,1,1,1,1,1", None)]

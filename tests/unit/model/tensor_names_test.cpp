@@ -76,6 +76,48 @@ TEST(TensorNames, HfNamesFromCanonicalInvertTheMap) {
   EXPECT_FALSE(hf_from_canonical("rope_freqs", false).has_value());
 }
 
+// Gemma's four norms per layer: post_attention_layernorm is the attention output's post-norm when the checkpoint has
+// a pre_feedforward_layernorm (canonicalize decides from the names), llama's MLP input norm otherwise; the inverse
+// map gives the same names back.
+TEST(TensorNames, GemmaSandwichNorms) {
+  const std::pair<const char*, const char*> gemma[] = {
+      {"model.layers.2.input_layernorm.weight", "blk.2.attn_norm"},
+      {"model.layers.2.post_attention_layernorm.weight", "blk.2.post_attention_norm"},
+      {"model.layers.2.pre_feedforward_layernorm.weight", "blk.2.ffn_norm"},
+      {"model.layers.2.post_feedforward_layernorm.weight", "blk.2.post_ffw_norm"},
+  };
+  for (const auto& [hf, canonical] : gemma) {
+    auto c = canonical_from_hf(hf, true);
+    ASSERT_TRUE(c.has_value()) << hf;
+    EXPECT_EQ(c->name, canonical) << hf;
+    EXPECT_EQ(hf_from_canonical(c->name, false, true), std::optional<std::string>(hf)) << c->name;
+    EXPECT_EQ(*canonical_from_gguf(std::string(canonical) + ".weight"), (CanonicalName{canonical, -1}));
+  }
+  EXPECT_EQ(canonical_from_hf("model.layers.2.post_attention_layernorm.weight")->name, "blk.2.ffn_norm");
+
+  std::vector<std::vector<uint8_t>> store;
+  auto norm = [&](const std::string& name) {
+    store.emplace_back(16, 0);
+    QuantTensor t;
+    t.name = name;
+    t.shape = {4};
+    t.data = {store.back().data(), 16};
+    return t;
+  };
+  store.reserve(4);
+  TensorTable llama, sandwich;
+  for (const char* n : {"model.layers.0.post_attention_layernorm.weight"}) llama[n] = norm(n);
+  for (const auto& [hf, canonical] : gemma) sandwich[hf] = norm(hf);
+  EXPECT_FALSE(has_sandwich_norms(llama));
+  EXPECT_TRUE(has_sandwich_norms(sandwich));
+  auto r = canonicalize(llama, NameScheme::kHuggingFace);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->tensors.count("blk.0.ffn_norm"));
+  r = canonicalize(sandwich, NameScheme::kHuggingFace);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  for (const auto& [hf, canonical] : gemma) EXPECT_EQ(r->tensors.at(canonical).name, hf);
+}
+
 TEST(TensorNames, GgufMap) {
   EXPECT_EQ(*canonical_from_gguf("token_embd.weight"), (CanonicalName{"token_embd", -1}));
   EXPECT_EQ(*canonical_from_gguf("output.weight"), (CanonicalName{"output", -1}));

@@ -104,6 +104,10 @@ inline TinyModel make_tiny_model(ModelConfig c) {
       m.add(n(LayerTensor::kAttnQNorm), {c.head_dim}, 0.1f, 1.0f);
       m.add(n(LayerTensor::kAttnKNorm), {c.head_dim}, 0.1f, 1.0f);
     }
+    if (c.post_norms) {
+      m.add(n(LayerTensor::kAttnPostNorm), {h}, 0.1f, 1.0f);
+      m.add(n(LayerTensor::kFfnPostNorm), {h}, 0.1f, 1.0f);
+    }
     if (c.experts > 0) {
       mat(n(LayerTensor::kFfnGateInp), c.experts, h);
       const float s = 1.0f / std::sqrt(static_cast<float>(h));
@@ -148,6 +152,36 @@ inline void set_longrope(ModelConfig* c) {
     c->rope.short_factor.push_back(1.0f + 0.1f * static_cast<float>(i));
     c->rope.long_factor.push_back(1.0f + 0.9f * static_cast<float>(i));
   }
+}
+
+// Gemma 2's features on a tiny config: sqrt(hidden) embeddings, post-norms, GeGLU, a window of 3 on the even
+// layers, q·k scaled by 1/sqrt(24), attention scores capped at 5 and logits at 3 (small enough to bend them). Norm
+// weights as GGUF stores them (offset 0).
+inline void set_gemma2(ModelConfig* c) {
+  c->architecture = "gemma2";
+  c->embedding_scale = std::sqrt(static_cast<float>(c->hidden));
+  c->post_norms = true;
+  c->activation = Activation::kGeluTanh;
+  c->sliding_window = 3;
+  c->sliding_window_pattern = 2;
+  c->attention_scale = 1.0f / std::sqrt(24.0f);
+  c->attn_softcap = 5.0f;
+  c->final_softcap = 3.0f;
+  c->tied_embeddings = true;
+}
+
+// Gemma 3's on top of Gemma 2's: no soft-capping, q/k norms, norms stored as Hugging Face's w of (1 + w), every
+// second layer global on a 1e6 base scaled linearly by 4, the windowed ones on an unscaled 10000 base.
+inline void set_gemma3(ModelConfig* c) {
+  set_gemma2(c);
+  c->architecture = "gemma3";
+  c->attn_softcap = c->final_softcap = 0.0f;
+  c->qk_norm = true;
+  c->norm_weight_offset = 1.0f;
+  c->rope.theta = 1000000.0f;
+  c->rope.scaling = RopeScaling::kLinear;
+  c->rope.factor = 4.0f;
+  c->rope_local_theta = 10000.0f;
 }
 
 // The tiny llama turned into a mixture of experts (4 experts, 2 per token) with per-head q/k norms.

@@ -137,6 +137,14 @@ inline std::vector<Case> cases() {
   ModelConfig phi3 = base_config("phi3");  // fused qkv and gate_up, split and then sliced by every rank
   set_longrope(&phi3);
   out.push_back({"phi3_fused_longrope_q8_0", phi3, FormatId::kQ8_0, 0});
+  // Post-norms after the all-reduce (they need the whole sum), soft-capped scores of each rank's heads, the windowed
+  // layers' own RoPE on the ranks' slices.
+  ModelConfig gemma2 = base_config("gemma2");
+  set_gemma2(&gemma2);
+  out.push_back({"gemma2_softcaps_q8_0", gemma2, FormatId::kQ8_0, 0});
+  ModelConfig gemma3 = base_config("gemma3");
+  set_gemma3(&gemma3);
+  out.push_back({"gemma3_local_global_q4_0", gemma3, FormatId::kQ4_0, 0});
   return out;
 }
 
