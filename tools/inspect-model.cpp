@@ -52,11 +52,21 @@ nlohmann::json model_json(const qrt::ModelConfig& c) {
                       {"ffn", c.ffn},                   {"vocab", c.vocab_size}, {"context", c.context_length},
                       {"norm_eps", c.norm_eps},         {"rope", rope}};
   if (c.sliding_window > 0) m["sliding_window"] = c.sliding_window;
+  // Gemma's features, shown only where a model has them.
+  if (c.sliding_window > 0 && c.sliding_window_pattern > 0) m["global_attention_every"] = c.sliding_window_pattern;
+  if (c.rope_local_theta > 0.0f) m["rope"]["local_theta"] = c.rope_local_theta;
+  if (c.activation == qrt::Activation::kGeluTanh) m["activation"] = "gelu_tanh";
+  if (c.embedding_scale != 1.0f) m["embedding_scale"] = c.embedding_scale;
+  if (c.norm_weight_offset != 0.0f) m["norm_weight_offset"] = c.norm_weight_offset;
+  if (c.attention_scale > 0.0f) m["attention_scale"] = c.attention_scale;
+  if (c.attn_softcap > 0.0f) m["attn_softcap"] = c.attn_softcap;
+  if (c.final_softcap > 0.0f) m["final_softcap"] = c.final_softcap;
   if (c.experts > 0)
     m["experts"] = {
         {"count", c.experts}, {"used", c.experts_used}, {"ffn", c.expert_ffn}, {"normalize", c.normalize_topk}};
   for (auto [flag, on] : {std::pair{"qk_norm", c.qk_norm}, std::pair{"attention_bias", c.attention_bias},
-                          std::pair{"mlp_bias", c.mlp_bias}, std::pair{"tied_embeddings", c.tied_embeddings}})
+                          std::pair{"mlp_bias", c.mlp_bias}, std::pair{"tied_embeddings", c.tied_embeddings},
+                          std::pair{"post_norms", c.post_norms}})
     if (on) m[flag] = true;
   return m;
 }

@@ -109,12 +109,14 @@ def main():
         json.dump({"weight_map": {"a": "../outside.safetensors"}}, f)
     r = inspect(d)
     check("rejects a shard outside the directory", r.returncode != 0 and "not a file name" in r.stderr, r.stderr)
-    # The config as qrt runs it: Phi-3's LongRoPE fields; an architecture qrt does not run, and why.
+    # The config as qrt runs it: Phi-3's LongRoPE fields, Gemma 3's; an architecture qrt does not run, and why.
     from safetensors.numpy import save_file
     for model_type, extra in (("phi3", {"original_max_position_embeddings": 16, "sliding_window": 2047,
                                         "rope_scaling": {"type": "longrope", "short_factor": [1.0] * 8,
                                                          "long_factor": [2.0] * 8}}),
-                              ("gemma2", {})):
+                              ("gemma3_text", {"sliding_window": 512, "query_pre_attn_scalar": 256,
+                                               "rope_scaling": {"rope_type": "linear", "factor": 8.0}}),
+                              ("deepseek_v3", {})):
         d = os.path.join(WORK, "config-" + model_type)
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
@@ -132,9 +134,18 @@ def main():
                   m["rope"].get("original_context") == 16 and m["rope"].get("factor") == 8.0 and
                   m["rope"].get("long_factors") == 8 and
                   abs(m["rope"]["attn_factor"] - (1 + np.log(8) / np.log(16)) ** 0.5) < 1e-6, j)
+        elif model_type == "gemma3_text":
+            m = j.get("model", {})
+            check("inspect-model shows gemma3's features", m.get("architecture") == "gemma3" and
+                  m.get("sliding_window") == 512 and m.get("global_attention_every") == 6 and
+                  m.get("rope", {}).get("local_theta") == 10000.0 and m["rope"].get("theta") == 1000000.0 and
+                  m["rope"].get("scaling") == "linear" and m.get("activation") == "gelu_tanh" and
+                  m.get("embedding_scale") == 8.0 and m.get("norm_weight_offset") == 1.0 and
+                  m.get("post_norms") is True and m.get("qk_norm") is True and m.get("tied_embeddings") is True and
+                  m.get("attention_scale") == 0.0625 and "attn_softcap" not in m, j)
         else:
-            check("inspect-model says why it would not run gemma2", "model" not in j and
-                  'model_type "gemma2"' in j.get("model_unsupported", ""), j)
+            check("inspect-model says why it would not run deepseek_v3", "model" not in j and
+                  'model_type "deepseek_v3"' in j.get("model_unsupported", ""), j)
     print(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 
