@@ -92,6 +92,7 @@ struct AttentionParams {
   float scale = 0.0f;        // on q·k, usually 1/sqrt(head_dim)
   int sliding_window = 0;    // 0 = full causal attention; else q_pos - k_pos < sliding_window
   float softcap = 0.0f;      // > 0: each score s = scale * q·k becomes softcap * tanh(s / softcap) (Gemma 2)
+  const float* sinks = nullptr;  // [heads] backend memory, or null: one more logit per head, value zero (gpt-oss)
 };
 
 // One layer's KV cache: slot s holds the key and value rows of the token at position positions[s].
@@ -270,6 +271,14 @@ class Backend {
 
   // out = gelu_tanh(gate) * up (GeGLU), gelu_tanh(g) = g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g³))).  All [n, d].
   virtual Status gelu_tanh_mul(ConstF32View gate, ConstF32View up, F32View out) = 0;
+
+  // gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit), out = g sigmoid(alpha g) (u + 1).
+  // All [n, d].
+  virtual Status swiglu_clamped_mul(ConstF32View gate, ConstF32View up, float alpha, float limit, F32View out) = 0;
+
+  // y[t * top_k + s] += table[ids[t, s]] (gpt-oss's expert biases). y: [tokens * top_k, d]; table: [experts, d];
+  // ids: [tokens, top_k], device values inside the table (the CPU backend reports one that is not, a GPU skips it).
+  virtual Status add_indexed_rows(F32View y, ConstF32View table, ConstI32View ids) = 0;
 
   // out = s * x (Gemma's embedding scale).  x, out: [n, d]; out may be x.
   virtual Status scale(ConstF32View x, float s, F32View out) = 0;

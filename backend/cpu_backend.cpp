@@ -334,7 +334,7 @@ Status CpuBackend::attention(ConstF32View q, ConstI32View q_positions, const KvL
   if (cache.paged()) QRT_TRY(check_view(cache.block_table, op, "block table"));
   QRT_TRY(op_checks::attention(q, q_positions, cache, keys, p, out));
   QRT_TRY(op_checks::key_count(cache, keys.data[0]));
-  cpu::AttentionShape shape{p.heads, p.kv_heads, p.head_dim, p.scale, p.sliding_window, p.softcap};
+  cpu::AttentionShape shape{p.heads, p.kv_heads, p.head_dim, p.scale, p.sliding_window, p.softcap, p.sinks};
   const int64_t n = keys.data[0];
   if (cache.paged()) {
     // The sequence's slots gathered block by block into one contiguous cache (key_count checked the table).
@@ -380,6 +380,30 @@ Status CpuBackend::gelu_tanh_mul(ConstF32View gate, ConstF32View up, F32View out
   QRT_TRY(check_view(out, op, "out"));
   QRT_TRY(op_checks::same_shape3(op, "gate", gate, "up", up, out));
   cpu::gelu_tanh_mul(gate.data, up.data, gate.numel(), out.data);
+  return ok_status();
+}
+
+Status CpuBackend::swiglu_clamped_mul(ConstF32View gate, ConstF32View up, float alpha, float limit, F32View out) {
+  const char* op = "swiglu_clamped_mul";
+  QRT_TRY(check_view(gate, op, "gate"));
+  QRT_TRY(check_view(up, op, "up"));
+  QRT_TRY(check_view(out, op, "out"));
+  QRT_TRY(op_checks::same_shape3(op, "gate", gate, "up", up, out));
+  cpu::swiglu_clamped_mul(gate.data, up.data, gate.numel(), alpha, limit, out.data);
+  return ok_status();
+}
+
+Status CpuBackend::add_indexed_rows(F32View y, ConstF32View table, ConstI32View ids) {
+  const char* op = "add_indexed_rows";
+  QRT_TRY(check_view(y, op, "y"));
+  QRT_TRY(check_view(table, op, "table"));
+  QRT_TRY(check_view(ids, op, "ids"));
+  QRT_TRY(op_checks::add_indexed_rows(y, table, ids));
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    if (ids.data[i] < 0 || ids.data[i] >= table.rows)
+      return out_of_range("add_indexed_rows: id " + std::to_string(ids.data[i]) + " outside the table's " +
+                          std::to_string(table.rows) + " rows");
+  cpu::add_indexed_rows(y.data, table.data, ids.data, ids.rows, static_cast<int>(ids.cols), y.cols);
   return ok_status();
 }
 

@@ -47,6 +47,8 @@ class CpuBackend final : public Backend {
                    const AttentionParams& params, F32View out) override;
   Status silu_mul(ConstF32View gate, ConstF32View up, F32View out) override;
   Status gelu_tanh_mul(ConstF32View gate, ConstF32View up, F32View out) override;
+  Status swiglu_clamped_mul(ConstF32View gate, ConstF32View up, float alpha, float limit, F32View out) override;
+  Status add_indexed_rows(F32View y, ConstF32View table, ConstI32View ids) override;
   Status scale(ConstF32View x, float s, F32View out) override;
   Status softcap(ConstF32View x, float cap, F32View out) override;
   Status add(ConstF32View a, ConstF32View b, F32View out) override;

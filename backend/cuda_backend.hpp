@@ -80,6 +80,8 @@ class CudaBackend final : public Backend {
   uint64_t attention_batch_workspace_bytes(int64_t items, const AttentionParams& params, int64_t slots) const override;
   Status silu_mul(ConstF32View gate, ConstF32View up, F32View out) override;
   Status gelu_tanh_mul(ConstF32View gate, ConstF32View up, F32View out) override;
+  Status swiglu_clamped_mul(ConstF32View gate, ConstF32View up, float alpha, float limit, F32View out) override;
+  Status add_indexed_rows(F32View y, ConstF32View table, ConstI32View ids) override;
   Status scale(ConstF32View x, float s, F32View out) override;
   Status softcap(ConstF32View x, float cap, F32View out) override;
   bool supports_graphs() const override { return true; }
@@ -138,8 +140,10 @@ class CudaBackend final : public Backend {
   // The device ranges of attention's and attention_batch's views (q, positions, key counts, out, the cache arrays).
   Status check_attention_views(const char* op, ConstF32View q, ConstI32View q_positions, ConstI32View keys,
                                F32View out, const KvLayerView& cache) const;
-  // silu_mul and gelu_tanh_mul: the same checks and fused q8 output, one kernel template.
-  Status gated_activation(bool gelu_tanh, ConstF32View gate, ConstF32View up, F32View out);
+  // silu_mul, gelu_tanh_mul and swiglu_clamped_mul: the same checks and fused q8 output, one kernel template.
+  enum class Gate { kSilu, kGeluTanh, kSwigluClamped };
+  Status gated_activation(Gate gate_fn, ConstF32View gate, ConstF32View up, F32View out, float alpha = 0.0f,
+                          float limit = 0.0f);
   // kv_write's shape checks and the device ranges of its views (shared with rope_kv_write).
   Status check_kv_write(const char* op, const KvLayerView& cache, ConstI32View slots, ConstI32View positions,
                         ConstF32View k, ConstF32View v) const;

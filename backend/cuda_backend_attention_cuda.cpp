@@ -84,6 +84,8 @@ Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const Kv
   kernels::AttentionShape shape{q.rows,  cache.slots(),    p.heads,      p.kv_heads, p.head_dim,
                                 p.scale, p.sliding_window, cache.k.type, pages};
   shape.softcap = p.softcap;
+  shape.sinks = p.sinks;
+  if (p.sinks != nullptr) QRT_TRY(check_range(p.sinks, uint64_t(p.heads) * sizeof(float), op, "sinks"));
   // A prompt over a 16-bit cache: tensor cores, FlashAttention-2 style.
   if (kernels::attention_prefill_tc_applies(shape, ctx_->props().shared_mem_per_block_optin))
     return kernels::attention_prefill_tc(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data,
@@ -109,6 +111,7 @@ static kernels::AttentionShape batch_attention_shape(int64_t items, const Attent
   kernels::AttentionShape shape{items, slots, p.heads, p.kv_heads, p.head_dim, p.scale, p.sliding_window,
                                 type,  pages, table_blocks};
   shape.softcap = p.softcap;
+  shape.sinks = p.sinks;
   return shape;
 }
 
@@ -128,6 +131,7 @@ Status CudaBackend::attention_batch(ConstF32View q, ConstI32View q_positions, co
   QRT_TRY(check_attention_views(op, q, q_positions, keys, out, pool));
   QRT_TRY(check_view(tables, op, "tables"));
   QRT_TRY(check_range(ws.ptr, plan.workspace_bytes, op, "attention workspace"));
+  if (p.sinks != nullptr) QRT_TRY(check_range(p.sinks, uint64_t(p.heads) * sizeof(float), op, "sinks"));
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   return kernels::attention_split(q.data, q_positions.data, pool.k.data, pool.v.data, pool.positions.data,
                                   keys.data, shape, plan, static_cast<float*>(ws.ptr), out.data,

@@ -546,26 +546,49 @@ Status CudaBackend::rope(F32View x, int heads, ConstI32View positions, const Rop
 }
 
 Status CudaBackend::silu_mul(ConstF32View gate, ConstF32View up, F32View out) {
-  return gated_activation(false, gate, up, out);
+  return gated_activation(Gate::kSilu, gate, up, out);
 }
 
 Status CudaBackend::gelu_tanh_mul(ConstF32View gate, ConstF32View up, F32View out) {
-  return gated_activation(true, gate, up, out);
+  return gated_activation(Gate::kGeluTanh, gate, up, out);
 }
 
-Status CudaBackend::gated_activation(bool gelu_tanh, ConstF32View gate, ConstF32View up, F32View out) {
+Status CudaBackend::swiglu_clamped_mul(ConstF32View gate, ConstF32View up, float alpha, float limit, F32View out) {
+  return gated_activation(Gate::kSwigluClamped, gate, up, out, alpha, limit);
+}
+
+Status CudaBackend::gated_activation(Gate act, ConstF32View gate, ConstF32View up, F32View out, float alpha,
+                                     float limit) {
   forget_q8_source();
-  const char* op = gelu_tanh ? "gelu_tanh_mul" : "silu_mul";
+  const char* op = act == Gate::kGeluTanh        ? "gelu_tanh_mul"
+                   : act == Gate::kSwigluClamped ? "swiglu_clamped_mul"
+                                                 : "silu_mul";
   QRT_TRY(op_checks::same_shape3(op, "gate", gate, "up", up, out));
   QRT_TRY(check_view(gate, op, "gate"));
   QRT_TRY(check_view(up, op, "up"));
   QRT_TRY(check_view(out, op, "out"));
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   const kernels::Q8Activations q8 = fused_q8_output(out);
-  const auto launch = gelu_tanh ? kernels::gelu_tanh_mul : kernels::silu_mul;
-  QRT_TRY(launch(gate.data, up.data, gate.numel(), out.data, ctx_->compute_stream(), q8));
+  const cudaStream_t stream = ctx_->compute_stream();
+  if (act == Gate::kSwigluClamped) {
+    QRT_TRY(kernels::swiglu_clamped_mul(gate.data, up.data, gate.numel(), alpha, limit, out.data, stream, q8));
+  } else {
+    const auto launch = act == Gate::kGeluTanh ? kernels::gelu_tanh_mul : kernels::silu_mul;
+    QRT_TRY(launch(gate.data, up.data, gate.numel(), out.data, stream, q8));
+  }
   if (q8.codes != nullptr) remember_q8_source(out);
   return ok_status();
+}
+
+Status CudaBackend::add_indexed_rows(F32View y, ConstF32View table, ConstI32View ids) {
+  forget_q8_source();
+  const char* op = "add_indexed_rows";
+  QRT_TRY(op_checks::add_indexed_rows(y, table, ids));
+  QRT_TRY(check_view(y, op, "y"));
+  QRT_TRY(check_view(table, op, "table"));
+  QRT_TRY(check_view(ids, op, "ids"));
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  return kernels::add_indexed_rows(y.data, table.data, table.rows, ids.data, y.rows, y.cols, ctx_->compute_stream());
 }
 
 Status CudaBackend::scale(ConstF32View x, float s, F32View out) {

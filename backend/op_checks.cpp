@@ -177,6 +177,13 @@ Status same_shape3(const char* op, const char* a_name, ConstF32View a, const cha
   return check_non_negative(a, op, a_name);
 }
 
+Status add_indexed_rows(F32View y, ConstF32View table, ConstI32View ids) {
+  const char* op = "add_indexed_rows";
+  if (ids.rows * ids.cols != y.rows || table.cols != y.cols || table.rows <= 0)
+    return shape_error(op, "y " + view_string(y) + ", table " + view_string(table) + ", ids " + view_string(ids));
+  return check_non_negative(y, op, "y");
+}
+
 Status elementwise(const char* op, ConstF32View x, F32View out) {
   if (out.rows != x.rows || out.cols != x.cols)
     return shape_error(op, "x " + view_string(x) + ", out " + view_string(out));

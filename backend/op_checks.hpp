@@ -75,6 +75,8 @@ Status key_count(const KvLayerView& cache, int64_t keys);
 // gate, up, out: [n, d] (silu_mul); a, b, out: [n, d] (add).
 Status same_shape3(const char* op, const char* a_name, ConstF32View a, const char* b_name, ConstF32View b,
                    F32View out);
+// y: [tokens * top_k, d]; table: [experts, d]; ids: [tokens, top_k].
+Status add_indexed_rows(F32View y, ConstF32View table, ConstI32View ids);
 // x, out: [n, d] (scale; softcap also needs a positive finite cap).
 Status elementwise(const char* op, ConstF32View x, F32View out);
 Status softcap(ConstF32View x, float cap, F32View out);

@@ -75,6 +75,7 @@ Result<ModelSource> open_hf_checkpoint(const std::string& dir_path) {
     QRT_ASSIGN_OR_RETURN(SafetensorsFile f, read_safetensors(file));
     for (const SafetensorsEntry& e : f.entries) {
       if (ends_with(e.name, "_scale_inv") || ends_with(e.name, ".input_scale")) continue;  // companions, activations
+      if (e.dtype == quant::ScalarType::kU8 && ends_with(e.name, "_scales")) continue;    // MXFP4 companions
       if (src.tensors.count(e.name)) return format_error(file + ": tensor '" + e.name + "' appears in two shards");
       if (e.dtype == quant::ScalarType::kF8_E4M3) {
         // Block-wise FP8: the scale companion may live in any shard, so look it up after all shards are read.
@@ -87,6 +88,23 @@ Result<ModelSource> open_hf_checkpoint(const std::string& dir_path) {
         src.tensors.emplace(e.name, std::move(t));
         continue;
       }
+      if (e.dtype == quant::ScalarType::kU8 && ends_with(e.name, "_blocks")) {
+        // gpt-oss's MXFP4 experts: "<name>_blocks" [.., rows, blocks, 16] of E2M1 pairs and "<name>_scales"
+        // [.., rows, blocks] of E8M0 exponents, UQFF's MXFP4 layout (spec/uqff.md §3.3), as tensor <name>.
+        if (e.shape.size() < 3 || e.shape.back() != 16)
+          return format_error(file + ": MXFP4 blocks '" + e.name + "' must end in a dimension of 16 bytes");
+        QuantTensor t;
+        t.name = e.name.substr(0, e.name.size() - std::string("_blocks").size());
+        t.format = quant::FormatId::kMXFP4;
+        t.shape.assign(e.shape.begin(), e.shape.end() - 2);
+        t.shape.push_back(e.shape[e.shape.size() - 2] * 32);
+        t.data = e.data;
+        t.file = file;
+        if (src.tensors.count(t.name)) return format_error(file + ": tensor '" + t.name + "' appears twice");
+        const std::string name = t.name;
+        src.tensors.emplace(name, std::move(t));
+        continue;
+      }
       auto t = dense_quant_tensor(e, file);
       if (!t.ok()) return t.status();
       src.tensors.emplace(e.name, std::move(*t));
@@ -94,9 +112,22 @@ Result<ModelSource> open_hf_checkpoint(const std::string& dir_path) {
     src.keep_alive.push_back(f.mapping);
     // FP8 scale companions may sit in any shard: collect them, attach once every shard is read.
     for (const SafetensorsEntry& e : f.entries)
-      if (ends_with(e.name, "_scale_inv")) scales.push_back({e, file});
+      if (ends_with(e.name, "_scale_inv") || (e.dtype == quant::ScalarType::kU8 && ends_with(e.name, "_scales")))
+        scales.push_back({e, file});
   }
   for (const auto& [e, file] : scales) {
+    if (ends_with(e.name, "_scales")) {
+      const std::string weight = e.name.substr(0, e.name.size() - std::string("_scales").size());
+      auto it = src.tensors.find(weight);
+      if (it == src.tensors.end() || it->second.format != quant::FormatId::kMXFP4)
+        return format_error(file + ": '" + e.name + "' has no MXFP4 blocks '" + weight + "_blocks'");
+      const QuantTensor& t = it->second;
+      if (t.data.size != static_cast<uint64_t>(t.numel()) / 2 || e.data.size != static_cast<uint64_t>(t.numel()) / 32)
+        return format_error(file + ": '" + e.name + "' (" + std::to_string(e.data.size) + " bytes) does not match '" +
+                            weight + "_blocks' (" + std::to_string(t.data.size) + " bytes)");
+      it->second.scales = e.data;
+      continue;
+    }
     const std::string weight = e.name.substr(0, e.name.size() - std::string("_scale_inv").size());
     auto it = src.tensors.find(weight);
     if (it == src.tensors.end() || it->second.format != quant::FormatId::kFP8_BLOCK)
@@ -106,6 +137,8 @@ Result<ModelSource> open_hf_checkpoint(const std::string& dir_path) {
     it->second.params.scale_type = quant::ScalarType::kF32;
   }
   for (const auto& [name, t] : src.tensors) {
+    if (t.format == quant::FormatId::kMXFP4 && t.scales.empty())
+      return format_error(dir_path + ": MXFP4 blocks '" + name + "_blocks' have no '" + name + "_scales'");
     if (t.format != quant::FormatId::kFP8_BLOCK) continue;
     if (t.scales.empty()) return format_error(dir_path + ": FP8 weight '" + name + "' has no weight_scale_inv");
     if (t.shape.size() != 2) return format_error(dir_path + ": FP8 weight '" + name + "' must be 2-D");

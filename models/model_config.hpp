@@ -12,9 +12,10 @@ namespace qrt {
 
 enum class RopeScaling { kNone, kLinear, kLlama3, kYarn, kLongRope };
 
-// The MLP's gate activation: SwiGLU's silu, or GeGLU with the tanh approximation of GELU (Gemma's
-// gelu_pytorch_tanh).
-enum class Activation { kSilu, kGeluTanh };
+// The MLP's gate activation: SwiGLU's silu, GeGLU with the tanh approximation of GELU (Gemma's
+// gelu_pytorch_tanh), or gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit),
+// out = g * sigmoid(alpha * g) * (u + 1).
+enum class Activation { kSilu, kGeluTanh, kSwigluClamped };
 
 struct RopeConfig {
   RopeLayout layout = RopeLayout::kHalfSplit;
@@ -29,6 +30,7 @@ struct RopeConfig {
   // YaRN
   float yarn_beta_fast = 32.0f;
   float yarn_beta_slow = 1.0f;
+  bool yarn_truncate = true;  // floor / ceil the correction range (Hugging Face's default; gpt-oss sets false)
   float attn_factor = 1.0f;
   // LongRoPE (Phi-3): a divisor per rotary pair, the short set within original_context and the long set beyond
   // (GGUF: the rope_factors_short / rope_factors_long tensors); cos/sin scaled by attn_factor.
@@ -37,7 +39,7 @@ struct RopeConfig {
 };
 
 struct ModelConfig {
-  // "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3moe", "phi3", "gemma2", "gemma3" (for reports only)
+  // "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3moe", "phi3", "gemma2", "gemma3", "gpt-oss" (reports only)
   std::string architecture;
   int vocab_size = 0;
   int hidden = 0;
@@ -72,6 +74,13 @@ struct ModelConfig {
   float attn_softcap = 0.0f;
   float final_softcap = 0.0f;
   Activation activation = Activation::kSilu;
+  float swiglu_alpha = 1.702f;  // kSwigluClamped's
+  float swiglu_limit = 7.0f;
+  // gpt-oss: a learned logit per query head joins each softmax (attention sinks); biases on the router and on every
+  // expert's projections.
+  bool attention_sinks = false;
+  bool router_bias = false;
+  bool expert_bias = false;
   // Mixture of experts (0 experts = dense MLP)
   int experts = 0;
   int experts_used = 0;

@@ -70,8 +70,12 @@ Result<RopeTable> make_rope_table(const RopeConfig& rope, int head_dim, const st
     case RopeScaling::kYarn: {
       if (rope.original_context <= 0)
         return invalid_argument("rope: yarn scaling needs original_context > 0");
-      double low = std::floor(yarn_correction_dim(rope.yarn_beta_fast, rot, base, rope.original_context));
-      double high = std::ceil(yarn_correction_dim(rope.yarn_beta_slow, rot, base, rope.original_context));
+      double low = yarn_correction_dim(rope.yarn_beta_fast, rot, base, rope.original_context);
+      double high = yarn_correction_dim(rope.yarn_beta_slow, rot, base, rope.original_context);
+      if (rope.yarn_truncate) {  // Hugging Face's default (and llama.cpp's only behaviour); gpt-oss keeps fractions
+        low = std::floor(low);
+        high = std::ceil(high);
+      }
       low = std::max(low, 0.0);
       high = std::min(high, static_cast<double>(rot - 1));
       if (low == high) high += 0.001;  // avoid a zero-width ramp

@@ -1,8 +1,11 @@
 #include "models/tensor_names.hpp"
 
+#include "models/gpt_oss_experts.hpp"
+
 #include <array>
 #include <cstring>
 #include <map>
+#include <set>
 #include <utility>
 
 namespace qrt::names {
@@ -13,7 +16,7 @@ struct SuffixEntry {
   std::string_view suffix;
 };
 
-constexpr std::array<SuffixEntry, 19> kLayerSuffixes = {{
+constexpr std::array<SuffixEntry, 20> kLayerSuffixes = {{
     {LayerTensor::kAttnNorm, "attn_norm"},
     {LayerTensor::kAttnQ, "attn_q"},
     {LayerTensor::kAttnK, "attn_k"},
@@ -33,6 +36,7 @@ constexpr std::array<SuffixEntry, 19> kLayerSuffixes = {{
     {LayerTensor::kFfnGateUp, "ffn_gate_up"},
     {LayerTensor::kAttnPostNorm, "post_attention_norm"},
     {LayerTensor::kFfnPostNorm, "post_ffw_norm"},
+    {LayerTensor::kAttnSinks, "attn_sinks"},
 }};
 
 // Hugging Face module paths inside model.layers.N (without .weight/.bias).
@@ -40,7 +44,7 @@ struct HfEntry {
   std::string_view hf;
   LayerTensor tensor;
 };
-constexpr std::array<HfEntry, 17> kHfLayerModules = {{
+constexpr std::array<HfEntry, 18> kHfLayerModules = {{
     {"input_layernorm", LayerTensor::kAttnNorm},
     {"post_attention_layernorm", LayerTensor::kFfnNorm},  // kAttnPostNorm with sandwich norms
     {"pre_feedforward_layernorm", LayerTensor::kFfnNorm},  // Gemma
@@ -58,6 +62,7 @@ constexpr std::array<HfEntry, 17> kHfLayerModules = {{
     {"block_sparse_moe.gate", LayerTensor::kFfnGateInp},  // Mixtral router
     {"self_attn.qkv_proj", LayerTensor::kAttnQkv},        // Phi-3
     {"mlp.gate_up_proj", LayerTensor::kFfnGateUp},
+    {"mlp.router", LayerTensor::kFfnGateInp},  // gpt-oss router (with a bias)
 }};
 
 // Per-expert projections: "<prefix>.E.<proj>".
@@ -150,6 +155,11 @@ bool has_sandwich_norms(const TensorTable& hf_tensors) {
 }
 
 std::optional<CanonicalName> canonical_from_hf(std::string_view hf_name, bool sandwich_norms) {
+  // gpt-oss's sink logits are a parameter without a ".weight" suffix.
+  if (std::string_view rest = hf_name; consume(rest, "model.layers.")) {
+    const auto layer = consume_index(rest);
+    if (layer && rest == "self_attn.sinks") return make(layer_tensor(*layer, LayerTensor::kAttnSinks), false);
+  }
   auto split = split_param(hf_name);
   if (!split) return std::nullopt;
   auto [base, is_bias] = *split;
@@ -207,7 +217,12 @@ Result<CanonicalTensors> canonicalize(const TensorTable& source, NameScheme sche
   // canonical stacked name -> expert index -> file tensor
   std::map<std::string, std::map<int, const QuantTensor*>> expert_slices;
   const bool sandwich = scheme == NameScheme::kHuggingFace && has_sandwich_norms(source);
+  std::set<std::string> converted;  // gpt-oss experts, already in out.tensors
+  if (scheme == NameScheme::kHuggingFace) {
+    QRT_ASSIGN_OR_RETURN(converted, canonical_gpt_oss_experts(source, &out));
+  }
   for (const auto& [file_name, tensor] : source) {
+    if (converted.count(file_name)) continue;
     auto canonical =
         scheme == NameScheme::kHuggingFace ? canonical_from_hf(file_name, sandwich) : canonical_from_gguf(file_name);
     if (!canonical) {

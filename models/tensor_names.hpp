@@ -6,6 +6,7 @@
 //   blk.N.attn_k_norm, blk.N.ffn_norm, blk.N.ffn_gate, blk.N.ffn_up, blk.N.ffn_down, blk.N.ffn_gate_inp,
 //   blk.N.ffn_gate_exps, blk.N.ffn_up_exps, blk.N.ffn_down_exps        (+ ".bias" for biases)
 //   blk.N.post_attention_norm, blk.N.post_ffw_norm: Gemma's norms on the attention and MLP outputs
+//   blk.N.attn_sinks: gpt-oss's per-head sink logits; blk.N.ffn_*_exps.bias: its expert biases
 //   blk.N.attn_qkv, blk.N.ffn_gate_up: fused projections, split before use
 //
 // Expert tensors are stacked: blk.N.ffn_gate_exps is [experts, expert_ffn, hidden]. Hugging Face MoE
@@ -54,6 +55,7 @@ enum class LayerTensor {
   // Gemma's post-norms on the attention and MLP outputs, before the residual adds.
   kAttnPostNorm,
   kFfnPostNorm,
+  kAttnSinks,  // gpt-oss: one logit per query head [heads]
 };
 
 // "attn_q", "ffn_gate_exps", ...

@@ -37,6 +37,10 @@ struct Transformer::Layer {
   WeightHandle ffn_norm, gate, up, down, gate_bias, up_bias, down_bias;
   WeightHandle attn_post_norm, ffn_post_norm;  // Gemma's norms on the block outputs
   bool windowed = false;                       // attends through config.sliding_window (its local RoPE with it)
+  // gpt-oss: this rank's heads' sink logits [heads_], the router's bias, and the expert biases as [experts, width]
+  // tables (gate / up: this rank's columns; down: on rank 0 when the experts are split, whose sum it joins once).
+  ScopedBuffer sinks, gate_exps_bias, up_exps_bias, down_exps_bias;
+  WeightHandle router_bias;
   WeightHandle router, gate_exps, up_exps, down_exps;
   int64_t expert_ffn = 0;          // this rank's expert intermediate width
   bool experts_replicated = false;  // every rank holds whole experts: the MoE output needs no all-reduce
@@ -176,6 +180,32 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
     if (options.on_tensor_loaded) options.on_tensor_loaded(t.bytes());
     return h;
   };
+  // A small tensor's values on the host (sinks, expert biases), consumed; and floats uploaded to a device buffer.
+  auto host_values = [&](const std::string& name, std::vector<int64_t> shape) -> Result<std::vector<float>> {
+    auto it = tensors.find(name);
+    if (it == tensors.end()) return not_found("tensor " + name + " " + shape_string(shape) + " is missing");
+    const QuantTensor& t = it->second;
+    if (t.shape != shape)
+      return invalid_argument("tensor " + name + " (" + t.name + "): expected shape " + shape_string(shape) +
+                              ", found " + shape_string(t.shape));
+    auto parts = cpu::part_sizes(t.format, t.rows(), t.cols(), t.params);
+    if (!parts.ok()) return parts.status().with_context("tensor " + t.name);
+    if (parts->data != t.data.size || parts->scales != t.scales.size || parts->biases != t.biases.size ||
+        (t.data.size && !t.data.data))
+      return format_error("tensor " + t.name + ": part sizes do not match its format and shape");
+    std::vector<float> values(static_cast<size_t>(t.numel()));
+    quant::QuantView view = t.view();
+    view.rows = t.rows();
+    QRT_TRY(cpu::dequantize(t.format, view, values.data()));
+    consumed.insert(name);
+    if (options.on_tensor_loaded) options.on_tensor_loaded(t.bytes());
+    return values;
+  };
+  auto upload_floats = [&](const std::vector<float>& values) -> Result<ScopedBuffer> {
+    QRT_ASSIGN_OR_RETURN(ScopedBuffer buffer, allocate_scoped(backend_, values.size() * sizeof(float)));
+    QRT_TRY(backend_.upload(values.data(), buffer.buffer().ptr, values.size() * sizeof(float)));
+    return buffer;
+  };
   // Row-parallel biases enter the sum once, through rank 0's partial; the other ranks leave them out.
   auto take_reduced_bias = [&](const std::string& name, std::vector<int64_t> shape) -> Result<WeightHandle> {
     if (rank == 0) return take(name, std::move(shape), true);
@@ -224,7 +254,16 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
       QRT_ASSIGN_OR_RETURN(L.q_norm, take_norm(n(LayerTensor::kAttnQNorm), head_dim_));
       QRT_ASSIGN_OR_RETURN(L.k_norm, take_norm(n(LayerTensor::kAttnKNorm), head_dim_));
     }
-    QRT_ASSIGN_OR_RETURN(L.ffn_norm, take_norm(n(LayerTensor::kFfnNorm), hidden));
+    // llama.cpp's gpt-oss GGUF stores the MLP's input norm as post_attention_norm (no Gemma post-norms there).
+    const bool ffn_norm_as_post = !c.post_norms && !tensors.count(n(LayerTensor::kFfnNorm)) &&
+                                  tensors.count(n(LayerTensor::kAttnPostNorm));
+    QRT_ASSIGN_OR_RETURN(L.ffn_norm,
+                         take_norm(n(ffn_norm_as_post ? LayerTensor::kAttnPostNorm : LayerTensor::kFfnNorm), hidden));
+    if (c.attention_sinks) {
+      QRT_ASSIGN_OR_RETURN(std::vector<float> sinks, host_values(n(LayerTensor::kAttnSinks), {c.heads}));
+      QRT_ASSIGN_OR_RETURN(L.sinks, upload_floats(std::vector<float>(sinks.begin() + int64_t{rank} * heads_,
+                                                                     sinks.begin() + int64_t{rank + 1} * heads_)));
+    }
     if (c.post_norms) {
       QRT_ASSIGN_OR_RETURN(L.attn_post_norm, take_norm(n(LayerTensor::kAttnPostNorm), hidden));
       QRT_ASSIGN_OR_RETURN(L.ffn_post_norm, take_norm(n(LayerTensor::kFfnPostNorm), hidden));
@@ -260,6 +299,25 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
       QRT_ASSIGN_OR_RETURN(L.gate_exps, take(n(LayerTensor::kFfnGateExps), {e, f, hidden}, true, gate_up_rows));
       QRT_ASSIGN_OR_RETURN(L.up_exps, take(n(LayerTensor::kFfnUpExps), {e, f, hidden}, true, gate_up_rows));
       QRT_ASSIGN_OR_RETURN(L.down_exps, take(n(LayerTensor::kFfnDownExps), {e, hidden, f}, true, down_cols));
+      if (c.router_bias) {
+        QRT_ASSIGN_OR_RETURN(L.router_bias, take(b(LayerTensor::kFfnGateInp), {e}, true));
+      }
+      if (c.expert_bias) {
+        // Each expert's columns of this rank (all of them when the experts are replicated).
+        const int64_t first = gate_up_rows ? gate_up_rows->start : 0, width = L.expert_ffn;
+        for (auto [tensor, out] : {std::pair{LayerTensor::kFfnGateExps, &L.gate_exps_bias},
+                                   std::pair{LayerTensor::kFfnUpExps, &L.up_exps_bias}}) {
+          QRT_ASSIGN_OR_RETURN(std::vector<float> all, host_values(b(tensor), {e, f}));
+          std::vector<float> mine(static_cast<size_t>(e * width));
+          for (int64_t x = 0; x < e; ++x)
+            std::copy_n(all.begin() + x * f + first, width, mine.begin() + x * width);
+          QRT_ASSIGN_OR_RETURN(*out, upload_floats(mine));
+        }
+        QRT_ASSIGN_OR_RETURN(std::vector<float> down_bias, host_values(b(LayerTensor::kFfnDownExps), {e, hidden}));
+        if (L.experts_replicated || rank == 0) {
+          QRT_ASSIGN_OR_RETURN(L.down_exps_bias, upload_floats(down_bias));
+        }
+      }
     } else {
       QRT_ASSIGN_OR_RETURN(L.gate, take(n(LayerTensor::kFfnGate), {c.ffn, hidden}, true, ffn_rows));
       QRT_ASSIGN_OR_RETURN(L.up, take(n(LayerTensor::kFfnUp), {c.ffn, hidden}, true, ffn_rows));
@@ -555,7 +613,10 @@ AttentionParams Transformer::attention_params(int layer_index) const {
   const ModelConfig& c = config_;
   const bool windowed = layers_[static_cast<size_t>(layer_index)].windowed;
   const float scale = c.attention_scale > 0.0f ? c.attention_scale : static_cast<float>(1.0 / std::sqrt(head_dim_));
-  return {heads_, kv_heads_, head_dim_, scale, windowed ? c.sliding_window : 0, c.attn_softcap};
+  const ScopedBuffer& sinks = layers_[static_cast<size_t>(layer_index)].sinks;
+  return {heads_,         kv_heads_,    head_dim_,
+          scale,          windowed ? c.sliding_window : 0,
+          c.attn_softcap, sinks.buffer().ptr ? static_cast<const float*>(sinks.buffer().ptr) : nullptr};
 }
 
 Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int layer_index,
@@ -630,14 +691,23 @@ Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<cons
     const int64_t top_k = c.experts_used;
     const F32View router = f32(kRouter, n, c.experts), weights = f32(kExpertW, n, top_k);
     const I32View ids = scratch[kExpertIds].view<int32_t>(n, top_k);
-    QRT_TRY(be.linear(h, L.router, WeightHandle{}, router));
+    QRT_TRY(be.linear(h, L.router, L.router_bias, router));
     QRT_TRY(be.moe_route(router, c.normalize_topk, ids, weights));
     const F32View gate = f32(kGate, n * top_k, L.expert_ffn), up = f32(kUp, n * top_k, L.expert_ffn);
     const F32View expert_out = f32(kExpertOut, n * top_k, hidden);
     QRT_TRY(be.linear_experts(h, L.gate_exps, ids, gate));
     QRT_TRY(be.linear_experts(h, L.up_exps, ids, up));
+    const auto bias_table = [&](const ScopedBuffer& b, int64_t width) {
+      return b.view<const float>(c.experts, width);
+    };
+    if (c.expert_bias) {
+      QRT_TRY(be.add_indexed_rows(gate, bias_table(L.gate_exps_bias, L.expert_ffn), ids));
+      QRT_TRY(be.add_indexed_rows(up, bias_table(L.up_exps_bias, L.expert_ffn), ids));
+    }
     QRT_TRY(gated_activation(gate, up));
     QRT_TRY(be.linear_experts(gate, L.down_exps, ids, expert_out));
+    if (L.down_exps_bias.buffer().ptr != nullptr)
+      QRT_TRY(be.add_indexed_rows(expert_out, bias_table(L.down_exps_bias, hidden), ids));
     QRT_TRY(be.moe_combine(expert_out, weights, proj));
   }
   if (!L.experts_replicated) QRT_TRY(be.all_reduce_sum(proj));
@@ -651,6 +721,8 @@ Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<cons
 
 Status Transformer::gated_activation(F32View gate, ConstF32View up) {
   if (config_.activation == Activation::kGeluTanh) return backend_.gelu_tanh_mul(gate, up, gate);
+  if (config_.activation == Activation::kSwigluClamped)
+    return backend_.swiglu_clamped_mul(gate, up, config_.swiglu_alpha, config_.swiglu_limit, gate);
   return backend_.silu_mul(gate, up, gate);
 }
 

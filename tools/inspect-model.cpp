@@ -56,6 +56,11 @@ nlohmann::json model_json(const qrt::ModelConfig& c) {
   if (c.sliding_window > 0 && c.sliding_window_pattern > 0) m["global_attention_every"] = c.sliding_window_pattern;
   if (c.rope_local_theta > 0.0f) m["rope"]["local_theta"] = c.rope_local_theta;
   if (c.activation == qrt::Activation::kGeluTanh) m["activation"] = "gelu_tanh";
+  if (c.activation == qrt::Activation::kSwigluClamped) {
+    m["activation"] = "swiglu_clamped";
+    m["swiglu_limit"] = c.swiglu_limit;
+  }
+  if (c.rope.scaling == qrt::RopeScaling::kYarn && !c.rope.yarn_truncate) m["rope"]["yarn_truncate"] = false;
   if (c.embedding_scale != 1.0f) m["embedding_scale"] = c.embedding_scale;
   if (c.norm_weight_offset != 0.0f) m["norm_weight_offset"] = c.norm_weight_offset;
   if (c.attention_scale > 0.0f) m["attention_scale"] = c.attention_scale;
@@ -66,7 +71,8 @@ nlohmann::json model_json(const qrt::ModelConfig& c) {
         {"count", c.experts}, {"used", c.experts_used}, {"ffn", c.expert_ffn}, {"normalize", c.normalize_topk}};
   for (auto [flag, on] : {std::pair{"qk_norm", c.qk_norm}, std::pair{"attention_bias", c.attention_bias},
                           std::pair{"mlp_bias", c.mlp_bias}, std::pair{"tied_embeddings", c.tied_embeddings},
-                          std::pair{"post_norms", c.post_norms}})
+                          std::pair{"post_norms", c.post_norms}, std::pair{"attention_sinks", c.attention_sinks},
+                          std::pair{"router_bias", c.router_bias}, std::pair{"expert_bias", c.expert_bias}})
     if (on) m[flag] = true;
   return m;
 }

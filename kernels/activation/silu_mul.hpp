@@ -22,4 +22,8 @@ Status silu_mul(const float* gate, const float* up, int64_t n, float* out, cudaS
 Status gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream,
                      Q8Activations q8 = {});
 
+// gpt-oss's: out = g sigmoid(alpha g) (u + 1), g = min(gate, limit), u = clamp(up, -limit, limit).
+Status swiglu_clamped_mul(const float* gate, const float* up, int64_t n, float alpha, float limit, float* out,
+                          cudaStream_t stream, Q8Activations q8 = {});
+
 }  // namespace qrt::kernels

@@ -62,8 +62,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const float* __rest
       acc[d] = 0.0f;
     }
     if (threadIdx.x == 0) {
-      run_max = -INFINITY;
-      run_denom = 0.0f;
+      run_max = s.sinks != nullptr ? s.sinks[h] : -INFINITY;  // the sink: a logit with a zero value
+      run_denom = s.sinks != nullptr ? 1.0f : 0.0f;
     }
     const int64_t qp = q_pos[t];
     __syncthreads();

@@ -33,6 +33,9 @@ struct AttentionShape {
   // sequence of key_count[0] and pages.table.
   int64_t table_stride = 0;
   float softcap = 0.0f;  // > 0: each scaled score s becomes softcap * tanh(s / softcap) (Gemma 2)
+  // [heads] on the device, or null: head h's softmax has one more logit, sinks[h], whose value is zero (gpt-oss).
+  // Every kernel starts its running max at the sink and its running sum at 1.
+  const float* sinks = nullptr;
 };
 
 // Dynamic shared memory the kernel needs for this head_dim; the caller checks it against the device's

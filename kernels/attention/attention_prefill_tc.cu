@@ -142,8 +142,8 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_tc_kernel(
   }
   for (int r = tid; r < kRows; r += kThreads) {
     q_pos_s[r] = r < rows ? q_pos[t0 + r] : -1;
-    row_max[r] = -INFINITY;
-    row_sum[r] = 0.0f;
+    row_max[r] = s.sinks != nullptr ? s.sinks[h] : -INFINITY;  // the sink: a logit with a zero value
+    row_sum[r] = s.sinks != nullptr ? 1.0f : 0.0f;
   }
   __syncthreads();
   if (tid == 0) {

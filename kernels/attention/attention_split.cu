@@ -205,6 +205,9 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const int32_t
   __syncthreads();
   top = warp_top[0];
   for (int w = 1; w < kWarps; ++w) top = fmaxf(top, warp_top[w]);
+  // The sink joins the merge as one more logit with a zero value (it adds to the denominator only).
+  const float sink = s.sinks != nullptr ? s.sinks[item % s.heads] : -INFINITY;
+  top = fmaxf(top, sink);
   float denom = 0.0f;
   for (int b = threadIdx.x; b < used; b += kThreads) {
     const float e = (m[b] == -INFINITY || top == -INFINITY) ? 0.0f : expf(m[b] - top);
@@ -214,7 +217,7 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const int32_t
   denom = warp_sum(denom);
   if (lane == 0) warp_denom[warp] = denom;
   __syncthreads();
-  denom = 0.0f;
+  denom = sink == -INFINITY ? 0.0f : expf(sink - top);
   for (int w = 0; w < kWarps; ++w) denom += warp_denom[w];
   for (int b = threadIdx.x; b < used; b += kThreads) weight[b] = denom > 0.0f ? weight[b] / denom : 0.0f;
   __syncthreads();

@@ -76,6 +76,12 @@ void attention(const float* q, const int32_t* q_pos, int64_t tokens, const float
       }
       std::fill(acc.begin(), acc.end(), 0.0);
       double denom = 0.0;
+      if (shape.sinks != nullptr) {
+        // The sink: one more logit in the softmax, with a value of zero.
+        const double sink = shape.sinks[h];
+        max_score = std::max(max_score, sink);
+        denom = std::exp(sink - max_score);
+      }
       for (int64_t j = 0; j < keys; ++j) {
         if (scores[static_cast<size_t>(j)] == -INFINITY) continue;
         const double p = std::exp(scores[static_cast<size_t>(j)] - max_score);
@@ -114,6 +120,19 @@ void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
     const double g = gate[i];
     out[i] = static_cast<float>(0.5 * g * (1.0 + std::tanh(k * (g + 0.044715 * g * g * g))) * up[i]);
   }
+}
+
+void swiglu_clamped_mul(const float* gate, const float* up, int64_t n, float alpha, float limit, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = std::min(static_cast<double>(gate[i]), static_cast<double>(limit));
+    const double u = std::clamp(static_cast<double>(up[i]), -static_cast<double>(limit), static_cast<double>(limit));
+    out[i] = static_cast<float>(g / (1.0 + std::exp(-alpha * g)) * (u + 1.0));
+  }
+}
+
+void add_indexed_rows(float* y, const float* table, const int32_t* ids, int64_t tokens, int top_k, int64_t dim) {
+  for (int64_t r = 0; r < tokens * top_k; ++r)
+    for (int64_t i = 0; i < dim; ++i) y[r * dim + i] += table[int64_t{ids[r]} * dim + i];
 }
 
 void scale(const float* x, float s, int64_t n, float* out) {

@@ -26,6 +26,7 @@ struct AttentionShape {
   float scale = 0.0f;     // applied to q·k (usually 1/sqrt(head_dim))
   int sliding_window = 0; // 0 = unlimited; else key visible only when q_pos - k_pos < sliding_window
   float softcap = 0.0f;   // > 0: score = softcap * tanh(scale * q·k / softcap)
+  const float* sinks = nullptr;  // [heads]: one more logit per head in each softmax, with a zero value (gpt-oss)
 };
 
 // Causal attention of `tokens` queries over `keys` cached keys/values, masked by position: key j is visible to
@@ -45,6 +46,14 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 // out = gelu_tanh(gate) * up, gelu_tanh(g) = g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g³))).  All [n]; out may
 // alias gate or up.
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
+
+// gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit), out = g sigmoid(alpha g) (u + 1).
+// All [n]; out may alias gate or up.
+void swiglu_clamped_mul(const float* gate, const float* up, int64_t n, float alpha, float limit, float* out);
+
+// y[r] += table[ids[r]] for each of the tokens * top_k rows (expert biases).  y: [tokens * top_k, dim];
+// table: [experts, dim]; ids: [tokens * top_k], each inside the table (the caller checks).
+void add_indexed_rows(float* y, const float* table, const int32_t* ids, int64_t tokens, int top_k, int64_t dim);
 
 // out = s * x.  All [n]; out may alias x.
 void scale(const float* x, float s, int64_t n, float* out);

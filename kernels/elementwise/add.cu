@@ -26,6 +26,16 @@ __global__ void softcap_kernel(const float* x, float cap, int64_t n, float* out)
     out[i] = cap * tanhf(x[i] / cap);
 }
 
+__global__ void add_indexed_rows_kernel(float* y, const float* __restrict__ table, int64_t table_rows,
+                                        const int32_t* __restrict__ ids, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t id = ids[i / cols];
+    if (id >= 0 && id < table_rows) y[i] += table[id * cols + i % cols];
+  }
+}
+
 __global__ void add_bias_rows_kernel(float* y, const float* __restrict__ bias, int64_t rows, int64_t cols) {
   const int64_t n = rows * cols;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -44,6 +54,15 @@ __global__ void gather_rows_kernel(const float* __restrict__ x, int64_t x_rows, 
 }
 
 }  // namespace
+
+Status add_indexed_rows(float* y, const float* table, int64_t table_rows, const int32_t* ids, int64_t rows,
+                        int64_t cols, cudaStream_t stream) {
+  if (rows < 0 || cols < 0 || table_rows < 0) return invalid_argument("add_indexed_rows: negative shape");
+  if (rows == 0 || cols == 0) return ok_status();
+  add_indexed_rows_kernel<<<grid_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, table, table_rows, ids, rows,
+                                                                                     cols);
+  return cuda_launch_status("add_indexed_rows_kernel");
+}
 
 Status scale(const float* x, float s, int64_t n, float* out, cudaStream_t stream) {
   if (n < 0) return invalid_argument("scale: negative length " + std::to_string(n));

@@ -19,6 +19,11 @@ Status scale(const float* x, float s, int64_t n, float* out, cudaStream_t stream
 // out = cap * tanh(x / cap) (Gemma 2's final logit soft-capping).  x, out: [n]; out may alias x exactly.
 Status softcap(const float* x, float cap, int64_t n, float* out, cudaStream_t stream);
 
+// y[r, :] += table[ids[r], :] for r < rows (expert biases); an id outside [0, table_rows) adds nothing (the ids come
+// from the router on the device).  y: [rows, cols]; table: [table_rows, cols]; ids: [rows].
+Status add_indexed_rows(float* y, const float* table, int64_t table_rows, const int32_t* ids, int64_t rows,
+                        int64_t cols, cudaStream_t stream);
+
 // y[r, c] += bias[c].  y: [rows, cols]; bias: [cols].
 Status add_bias_rows(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream);
 

@@ -13,7 +13,8 @@ using nlohmann::json;
 
 std::vector<const ArchRules*> all_rules() {
   std::vector<const ArchRules*> out;
-  for (const auto* family : {&llama_family_rules(), &qwen_family_rules(), &phi_family_rules(), &gemma_family_rules()})
+  for (const auto* family :
+       {&llama_family_rules(), &qwen_family_rules(), &phi_family_rules(), &gemma_family_rules(), &gpt_oss_rules()})
     for (const ArchRules& r : *family) out.push_back(&r);
   return out;
 }
@@ -136,6 +137,7 @@ Status read_hf_rope(const json& j, const ArchRules& rules, ModelConfig* c) {
                          hf_int(*params, "original_max_position_embeddings", c->context_length));
     QRT_ASSIGN_OR_RETURN(c->rope.yarn_beta_fast, hf_float(*params, "beta_fast", 32.0f));
     QRT_ASSIGN_OR_RETURN(c->rope.yarn_beta_slow, hf_float(*params, "beta_slow", 1.0f));
+    QRT_ASSIGN_OR_RETURN(c->rope.yarn_truncate, hf_bool(*params, "truncate", true));
     QRT_ASSIGN_OR_RETURN(float mscale, hf_float(*params, "mscale", 0.0f));
     QRT_ASSIGN_OR_RETURN(float mscale_all_dim, hf_float(*params, "mscale_all_dim", 0.0f));
     double attn = yarn_mscale(c->rope.factor);

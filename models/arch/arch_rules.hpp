@@ -26,6 +26,10 @@ const std::vector<ArchRules>& llama_family_rules();  // llama, mistral, mixtral
 const std::vector<ArchRules>& qwen_family_rules();   // qwen2, qwen3, qwen3moe
 const std::vector<ArchRules>& phi_family_rules();    // phi3
 const std::vector<ArchRules>& gemma_family_rules();  // gemma2, gemma3 (text)
+const std::vector<ArchRules>& gpt_oss_rules();       // gpt-oss
+// Which layers use the window: config.json's "layer_types" when present (transformers >= 4.53), else the
+// pattern key (nullptr: none) or `default_pattern` (ModelConfig::sliding_window_pattern).
+Status hf_window_layers(const nlohmann::json& j, const char* pattern_key, int default_pattern, ModelConfig* c);
 
 // ---- config.json field readers: an absent or null key gives the fallback, a wrong type an error ----------
 Result<int> hf_int(const nlohmann::json& j, const char* key, std::optional<int> fallback);

@@ -30,43 +30,6 @@ Result<float> hf_softcap(const json& j, const char* key, float fallback) {
   return cap;
 }
 
-// Which layers use the window: "layer_types" (transformers >= 4.53) when present, else the pattern key.
-Status hf_window_layers(const json& j, const char* pattern_key, int default_pattern, ModelConfig* c) {
-  QRT_ASSIGN_OR_RETURN(c->sliding_window, hf_int(j, "sliding_window", 4096));
-  auto types = j.find("layer_types");
-  if (types == j.end() || types->is_null()) {
-    c->sliding_window_pattern = default_pattern;
-    if (pattern_key != nullptr) {
-      QRT_ASSIGN_OR_RETURN(c->sliding_window_pattern, hf_int(j, pattern_key, default_pattern));
-    }
-    if (c->sliding_window_pattern < 0)
-      return invalid_argument(std::string("config.json: ") + pattern_key + " must not be negative");
-    return ok_status();
-  }
-  if (!types->is_array() || static_cast<int>(types->size()) != c->layers)
-    return format_error("config.json: layer_types must list one type per layer (" + std::to_string(c->layers) + ")");
-  std::vector<bool> global;
-  for (const json& t : *types) {
-    if (!t.is_string() || (t != "sliding_attention" && t != "full_attention"))
-      return format_error("config.json: layer_types holds " + t.dump() +
-                          " (expected \"sliding_attention\" or \"full_attention\")");
-    global.push_back(t == "full_attention");
-  }
-  int first_global = 0;
-  while (first_global < c->layers && !global[static_cast<size_t>(first_global)]) ++first_global;
-  if (first_global == c->layers) {  // every layer windowed
-    c->sliding_window_pattern = 0;
-    return ok_status();
-  }
-  const int pattern = first_global + 1;
-  for (int l = 0; l < c->layers; ++l)
-    if (global[static_cast<size_t>(l)] != ((l + 1) % pattern == 0))
-      return unsupported("config.json: layer_types " + types->dump() + " (supported: one global layer every n)");
-  c->sliding_window_pattern = pattern;
-  if (pattern == 1) c->sliding_window = 0;  // every layer global
-  return ok_status();
-}
-
 Status gemma_from_hf(const json& j, ModelConfig* c, bool gemma3) {
   gemma_common(c);
   // The activation config.json names was read already; Gemma's default when it names none.
@@ -129,6 +92,42 @@ Status gemma3_from_gguf(const MetadataView& m, std::string_view prefix, ModelCon
 }
 
 }  // namespace
+
+Status hf_window_layers(const json& j, const char* pattern_key, int default_pattern, ModelConfig* c) {
+  QRT_ASSIGN_OR_RETURN(c->sliding_window, hf_int(j, "sliding_window", 4096));
+  auto types = j.find("layer_types");
+  if (types == j.end() || types->is_null()) {
+    c->sliding_window_pattern = default_pattern;
+    if (pattern_key != nullptr) {
+      QRT_ASSIGN_OR_RETURN(c->sliding_window_pattern, hf_int(j, pattern_key, default_pattern));
+    }
+    if (c->sliding_window_pattern < 0)
+      return invalid_argument(std::string("config.json: ") + pattern_key + " must not be negative");
+    return ok_status();
+  }
+  if (!types->is_array() || static_cast<int>(types->size()) != c->layers)
+    return format_error("config.json: layer_types must list one type per layer (" + std::to_string(c->layers) + ")");
+  std::vector<bool> global;
+  for (const json& t : *types) {
+    if (!t.is_string() || (t != "sliding_attention" && t != "full_attention"))
+      return format_error("config.json: layer_types holds " + t.dump() +
+                          " (expected \"sliding_attention\" or \"full_attention\")");
+    global.push_back(t == "full_attention");
+  }
+  int first_global = 0;
+  while (first_global < c->layers && !global[static_cast<size_t>(first_global)]) ++first_global;
+  if (first_global == c->layers) {  // every layer windowed
+    c->sliding_window_pattern = 0;
+    return ok_status();
+  }
+  const int pattern = first_global + 1;
+  for (int l = 0; l < c->layers; ++l)
+    if (global[static_cast<size_t>(l)] != ((l + 1) % pattern == 0))
+      return unsupported("config.json: layer_types " + types->dump() + " (supported: one global layer every n)");
+  c->sliding_window_pattern = pattern;
+  if (pattern == 1) c->sliding_window = 0;  // every layer global
+  return ok_status();
+}
 
 const std::vector<ArchRules>& gemma_family_rules() {
   static const std::vector<ArchRules> rules = {

@@ -1,7 +1,7 @@
-// The ten architectures' distinguishing features as tiny ModelConfigs (256 wide, so every format's blocks fit):
+// The eleven architectures' distinguishing features as tiny ModelConfigs (256 wide, so every format's blocks fit):
 // llama, llama 3 with GGUF's interleaved RoPE and llama3 scaling, mistral with a sliding window, qwen2 with biases
-// and a tied output, qwen3 with q/k norms, mixtral, qwen3moe, phi3 with fused projections and LongRoPE, gemma2 and
-// gemma3 (tiny_model.hpp's set_gemma2 / set_gemma3). Shared by the GPU model tests.
+// and a tied output, qwen3 with q/k norms, mixtral, qwen3moe, phi3 with fused projections and LongRoPE, gemma2,
+// gemma3 and gpt-oss (tiny_model.hpp's set_gemma2 / set_gemma3 / set_gpt_oss). Shared by the GPU model tests.
 #pragma once
 
 #include <string>
@@ -63,6 +63,9 @@ inline std::vector<Architecture> architectures() {
   ModelConfig gemma3 = base;  // q/k norms, (1 + w) norms, local and global RoPE
   test::set_gemma3(&gemma3);
   out.push_back({"gemma3", gemma3});
+  ModelConfig gpt_oss = mixtral;  // sinks, router and expert biases, clamped SwiGLU, alternating window, YaRN
+  test::set_gpt_oss(&gpt_oss);
+  out.push_back({"gpt-oss", gpt_oss});
   for (Architecture& a : out) a.config.architecture = a.name;
   return out;
 }

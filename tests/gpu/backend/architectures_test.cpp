@@ -1,6 +1,6 @@
 // Every architecture's features in every format family: a tiny random model per architecture (what distinguishes
-// llama, llama 3 with GGUF's interleaved RoPE, mistral, qwen2, qwen3, mixtral, qwen3moe, phi3, gemma2 and gemma3 in
-// ModelConfig),
+// llama, llama 3 with GGUF's interleaved RoPE, mistral, qwen2, qwen3, mixtral, qwen3moe, phi3, gemma2, gemma3 and
+// gpt-oss in ModelConfig),
 // every matrix in the format under test, run on the CUDA backend and on the CPU backend
 // over the same packed bytes. Widths are 256, so every format's blocks fit. Tolerance: relative L2 <= 1e-4 between
 // the logits, the bound the tiny-model tests use (fp32 on the device against the reference's accumulations; both

@@ -92,7 +92,10 @@ TEST_P(CudaTensorParallel, EveryRankMatchesTheSingleRankModel) {
     ASSERT_TRUE(model.ok()) << model.status().to_string();
     ASSERT_TRUE(test::run(**model, &single).ok());
   }
-  EXPECT_LT(test::max_rel_diff(single, cpu_logits), 1e-4) << "single-rank CUDA against the CPU backend";
+  // The integer-dot decode GEMV quantizes x (about 2e-5 per projection), grown through the layers: 1.9e-4 measured
+  // for gemma2 in q8_0 (sqrt(hidden)-scaled embeddings, soft-capped logits); fp32 GEMVs stay within 1e-4.
+  const double cpu_bound = kernels::gemv_dp4a_applies(GetParam().format, probe_view) ? 5e-4 : 1e-4;
+  EXPECT_LT(test::max_rel_diff(single, cpu_logits), cpu_bound) << "single-rank CUDA against the CPU backend";
   for (int world : {2, 4}) {
     if (world > devices) continue;
     const auto results = run_ranks_on_devices(m, world);

@@ -109,13 +109,16 @@ def main():
         json.dump({"weight_map": {"a": "../outside.safetensors"}}, f)
     r = inspect(d)
     check("rejects a shard outside the directory", r.returncode != 0 and "not a file name" in r.stderr, r.stderr)
-    # The config as qrt runs it: Phi-3's LongRoPE fields, Gemma 3's; an architecture qrt does not run, and why.
+    # The config as qrt runs it: Phi-3's LongRoPE fields, Gemma 3's, gpt-oss's; an architecture it does not run.
     from safetensors.numpy import save_file
     for model_type, extra in (("phi3", {"original_max_position_embeddings": 16, "sliding_window": 2047,
                                         "rope_scaling": {"type": "longrope", "short_factor": [1.0] * 8,
                                                          "long_factor": [2.0] * 8}}),
                               ("gemma3_text", {"sliding_window": 512, "query_pre_attn_scalar": 256,
                                                "rope_scaling": {"rope_type": "linear", "factor": 8.0}}),
+                              ("gpt_oss", {"num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 128,
+                                           "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "truncate": False,
+                                                            "original_max_position_embeddings": 64}}),
                               ("deepseek_v3", {})):
         d = os.path.join(WORK, "config-" + model_type)
         shutil.rmtree(d, ignore_errors=True)
@@ -143,6 +146,13 @@ def main():
                   m.get("embedding_scale") == 8.0 and m.get("norm_weight_offset") == 1.0 and
                   m.get("post_norms") is True and m.get("qk_norm") is True and m.get("tied_embeddings") is True and
                   m.get("attention_scale") == 0.0625 and "attn_softcap" not in m, j)
+        elif model_type == "gpt_oss":
+            m = j.get("model", {})
+            check("inspect-model shows gpt-oss's features", m.get("architecture") == "gpt-oss" and
+                  m.get("attention_sinks") is True and m.get("router_bias") is True and
+                  m.get("expert_bias") is True and m.get("activation") == "swiglu_clamped" and
+                  m.get("swiglu_limit") == 7.0 and m.get("global_attention_every") == 2 and
+                  m.get("rope", {}).get("yarn_truncate") is False and m.get("experts", {}).get("count") == 4, j)
         else:
             check("inspect-model says why it would not run deepseek_v3", "model" not in j and
                   'model_type "deepseek_v3"' in j.get("model_unsupported", ""), j)

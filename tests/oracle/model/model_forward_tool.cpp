@@ -158,7 +158,14 @@ nlohmann::json config_json(const ModelConfig& c) {
       {"attention_scale", c.attention_scale},
       {"attn_softcap", c.attn_softcap},
       {"final_softcap", c.final_softcap},
-      {"activation", c.activation == Activation::kGeluTanh ? "gelu_tanh" : "silu"},
+      {"activation", c.activation == Activation::kGeluTanh        ? "gelu_tanh"
+                     : c.activation == Activation::kSwigluClamped ? "swiglu_clamped"
+                                                                  : "silu"},
+      {"swiglu_limit", c.swiglu_limit},
+      {"attention_sinks", c.attention_sinks},
+      {"router_bias", c.router_bias},
+      {"expert_bias", c.expert_bias},
+      {"rope_yarn_truncate", c.rope.yarn_truncate},
   };
 }
 

@@ -42,6 +42,8 @@ def softmax(x, axis=-1):
 def head_dim_of(cfg):
     if cfg["model_type"] == "qwen3":
         return cfg.get("head_dim", 128)
+    if cfg["model_type"] == "gpt_oss":
+        return cfg.get("head_dim", 64)
     if cfg["model_type"] in GEMMA:
         return cfg.get("head_dim", 256)
     hd = cfg.get("head_dim")
@@ -94,8 +96,10 @@ def rope_parameters(cfg, seq_len=None):
         def correction_dim(num_rotations):
             return (dim * math.log(original / (num_rotations * 2 * math.pi))) / (2 * math.log(base))
 
-        low = max(math.floor(correction_dim(beta_fast)), 0)
-        high = min(math.ceil(correction_dim(beta_slow)), dim - 1)
+        low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+        if scaling.get("truncate", True):  # gpt-oss keeps the fractional range
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, dim - 1)
         if low == high:
             high += 0.001
         ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0, 1)
@@ -155,6 +159,10 @@ def layer_window(cfg, layer):
         return cfg.get("sliding_window", 4096) if layer % 2 == 0 else 0
     if mt == "gemma3_text":
         return cfg.get("sliding_window", 4096) if (layer + 1) % cfg.get("sliding_window_pattern", 6) else 0
+    if mt == "gpt_oss":
+        types = cfg.get("layer_types") or ["sliding_attention" if i % 2 == 0 else "full_attention"
+                                           for i in range(cfg["num_hidden_layers"])]
+        return cfg.get("sliding_window", 128) if types[layer] == "sliding_attention" else 0
     return sliding_window_of(cfg)
 
 
@@ -236,7 +244,12 @@ def forward(cfg, W, tokens, positions):
         if attn_cap:
             scores = soft_cap(scores, attn_cap)
         scores = np.where(visible[None, :, :], scores, -np.inf)
-        probs = softmax(scores, axis=-1)
+        if mt == "gpt_oss":
+            # GptOss's sinks: one more logit per head in the softmax, dropped after it.
+            sinks = np.broadcast_to(W[p + "self_attn.sinks"][:, None, None], (n_heads, T, 1))
+            probs = softmax(np.concatenate([scores, sinks], axis=-1), axis=-1)[..., :-1]
+        else:
+            probs = softmax(scores, axis=-1)
         attn = np.einsum("hts,shd->thd", probs, v).reshape(T, n_heads * hd)
         out = linear(attn, W[p + "self_attn.o_proj.weight"], get(p + "self_attn.o_proj.bias"))
         if gemma:
@@ -247,6 +260,8 @@ def forward(cfg, W, tokens, positions):
             h = norm(x, p + "post_attention_layernorm.weight")
         if mt in ("mixtral", "qwen3_moe"):
             x = x + moe_block(cfg, W, p, h)
+        elif mt == "gpt_oss":
+            x = x + gpt_oss_moe(cfg, W, p, h)
         else:
             gate = linear(h, W[p + "mlp.gate_proj.weight"], get(p + "mlp.gate_proj.bias"))
             up = linear(h, W[p + "mlp.up_proj.weight"], get(p + "mlp.up_proj.bias"))
@@ -259,6 +274,25 @@ def forward(cfg, W, tokens, positions):
     lm_head = W["model.embed_tokens.weight"] if tied else W["lm_head.weight"]
     logits = x @ lm_head.T
     return soft_cap(logits, final_cap) if final_cap else logits
+
+
+def gpt_oss_moe(cfg, W, p, h):
+    """GptOssMLP: a router with a bias, softmax over the top-k logits; experts with biases on [in, out] parameters,
+    gate and up interleaved, the clamped SwiGLU."""
+    limit, alpha = cfg.get("swiglu_limit", 7.0), 1.702
+    logits = h @ W[p + "mlp.router.weight"].T + W[p + "mlp.router.bias"]
+    gate_up, gate_up_b = W[p + "mlp.experts.gate_up_proj"], W[p + "mlp.experts.gate_up_proj_bias"]
+    down, down_b = W[p + "mlp.experts.down_proj"], W[p + "mlp.experts.down_proj_bias"]
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        selected = np.argsort(-logits[t], kind="stable")[: cfg["num_experts_per_tok"]]
+        weights = softmax(logits[t, selected])
+        for e, w in zip(selected, weights):
+            gu = h[t] @ gate_up[e] + gate_up_b[e]
+            gate, up = np.minimum(gu[0::2], limit), np.clip(gu[1::2], -limit, limit)
+            glu = gate / (1.0 + np.exp(-alpha * gate))
+            out[t] += w * ((up + 1.0) * glu @ down[e] + down_b[e])
+    return out
 
 
 def moe_block(cfg, W, p, h):

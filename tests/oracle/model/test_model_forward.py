@@ -114,9 +114,24 @@ CASES = {
                           rope_local_base_freq=10000.0, rope_scaling={"rope_type": "linear", "factor": 4.0},
                           attn_logit_softcapping=None, final_logit_softcapping=None,
                           hidden_activation="gelu_pytorch_tanh", hidden_act=None, tie_word_embeddings=True),
+    # gpt-oss: q/k/v/o biases, sink logits, a window on the even layers, a router with a bias (softmax over the
+    # top-k logits), 4 experts with biases and the clamped SwiGLU (limit 1.5, so that it clamps here), YaRN; in
+    # Hugging Face's form (experts stored [in, out], gate and up interleaved). Without truncating YaRN's correction
+    # range (as the published config), which GGUF cannot say, and with it (llama.cpp's only behaviour).
+    "gpt_oss": base_config("gpt_oss", head_dim=16, num_local_experts=4, num_experts_per_tok=2, intermediate_size=64,
+                           sliding_window=3, swiglu_limit=1.5, attention_bias=True, rope_theta=100.0,
+                           rope_scaling={"rope_type": "yarn", "factor": 8.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                         "truncate": False, "original_max_position_embeddings": 64}),
+    # llama.cpp's limit, 7 (GGUF has no key for it): the experts' gate/up weights are scaled up so that it clamps.
+    "gpt_oss_truncated": base_config("gpt_oss", head_dim=32, num_local_experts=4, num_experts_per_tok=2,
+                                     intermediate_size=64, sliding_window=5, swiglu_limit=7.0, attention_bias=True,
+                                     layer_types=["sliding_attention", "full_attention"],
+                                     rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                                   "original_max_position_embeddings": 8}),
 }
-# Cases GGUF cannot describe: llama.cpp derives Gemma's q·k scale from the model size, not a key.
-HF_ONLY = {"gemma2_scalar_untied"}
+# Cases GGUF cannot describe: llama.cpp derives Gemma's q·k scale from the model size, not a key, and always
+# truncates YaRN's correction range.
+HF_ONLY = {"gemma2_scalar_untied", "gpt_oss"}
 WIDE_CASES = {
     "wide_llama": base_config("llama", hidden_size=256, intermediate_size=256, num_hidden_layers=1),
     "wide_qwen3moe": base_config("qwen3_moe", hidden_size=256, intermediate_size=256, num_hidden_layers=1,
@@ -173,7 +188,18 @@ def make_weights(cfg, rng):
         if mt in ("qwen3", "qwen3_moe", "gemma3_text"):
             W[p + "self_attn.q_norm.weight"] = norm(hd)
             W[p + "self_attn.k_norm.weight"] = norm(hd)
-        if mt == "mixtral":
+        if mt == "gpt_oss":
+            n_exp, ffn = cfg["num_local_experts"], cfg["intermediate_size"]
+            W[p + "self_attn.sinks"] = rng.standard_normal(n_heads)
+            W[p + "mlp.router.weight"] = 2.0 * mat(n_exp, hidden)
+            W[p + "mlp.router.bias"] = bias(n_exp)
+            # [experts, in, out], gate and up interleaved in the outputs, as GptOssExperts holds them.
+            W[p + "mlp.experts.gate_up_proj"] = (rng.standard_normal((n_exp, hidden, 2 * ffn)) / math.sqrt(hidden) *
+                                                 cfg["swiglu_limit"])
+            W[p + "mlp.experts.gate_up_proj_bias"] = bias((n_exp, 2 * ffn))
+            W[p + "mlp.experts.down_proj"] = rng.standard_normal((n_exp, ffn, hidden)) / math.sqrt(ffn)
+            W[p + "mlp.experts.down_proj_bias"] = bias((n_exp, hidden))
+        elif mt == "mixtral":
             ffn = cfg["intermediate_size"]
             W[p + "block_sparse_moe.gate.weight"] = 2.0 * mat(cfg["num_local_experts"], hidden)
             for e in range(cfg["num_local_experts"]):
@@ -222,11 +248,13 @@ HF_TO_GGUF_LAYER = {
     "block_sparse_moe.gate": "ffn_gate_inp",
     "self_attn.qkv_proj": "attn_qkv",
     "mlp.gate_up_proj": "ffn_gate_up",  # qrt's canonical name; llama.cpp's GGUF calls the fused tensor ffn_up
+    "mlp.router": "ffn_gate_inp",  # gpt-oss
 }
 EXPERT_PROJ = {"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps", "down_proj": "ffn_down_exps",
                "w1": "ffn_gate_exps", "w3": "ffn_up_exps", "w2": "ffn_down_exps"}
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-             "qwen3_moe": "qwen3moe", "phi3": "phi3", "gemma2": "gemma2", "gemma3_text": "gemma3"}
+             "qwen3_moe": "qwen3moe", "phi3": "phi3", "gemma2": "gemma2", "gemma3_text": "gemma3",
+             "gpt_oss": "gpt-oss"}
 # Gemma's norms before and after each block (llama.cpp's names).
 SANDWICH_LAYER = {"post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
                   "post_feedforward_layernorm": "post_ffw_norm"}
@@ -242,6 +270,8 @@ def hf_to_canonical(name, sandwich=False):
     Gemma's names, where post_attention_layernorm is the attention output's norm."""
     base, _, kind = name.rpartition(".")
     is_bias = kind == "bias"
+    if kind == "sinks":  # gpt-oss's self_attn.sinks, a parameter without .weight
+        return "blk.%d.attn_sinks" % int(name.split(".")[2]), None, False
     if base == "model.embed_tokens":
         return "token_embd", None, is_bias
     if base == "model.norm":
@@ -260,11 +290,35 @@ def hf_to_canonical(name, sandwich=False):
     return "blk.%d.%s" % (layer, EXPERT_PROJ[proj]), expert, is_bias
 
 
+GPT_OSS_EXPERTS = ("mlp.experts.gate_up_proj", "mlp.experts.gate_up_proj_bias", "mlp.experts.down_proj",
+                   "mlp.experts.down_proj_bias")
+
+
+def gpt_oss_expert_from_canonical(hf, get):
+    """gpt-oss's expert parameters from the canonical stacks: gate_up [experts, in, 2 out] interleaved, down
+    [experts, in, out]; their biases [experts, out]. `get(name)` reads a canonical tensor."""
+    layer = int(hf.split(".")[2])
+    blk = "blk.%d." % layer
+    if hf.endswith("gate_up_proj_bias"):
+        gate, up = get(blk + "ffn_gate_exps.bias"), get(blk + "ffn_up_exps.bias")  # [E, F] each
+        return np.stack([gate, up], axis=-1).reshape(gate.shape[0], -1)
+    if hf.endswith("gate_up_proj"):
+        gate, up = get(blk + "ffn_gate_exps"), get(blk + "ffn_up_exps")  # [E, F, H] each
+        rows = np.stack([gate, up], axis=2).reshape(gate.shape[0], -1, gate.shape[2])  # [E, 2F, H], gate rows even
+        return np.swapaxes(rows, 1, 2)
+    if hf.endswith("down_proj_bias"):
+        return get(blk + "ffn_down_exps.bias")
+    return np.swapaxes(get(blk + "ffn_down_exps"), 1, 2)
+
+
 def canonical_to_hf_weights(hf_names, dumped):
     """The tool's dump (canonical names, stacked experts) back to Hugging Face names for the reference."""
     out = {}
     sandwich = any(".pre_feedforward_layernorm." in n for n in hf_names)
     for hf in hf_names:
+        if hf.endswith(GPT_OSS_EXPERTS):
+            out[hf] = gpt_oss_expert_from_canonical(hf, lambda n: dumped[n]).astype(np.float64)
+            continue
         base, expert, is_bias = hf_to_canonical(hf, sandwich)
         key = base + (".bias" if is_bias else "")
         out[hf] = (dumped[key] if expert is None else dumped[key][expert]).astype(np.float64)
@@ -280,6 +334,20 @@ def to_gguf_layout(cfg, W):
     n_kv = cfg.get("num_key_value_heads", n_heads)
     G = {}
     stacked = {}
+    if cfg["model_type"] == "gpt_oss":
+        W = dict(W)
+        for name in [n for n in W if n.endswith(".mlp.experts.gate_up_proj")]:
+            prefix, layer = name[: -len("gate_up_proj")], int(name.split(".")[2])
+            gu, gub = W.pop(prefix + "gate_up_proj"), W.pop(prefix + "gate_up_proj_bias")
+            blk = "blk.%d." % layer
+            G[blk + "ffn_gate_exps.weight"] = np.ascontiguousarray(np.swapaxes(gu[:, :, 0::2], 1, 2))
+            G[blk + "ffn_up_exps.weight"] = np.ascontiguousarray(np.swapaxes(gu[:, :, 1::2], 1, 2))
+            G[blk + "ffn_gate_exps.bias"] = np.ascontiguousarray(gub[:, 0::2])
+            G[blk + "ffn_up_exps.bias"] = np.ascontiguousarray(gub[:, 1::2])
+            G[blk + "ffn_down_exps.weight"] = np.ascontiguousarray(np.swapaxes(W.pop(prefix + "down_proj"), 1, 2))
+            G[blk + "ffn_down_exps.bias"] = W.pop(prefix + "down_proj_bias")
+            # llama.cpp's gpt-oss names the MLP's input norm post_attention_norm.
+            G[blk + "post_attention_norm.weight"] = W.pop("model.layers.%d.post_attention_layernorm.weight" % layer)
     for name, w in W.items():
         base, expert, is_bias = hf_to_canonical(name, gemma)
         if gemma and name.endswith("norm.weight"):
@@ -369,6 +437,11 @@ def gguf_metadata(cfg, variant):
     if cfg["model_type"] == "mixtral":
         md[a + "expert_count"] = cfg["num_local_experts"]
         md[a + "expert_used_count"] = cfg["num_experts_per_tok"]
+    if cfg["model_type"] == "gpt_oss":
+        md[a + "expert_count"] = cfg["num_local_experts"]
+        md[a + "expert_used_count"] = cfg["num_experts_per_tok"]
+        md[a + "expert_feed_forward_length"] = cfg["intermediate_size"]
+        md[a + "attention.sliding_window"] = cfg["sliding_window"]
     if cfg["model_type"] == "qwen3_moe":
         md[a + "expert_count"] = cfg["num_experts"]
         md[a + "expert_used_count"] = cfg["num_experts_per_tok"]
@@ -491,7 +564,7 @@ def run_case(tool, work, case, cfg, seed, format_args, failures, gguf=True, sche
 def check_gguf_config_matches(tool, work, failures):
     """config_from_gguf and config_from_hf must agree on the transformer's flags (all but the RoPE layout)."""
     for case in ("llama", "tinyllama_mqa_linear_bias", "qwen2", "qwen3", "mixtral", "qwen3moe_norm_yarn",
-                 "phi3_longrope", "phi3_longrope_short_swa", "gemma2", "gemma3"):
+                 "phi3_longrope", "phi3_longrope_short_swa", "gemma2", "gemma3", "gpt_oss_truncated"):
         d = os.path.join(work, case)
         hf = json.load(open(os.path.join(d, "config_f32.json")))
         probe = os.path.join(d, "config_gguf.json")
@@ -531,6 +604,10 @@ def check_sensitivity(failures):
         ("gemma3", {"rope_local_base_freq": 1000000.0}),
         ("gemma3", {"sliding_window_pattern": 2}),
         ("gemma3", {"rope_scaling": None}),
+        ("gpt_oss", {"swiglu_limit": 1000.0}),
+        ("gpt_oss", {"sliding_window": None}),
+        ("gpt_oss", {"rope_scaling": dict(CASES["gpt_oss"]["rope_scaling"], truncate=True)}),
+        ("gpt_oss_truncated", {"swiglu_limit": 1000.0}),
     ]
     for case, change in ablations:
         cfg = CASES[case]
@@ -542,6 +619,16 @@ def check_sensitivity(failures):
         ablated = ref.forward(dict(cfg, **change), W, tokens, positions)
         diff = np.max(np.abs(base - ablated)) / np.max(np.abs(base))
         failures.check(diff > 100 * TOLERANCE, "%s: %r changes the logits by only %.2g" % (case, change, diff))
+    # gpt-oss's sink logits: without them (a sink of -inf) the attention, hence the logits, change.
+    cfg = CASES["gpt_oss"]
+    rng = np.random.default_rng(7)
+    W = {k: v.astype(np.float64) for k, v in make_weights(cfg, rng).items()}
+    tokens = rng.integers(0, cfg["vocab_size"], size=SEQ_LEN)
+    no_sinks = {k: (np.full_like(v, -1e30) if k.endswith("self_attn.sinks") else v) for k, v in W.items()}
+    a = ref.forward(cfg, W, tokens, np.arange(SEQ_LEN))
+    b = ref.forward(cfg, no_sinks, tokens, np.arange(SEQ_LEN))
+    diff = np.max(np.abs(a - b)) / np.max(np.abs(a))
+    failures.check(diff > 100 * TOLERANCE, "gpt_oss: the sinks change the logits by only %.2g" % diff)
     # Interleaved pairs on GGUF-permuted Q/K rows are what makes the GGUF layout agree: the same rows under
     # half-split RoPE must give different logits.
     cfg = CASES["llama"]
@@ -559,6 +646,61 @@ def check_sensitivity(failures):
     failures.check(diff > 100 * TOLERANCE, "permuted Q/K rows under half-split RoPE change the logits by only %.2g" % diff)
 
 
+E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])
+
+
+def mxfp4_decode(blocks, scales):
+    """openai's MXFP4 pairs: blocks [..., rows, n, 16] (element 2i in the low nibble of byte i), scales [..., rows, n]
+    E8M0 -> values [..., rows, 32 n]."""
+    codes = np.stack([blocks & 0x0F, blocks >> 4], axis=-1).reshape(*blocks.shape[:-1], 32)
+    values = E2M1[codes] * np.exp2(scales.astype(np.float64) - 127)[..., None]
+    return values.reshape(*blocks.shape[:-2], -1)
+
+
+def check_gpt_oss_mxfp4_checkpoint(tool, work, failures):
+    """The experts as openai publishes them: MXFP4 _blocks/_scales pairs ([experts, out, in], gate and up rows
+    interleaved). Random codes and exponents; qrt on that checkpoint must give the logits of the dense checkpoint
+    holding the decoded values (and the reference's)."""
+    cfg = CASES["gpt_oss_truncated"]
+    rng = np.random.default_rng(11)
+    W = make_weights(cfg, rng)
+    E, F, H = cfg["num_local_experts"], cfg["intermediate_size"], cfg["hidden_size"]
+    quantized, dense = dict(W), dict(W)
+    for layer in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d.mlp.experts." % layer
+        for name, rows, cols in (("gate_up_proj", 2 * F, H), ("down_proj", H, F)):
+            blocks = rng.integers(0, 256, size=(E, rows, cols // 32, 16), dtype=np.uint8)
+            scales = rng.integers(124, 129, size=(E, rows, cols // 32), dtype=np.uint8)
+            del quantized[p + name]
+            quantized[p + name + "_blocks"], quantized[p + name + "_scales"] = blocks, scales
+            dense[p + name] = np.ascontiguousarray(np.swapaxes(mxfp4_decode(blocks, scales), 1, 2), np.float32)
+    tokens = ",".join(str(int(t)) for t in rng.integers(0, cfg["vocab_size"], size=SEQ_LEN))
+    logits = {}
+    for kind, weights in (("mxfp4", quantized), ("dense", dense)):
+        d = os.path.join(work, "gpt_oss_" + kind + "_checkpoint")
+        os.makedirs(d, exist_ok=True)
+        save_file(weights, os.path.join(d, "model.safetensors"))
+        json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+        out = os.path.join(d, "logits.f32")
+        run_tool(tool, ["--model", d, "--tokens", tokens, "--logits", out])
+        logits[kind] = np.fromfile(out, dtype=np.float32).reshape(SEQ_LEN, -1).astype(np.float64)
+    compare("gpt_oss MXFP4 checkpoint vs its decoded values", logits["mxfp4"], logits["dense"], failures)
+    # Blocks without their scales: refused, naming them.
+    d = os.path.join(work, "gpt_oss_mxfp4_no_scales")
+    os.makedirs(d, exist_ok=True)
+    save_file({k: v for k, v in quantized.items() if not k.endswith("layers.1.mlp.experts.down_proj_scales")},
+              os.path.join(d, "model.safetensors"))
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+    proc = subprocess.run([tool, "--model", d, "--tokens", tokens, "--logits", os.path.join(d, "x.f32")],
+                          capture_output=True, text=True, timeout=120)
+    failures.check(proc.returncode != 0 and "layers.1.mlp.experts.down_proj_scales" in proc.stderr,
+                   "MXFP4 blocks without scales: " + proc.stderr)
+    want = ref.forward(cfg, {k: v.astype(np.float64) for k, v in dense.items()},
+                       [int(t) for t in tokens.split(",")], np.arange(SEQ_LEN))
+    worst = compare("gpt_oss MXFP4 checkpoint vs the reference", logits["mxfp4"], want, failures)
+    print("ok  %-28s %-30s worst rel error %.2e" % ("gpt_oss_mxfp4_checkpoint", "mxfp4 experts", worst))
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -571,6 +713,7 @@ def main():
         run_case(tool, work, case, cfg, 1000 + i, [], failures, gguf=case not in HF_ONLY)
         run_case(tool, work, case, cfg, 1000 + i, ["--format", "q8_0"], failures, gguf=case not in HF_ONLY)
     check_gguf_config_matches(tool, work, failures)
+    check_gpt_oss_mxfp4_checkpoint(tool, work, failures)
     # Every listed format on two architectures (dense and MoE), batch and cache schedules, HF layout.
     quick = [("batch", None, None), ("prompt6+single", "6,1,1,1,1,1", None)]
     for fmt in SMALL_FORMATS:

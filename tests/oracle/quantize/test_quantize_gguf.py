@@ -57,7 +57,7 @@ if not (os.path.isdir(GPT2) and os.path.isfile(VOCAB)):
     sys.exit(77)
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "model"))
-from test_model_forward import CASES, HF_ONLY, base_config, gguf_metadata, make_weights, to_gguf_layout  # noqa: E402
+from test_model_forward import CASES, base_config, gguf_metadata, make_weights, to_gguf_layout  # noqa: E402
 
 os.environ["QRT_LIBRARY"] = LIB
 sys.path.insert(0, PYDIR)
@@ -531,6 +531,11 @@ def phi3_checks():
 
 
 # ---- every architecture of the numpy oracle's cases, to GGUF and back ------------------------------------------
+# Cases quantize-model does not write to GGUF, and the word its refusal names: a Gemma q·k scale llama.cpp would
+# not derive from the file; gpt-oss (not written to GGUF yet; qrt reads llama.cpp's gpt-oss files).
+GGUF_REFUSED = {"gemma2_scalar_untied": "query_pre_attn_scalar", "gpt_oss": "gpt-oss", "gpt_oss_truncated": "gpt-oss"}
+
+
 def every_architecture_checks():
     """Each case of test_model_forward.py (biases, tied embeddings, linear / Llama 3 / YaRN RoPE, MQA, sliding
     windows, q/k norms, Mixtral and Qwen3-MoE experts, phi3), quantized to a q8_0 GGUF: qrt's logits on the file
@@ -555,10 +560,10 @@ def every_architecture_checks():
         moe = cfg.get("num_local_experts", cfg.get("num_experts", 0)) > 0
         routers = [f"--tensor-format=blk.{i}.ffn_gate_inp=f32" for i in range(cfg["num_hidden_layers"]) if moe]
         a, b, c = (os.path.join(WORK, f"arch-{case}.{k}.f32") for k in ("gguf", "hf", "uqff"))
-        if case in HF_ONLY:
-            # A Gemma q·k scale llama.cpp would not derive from the file: refused, naming it; UQFF holds it.
-            check(f"{case}: quantize-model to .gguf refuses query_pre_attn_scalar",
-                  r.returncode != 0 and "query_pre_attn_scalar" in r.stderr, r.stderr)
+        if case in GGUF_REFUSED:
+            # What a GGUF cannot hold is refused, naming it; the UQFF export holds it.
+            check(f"{case}: quantize-model to .gguf refuses, naming {GGUF_REFUSED[case]}",
+                  r.returncode != 0 and GGUF_REFUSED[case] in r.stderr, r.stderr)
             uqff_export_check(case, cfg, d, tokens, routers, b, c)
             continue
         check(f"{case}: quantize-model to .gguf", r.returncode == 0, r.stderr)
@@ -588,6 +593,10 @@ def uqff_export_check(case, cfg, d, tokens, routers, b, c):
     """The checkpoint straight to a UQFF export (mistral.rs' layout, the embedding unquantized among the residual
     tensors) gives the source's logits with every tracked module in q8_0."""
     export = os.path.join(WORK, f"arch-{case}-export")
+    if cfg["model_type"] == "gpt_oss":
+        # gpt-oss's expert parameters are not UQFF modules (qrt keeps them, and their biases, as they are).
+        routers = routers + [f"--tensor-format=blk.{i}.ffn_{p}_exps{b}=f32" for i in range(cfg["num_hidden_layers"])
+                             for p in ("gate", "up", "down") for b in ("", ".bias")]
     r = run([QUANTIZE, d, "-o", export, "--type", "q8_0", "--quiet", "--force"])
     rc = run([FORWARD, "--model", export, "--tokens", tokens, "--logits", c]) if r.returncode == 0 else r
     rb = run([FORWARD, "--weights", os.path.join(d, "model.safetensors"), "--hf-config",

@@ -118,6 +118,15 @@ TEST(TensorNames, GemmaSandwichNorms) {
   for (const auto& [hf, canonical] : gemma) EXPECT_EQ(r->tensors.at(canonical).name, hf);
 }
 
+// gpt-oss's names: the sinks without a suffix, the router (with its bias) as ffn_gate_inp.
+TEST(TensorNames, GptOssNames) {
+  EXPECT_EQ(*canonical_from_hf("model.layers.7.self_attn.sinks"), (CanonicalName{"blk.7.attn_sinks", -1}));
+  EXPECT_EQ(*canonical_from_hf("model.layers.7.mlp.router.weight"), (CanonicalName{"blk.7.ffn_gate_inp", -1}));
+  EXPECT_EQ(*canonical_from_hf("model.layers.7.mlp.router.bias"), (CanonicalName{"blk.7.ffn_gate_inp.bias", -1}));
+  EXPECT_FALSE(canonical_from_hf("model.layers.7.self_attn.sinks.weight").has_value());
+  EXPECT_FALSE(canonical_from_hf("model.layers.x.self_attn.sinks").has_value());
+}
+
 TEST(TensorNames, GgufMap) {
   EXPECT_EQ(*canonical_from_gguf("token_embd.weight"), (CanonicalName{"token_embd", -1}));
   EXPECT_EQ(*canonical_from_gguf("output.weight"), (CanonicalName{"output", -1}));
@@ -128,7 +137,8 @@ TEST(TensorNames, GgufMap) {
   EXPECT_EQ(*canonical_from_gguf("blk.4.ffn_gate_inp.weight"), (CanonicalName{"blk.4.ffn_gate_inp", -1}));
   EXPECT_EQ(*canonical_from_gguf("blk.4.ffn_down.3.weight"), (CanonicalName{"blk.4.ffn_down_exps", 3}));
   EXPECT_EQ(layer_tensor(12, LayerTensor::kAttnKNorm), "blk.12.attn_k_norm");
-  for (const char* ignored : {"blk.4.attn_sinks.weight", "blk.4.attn_q", "token_embd.scale", "blk.ffn_up.weight",
+  EXPECT_EQ(*canonical_from_gguf("blk.4.attn_sinks.weight"), (CanonicalName{"blk.4.attn_sinks", -1}));  // gpt-oss
+  for (const char* ignored : {"blk.4.attn_nonsense.weight", "blk.4.attn_q", "token_embd.scale", "blk.ffn_up.weight",
                               "blk.4.ffn_gate.x.weight", "model.embed_tokens.weight"})
     EXPECT_FALSE(canonical_from_gguf(ignored).has_value()) << ignored;
 }

@@ -108,6 +108,13 @@ inline TinyModel make_tiny_model(ModelConfig c) {
       m.add(n(LayerTensor::kAttnPostNorm), {h}, 0.1f, 1.0f);
       m.add(n(LayerTensor::kFfnPostNorm), {h}, 0.1f, 1.0f);
     }
+    if (c.attention_sinks) m.add(n(LayerTensor::kAttnSinks), {c.heads}, 1.0f);
+    if (c.router_bias) m.add(names::bias_of(n(LayerTensor::kFfnGateInp)), {c.experts}, 0.5f);
+    if (c.expert_bias) {
+      m.add(names::bias_of(n(LayerTensor::kFfnGateExps)), {c.experts, c.expert_ffn}, 0.5f);
+      m.add(names::bias_of(n(LayerTensor::kFfnUpExps)), {c.experts, c.expert_ffn}, 0.5f);
+      m.add(names::bias_of(n(LayerTensor::kFfnDownExps)), {c.experts, h}, 0.5f);
+    }
     if (c.experts > 0) {
       mat(n(LayerTensor::kFfnGateInp), c.experts, h);
       const float s = 1.0f / std::sqrt(static_cast<float>(h));
@@ -182,6 +189,25 @@ inline void set_gemma3(ModelConfig* c) {
   c->rope.scaling = RopeScaling::kLinear;
   c->rope.factor = 4.0f;
   c->rope_local_theta = 10000.0f;
+}
+
+// gpt-oss's features on a MoE config: q/k/v biases (its o bias is left to callers that add it, as
+// tp_test_models.hpp does), sink logits, a window of 3 on the even layers, router and expert biases, the clamped
+// SwiGLU at a limit of 0.5 (small enough to clamp these activations), YaRN without truncation.
+inline void set_gpt_oss(ModelConfig* c) {
+  c->architecture = "gpt-oss";
+  c->attention_bias = true;
+  c->attention_sinks = true;
+  c->router_bias = c->expert_bias = true;
+  c->activation = Activation::kSwigluClamped;
+  c->swiglu_limit = 0.5f;
+  c->sliding_window = 3;
+  c->sliding_window_pattern = 2;
+  c->normalize_topk = true;
+  c->rope.scaling = RopeScaling::kYarn;
+  c->rope.factor = 8.0f;
+  c->rope.original_context = 16;
+  c->rope.yarn_truncate = false;
 }
 
 // The tiny llama turned into a mixture of experts (4 experts, 2 per token) with per-head q/k norms.

@@ -145,6 +145,17 @@ inline std::vector<Case> cases() {
   ModelConfig gemma3 = base_config("gemma3");
   set_gemma3(&gemma3);
   out.push_back({"gemma3_local_global_q4_0", gemma3, FormatId::kQ4_0, 0});
+  // Sinks sliced with the heads; expert biases sliced with the experts (gate/up columns) or added on rank 0 (down),
+  // or whole on every rank when the experts are replicated.
+  ModelConfig gpt_oss = base_config("gpt-oss");
+  gpt_oss.experts = 4;
+  gpt_oss.experts_used = 2;
+  gpt_oss.expert_ffn = 128;
+  set_gpt_oss(&gpt_oss);
+  gpt_oss.attention_out_bias = true;
+  out.push_back({"gpt_oss_split_experts_q8_0", gpt_oss, FormatId::kQ8_0, 0});
+  gpt_oss.expert_ffn = 96;
+  out.push_back({"gpt_oss_replicated_experts_q8_0", gpt_oss, FormatId::kQ8_0, 0});
   return out;
 }
 
