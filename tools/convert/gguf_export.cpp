@@ -37,11 +37,14 @@ bool llama_family(const ModelConfig& c) {
 std::string gguf_architecture(const ModelConfig& c) { return llama_family(c) ? "llama" : c.architecture; }
 
 // The GGUF name of a canonical tensor: llama.cpp's phi3 keeps the fused [gate; up] projection under ffn_up (of 2 *
-// feed_forward_length rows), which is how qrt's GGUF loader recognizes it (models/fused_tensors.hpp).
-std::string gguf_tensor_name(const std::string& key) {
+// feed_forward_length rows), which is how qrt's GGUF loader recognizes it (models/fused_tensors.hpp); its gpt-oss
+// names the MLP's input norm post_attention_norm (which qrt's loader reads back as the MLP norm).
+std::string gguf_tensor_name(const std::string& key, const ModelConfig& c) {
   const bool bias = ends_with(key, ".bias");
   std::string base = bias ? key.substr(0, key.size() - 5) : key;
   if (ends_with(base, ".ffn_gate_up")) base = base.substr(0, base.size() - 12) + ".ffn_up";
+  if (c.architecture == "gpt-oss" && ends_with(base, ".ffn_norm"))
+    base = base.substr(0, base.size() - 9) + ".post_attention_norm";
   return base + (bias ? ".bias" : ".weight");
 }
 
@@ -70,11 +73,15 @@ Status check_gemma_for_gguf(const ModelConfig& c) {
 Status add_architecture(GgufWriter& w, const ModelConfig& c) {
   const std::string a = gguf_architecture(c), p = a + ".";
   if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && a != "phi3" && a != "gemma2" &&
-      a != "gemma3")
+      a != "gemma3" && a != "gpt-oss")
     return unsupported("writing GGUF for " + c.architecture +
                        " models is not supported yet (llama, mistral, mixtral, qwen2, qwen3, qwen3moe, phi3, gemma2, "
-                       "gemma3)");
+                       "gemma3, gpt-oss)");
   if (a == "gemma2" || a == "gemma3") QRT_TRY(check_gemma_for_gguf(c));
+  // llama.cpp's gpt-oss hard-codes the clamp (alpha 1.702, limit 7) and windows the even layers.
+  if (a == "gpt-oss" && (c.swiglu_limit != 7.0f || c.swiglu_alpha != 1.702f || c.sliding_window_pattern != 2))
+    return unsupported("GGUF cannot record this gpt-oss model's swiglu_limit " + std::to_string(c.swiglu_limit) +
+                       " or window pattern (llama.cpp assumes 7 and every other layer)");
   if (c.rope.scaling == RopeScaling::kLongRope) {
     // Only llama.cpp's phi3 reads the original context and attn_factor keys that go with the factor tensors.
     if (a != "phi3")
@@ -139,7 +146,7 @@ Status add_architecture(GgufWriter& w, const ModelConfig& c) {
     w.set_u32(p + "expert_count", static_cast<uint32_t>(c.experts));
     w.set_u32(p + "expert_used_count", static_cast<uint32_t>(c.experts_used));
     w.set_u32(p + "expert_feed_forward_length", static_cast<uint32_t>(c.expert_ffn));
-    if (!llama_family(c)) w.set_bool(p + "expert_weights_norm", c.normalize_topk);
+    if (!llama_family(c) && a != "gpt-oss") w.set_bool(p + "expert_weights_norm", c.normalize_topk);
   }
   return ok_status();
 }
@@ -240,7 +247,7 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
   uint64_t source_bytes = 0;
   for (const auto& [key, t] : canonical.tensors) {
     const bool bias = ends_with(key, ".bias");
-    const std::string name = gguf_tensor_name(key);
+    const std::string name = gguf_tensor_name(key, config);
     FormatId format = FormatId::kF32;
     bool requantize = false;
     if (options.keep_types) {
@@ -323,6 +330,9 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
     return invalid_argument(options.importance->path + " has no importance for any matrix of this model (its names "
                             "are GGUF names like " + options.importance->entries.begin()->first + ")");
   GgufExportReport report;
+  if (config.rope.scaling == RopeScaling::kYarn && !config.rope.yarn_truncate)
+    report.fallbacks.push_back("rope: config.json keeps YaRN's correction range fractional (truncate: false); GGUF "
+                               "readers (llama.cpp, qrt) round it to whole dimensions");
   std::vector<float> rope_divisors;  // alive until the file is written
   if (config.rope.scaling == RopeScaling::kLlama3) {
     rope_divisors = llama3_rope_divisors(config.rope, config.head_dim);

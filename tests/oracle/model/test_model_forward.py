@@ -115,14 +115,14 @@ CASES = {
                           attn_logit_softcapping=None, final_logit_softcapping=None,
                           hidden_activation="gelu_pytorch_tanh", hidden_act=None, tie_word_embeddings=True),
     # gpt-oss: q/k/v/o biases, sink logits, a window on the even layers, a router with a bias (softmax over the
-    # top-k logits), 4 experts with biases and the clamped SwiGLU (limit 1.5, so that it clamps here), YaRN; in
+    # top-k logits), 4 experts with biases and the clamped SwiGLU (the experts' gate/up weights scaled by the limit,
+    # so that it clamps here; gpt_oss_truncated at llama.cpp's 7), YaRN; in
     # Hugging Face's form (experts stored [in, out], gate and up interleaved). Without truncating YaRN's correction
     # range (as the published config), which GGUF cannot say, and with it (llama.cpp's only behaviour).
     "gpt_oss": base_config("gpt_oss", head_dim=16, num_local_experts=4, num_experts_per_tok=2, intermediate_size=64,
                            sliding_window=3, swiglu_limit=1.5, attention_bias=True, rope_theta=100.0,
                            rope_scaling={"rope_type": "yarn", "factor": 8.0, "beta_fast": 32.0, "beta_slow": 1.0,
                                          "truncate": False, "original_max_position_embeddings": 64}),
-    # llama.cpp's limit, 7 (GGUF has no key for it): the experts' gate/up weights are scaled up so that it clamps.
     "gpt_oss_truncated": base_config("gpt_oss", head_dim=32, num_local_experts=4, num_experts_per_tok=2,
                                      intermediate_size=64, sliding_window=5, swiglu_limit=7.0, attention_bias=True,
                                      layer_types=["sliding_attention", "full_attention"],

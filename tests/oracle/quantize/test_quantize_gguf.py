@@ -532,8 +532,10 @@ def phi3_checks():
 
 # ---- every architecture of the numpy oracle's cases, to GGUF and back ------------------------------------------
 # Cases quantize-model does not write to GGUF, and the word its refusal names: a Gemma q·k scale llama.cpp would
-# not derive from the file; gpt-oss (not written to GGUF yet; qrt reads llama.cpp's gpt-oss files).
-GGUF_REFUSED = {"gemma2_scalar_untied": "query_pre_attn_scalar", "gpt_oss": "gpt-oss", "gpt_oss_truncated": "gpt-oss"}
+# not derive from the file, a gpt-oss clamp other than llama.cpp's 7.
+GGUF_REFUSED = {"gemma2_scalar_untied": "query_pre_attn_scalar", "gpt_oss": "swiglu_limit"}
+# GGUF files convert-model does not turn into UQFF exports yet, and the word its refusal names.
+UQFF_FROM_GGUF_REFUSED = {"gpt_oss_truncated": "gpt-oss"}
 
 
 def every_architecture_checks():
@@ -559,12 +561,23 @@ def every_architecture_checks():
         r = run([QUANTIZE, d, "-o", out, "--type", "q8_0", "--quiet", "--force"])
         moe = cfg.get("num_local_experts", cfg.get("num_experts", 0)) > 0
         routers = [f"--tensor-format=blk.{i}.ffn_gate_inp=f32" for i in range(cfg["num_hidden_layers"]) if moe]
+        if cfg["model_type"] == "gpt_oss":  # expert biases stay F32 in GGUF, as every bias
+            routers += [f"--tensor-format=blk.{i}.ffn_{p}_exps.bias=f32" for i in range(cfg["num_hidden_layers"])
+                        for p in ("gate", "up", "down")]
         a, b, c = (os.path.join(WORK, f"arch-{case}.{k}.f32") for k in ("gguf", "hf", "uqff"))
         if case in GGUF_REFUSED:
             # What a GGUF cannot hold is refused, naming it; the UQFF export holds it.
             check(f"{case}: quantize-model to .gguf refuses, naming {GGUF_REFUSED[case]}",
                   r.returncode != 0 and GGUF_REFUSED[case] in r.stderr, r.stderr)
             uqff_export_check(case, cfg, d, tokens, routers, b, c)
+            if case == "gpt_oss":
+                # At llama.cpp's clamp the file is written, noting that GGUF readers truncate YaRN's fractional
+                # correction range (this config keeps it), and runs.
+                json.dump(dict(cfg, swiglu_limit=7.0), open(os.path.join(d, "config.json"), "w"))
+                r = run([QUANTIZE, d, "-o", out, "--type", "q8_0", "--force"])
+                ra = run([FORWARD, "--model", out, "--tokens", tokens, "--logits", a]) if r.returncode == 0 else r
+                check(f"{case}: at a clamp of 7 the GGUF is written, noting the truncated YaRN range, and runs",
+                      r.returncode == ra.returncode == 0 and "truncate" in r.stderr, r.stderr + ra.stderr)
             continue
         check(f"{case}: quantize-model to .gguf", r.returncode == 0, r.stderr)
         if r.returncode != 0:
@@ -581,6 +594,11 @@ def every_architecture_checks():
         back = os.path.join(WORK, f"arch-{case}-uqff")
         shutil.rmtree(back, ignore_errors=True)
         r = run([CONVERT, out, "-o", back, "--quiet"])
+        if case in UQFF_FROM_GGUF_REFUSED:
+            check(f"{case}: convert-model GGUF -> UQFF refuses, naming {UQFF_FROM_GGUF_REFUSED[case]}",
+                  r.returncode != 0 and UQFF_FROM_GGUF_REFUSED[case] in r.stderr, r.stderr)
+            uqff_export_check(case, cfg, d, tokens, routers, b, c)
+            continue
         rc = run([FORWARD, "--model", back, "--tokens", tokens, "--logits", c]) if r.returncode == 0 else r
         check(f"{case}: convert-model GGUF -> UQFF runs", r.returncode == rc.returncode == 0, r.stderr + rc.stderr)
         if r.returncode == rc.returncode == 0:
