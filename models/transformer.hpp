@@ -80,8 +80,9 @@ class KvPool {
  private:
   friend class Transformer;
   friend class Sequence;
-  KvPool(int64_t blocks, int block_size) : blocks_(blocks, block_size) {}
+  KvPool(int64_t blocks, int block_size, uint64_t serial) : blocks_(blocks, block_size), serial_(serial) {}
   KvBlockAllocator blocks_;
+  uint64_t serial_;  // unique per pool made in this process: what a captured step was recorded against
   ScopedBuffer k_, v_;     // [layers, blocks * block_size, kv_heads * head_dim]
   ScopedBuffer positions_;  // [blocks * block_size] int32
   uint64_t reused_tokens_ = 0;
@@ -169,6 +170,10 @@ class DecodeBatch {
     for (const ScopedBuffer& b : scratch_) n += b.buffer().bytes;
     return n;
   }
+  // Decode steps captured so far (one per batch size and table width in use, again after a buffer grew) and steps
+  // launched from them.
+  uint64_t step_captures() const { return step_captures_; }
+  uint64_t graph_steps() const { return graph_steps_; }
 
  private:
   friend class Transformer;
@@ -179,6 +184,17 @@ class DecodeBatch {
   ScopedBuffer attention_tables_;
   ScopedBuffer attention_workspace_;
   int64_t logits_rows_ = 0;  // rows of the last decode step's logits still in the scratch (0: none)
+  // A decode step of `items` one-token sequences of `pool` over tables `table_blocks` wide, captured over this
+  // batch's buffers (cleared whenever one of them is reallocated), replayed by one launch. Declared last: destroyed
+  // before the buffers.
+  struct StepGraph {
+    int64_t items = 0;
+    int64_t table_blocks = 0;
+    uint64_t pool = 0;  // KvPool::serial_ (an address could be a later pool's)
+    std::unique_ptr<BackendGraph> graph;
+  };
+  uint64_t graph_steps_ = 0, step_captures_ = 0;
+  std::vector<StepGraph> graphs_;
 };
 
 // KV cache bytes per token of a model with `config` split among `tp_world` ranks (each rank's share): K and V of
@@ -335,8 +351,13 @@ class Transformer {
   Status run_layer(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int layer_index,
                    int64_t tokens, F32View x, const DecodeRows& decode);
   // DecodeRows for a step over `groups` (rows of the step scratch), with the tables uploaded to the batch's
-  // buffers: none (items = 0) unless at least two leading groups qualify.
+  // buffers: none (items = 0) unless at least two leading groups qualify. Table widths are rounded up to a power
+  // of two, so that a captured step serves sequences as they grow.
   Result<DecodeRows> stage_decode_rows(DecodeBatch& batch, std::span<const CacheRows> groups);
+  // A step whose rows are all one-token decode rows of one pool: its captured graph (captured on first use when the
+  // backend supports graphs), launched; false in *ran when it must run op by op.
+  Status launch_step_graph(DecodeBatch& batch, std::span<const CacheRows> groups, int64_t n, F32View logits,
+                           const DecodeRows& decode, bool* ran);
   // Layer `layer_index`'s attention: its window (all layers, or the windowed ones of a pattern), the q·k scale and
   // soft-capping. The attention workspaces do not depend on these, so layer 0's size them for every layer.
   AttentionParams attention_params(int layer_index) const;

@@ -1,6 +1,7 @@
 // Passes over several sequences at once on a DecodeBatch's scratch (Transformer::step_keep_logits and the decode
 // steps built on it), and sampling or copying back the rows of logits they leave on the device.
 #include <algorithm>
+#include <bit>
 #include <string>
 
 #include "models/transformer.hpp"
@@ -65,7 +66,9 @@ Status Transformer::step_keep_logits(DecodeBatch& batch, std::span<const StepSpa
     if (blocks > pool->free_blocks())
       return out_of_range("step: KV cache pool full: the step needs " + std::to_string(blocks) + " blocks, " +
                           std::to_string(pool->free_blocks()) + " are free");
+  const int64_t had_tokens = batch.scratch_tokens_;
   QRT_TRY(ensure_scratch_buffers(batch.scratch_, batch.scratch_tokens_, n));
+  if (batch.scratch_tokens_ != had_tokens) batch.graphs_.clear();  // they hold the old buffers' addresses
   // token ids [n], positions [n], cache rows [n], key counts [groups], the last row of each span [groups]
   std::vector<int32_t> step(static_cast<size_t>(3 * n + 2 * groups));
   std::vector<CacheRows> rows;
@@ -95,7 +98,9 @@ Status Transformer::step_keep_logits(DecodeBatch& batch, std::span<const StepSpa
                                              : batch.scratch_[kStep].view<const int32_t>(3 * n + 2 * groups, 1)
                                                    .row_range(3 * n + groups, groups);
   QRT_ASSIGN_OR_RETURN(const DecodeRows decode, stage_decode_rows(batch, rows));
-  QRT_TRY(issue_forward(batch.scratch_, rows, n, 0, out, gather, decode));
+  bool ran = false;
+  if (one_token_each && decode.items == groups) QRT_TRY(launch_step_graph(batch, rows, n, out, decode, &ran));
+  if (!ran) QRT_TRY(issue_forward(batch.scratch_, rows, n, 0, out, gather, decode));
   batch.logits_rows_ = groups;
   for (const StepSpan& span : spans) {
     span.seq->length_ += static_cast<int64_t>(span.tokens.size());
@@ -105,11 +110,40 @@ Status Transformer::step_keep_logits(DecodeBatch& batch, std::span<const StepSpa
   return ok_status();
 }
 
+Status Transformer::launch_step_graph(DecodeBatch& batch, std::span<const CacheRows> groups, int64_t n,
+                                     F32View logits, const DecodeRows& decode, bool* ran) {
+  *ran = false;
+  if (!graphs_ || !backend_.supports_graphs()) return ok_status();
+  const uint64_t pool = groups[0].seq->pool_->serial_;
+  auto it = std::find_if(batch.graphs_.begin(), batch.graphs_.end(), [&](const DecodeBatch::StepGraph& g) {
+    return g.items == decode.items && g.table_blocks == decode.tables.cols && g.pool == pool;
+  });
+  if (it == batch.graphs_.end()) {
+    auto graph = backend_.capture([&] { return issue_forward(batch.scratch_, groups, n, 0, logits, {}, decode); });
+    if (!graph.ok()) {
+      if (graph.status().code() != ErrorCode::kUnsupported) return graph.status();
+      graphs_ = false;
+      return ok_status();
+    }
+    // A server's batch sizes come and go: keep the most recent few dozen.
+    constexpr size_t kMaxStepGraphs = 32;
+    if (batch.graphs_.size() == kMaxStepGraphs) batch.graphs_.erase(batch.graphs_.begin());
+    batch.graphs_.push_back({decode.items, decode.tables.cols, pool, std::move(*graph)});
+    ++batch.step_captures_;
+    it = batch.graphs_.end() - 1;
+  }
+  QRT_TRY(backend_.launch(*it->graph));
+  ++batch.graph_steps_;
+  *ran = true;
+  return ok_status();
+}
+
 // Grows a batch buffer to at least `bytes`, by at least half again, so that a step a little larger than the last
-// does not reallocate.
-static Status grow(Backend& backend, ScopedBuffer& buffer, uint64_t bytes) {
+// does not reallocate (a reallocation drops the batch's captured steps, which hold the old address).
+static Status grow(Backend& backend, ScopedBuffer& buffer, uint64_t bytes, bool* reallocated) {
   const uint64_t have = buffer.buffer().bytes;
   if (have >= bytes) return ok_status();
+  *reallocated = true;
   buffer.reset();
   QRT_ASSIGN_OR_RETURN(buffer, allocate_scoped(backend, std::max(bytes, have * 3 / 2)));
   return ok_status();
@@ -125,17 +159,21 @@ Result<Transformer::DecodeRows> Transformer::stage_decode_rows(DecodeBatch& batc
     ++items;
   }
   if (items < 2) return DecodeRows{};
+  table_blocks = std::bit_ceil(table_blocks);
   // Row i: sequence i's blocks, then zeros (a block of the pool) past them; the kernel reads only its keys' blocks.
   std::vector<int32_t> tables(items * table_blocks, 0);
   for (size_t i = 0; i < items; ++i) {
     const std::vector<int32_t>& blocks = groups[i].seq->blocks_;
     std::copy(blocks.begin(), blocks.end(), tables.begin() + static_cast<std::ptrdiff_t>(i * table_blocks));
   }
-  QRT_TRY(grow(backend_, batch.attention_tables_, tables.size() * sizeof(int32_t)));
+  bool reallocated = false;
+  QRT_TRY(grow(backend_, batch.attention_tables_, tables.size() * sizeof(int32_t), &reallocated));
   QRT_TRY(backend_.upload(tables.data(), batch.attention_tables_.buffer().ptr, tables.size() * sizeof(int32_t)));
   const int64_t slots = static_cast<int64_t>(table_blocks) * pool->block_size();
   QRT_TRY(grow(backend_, batch.attention_workspace_,
-               backend_.attention_batch_workspace_bytes(static_cast<int64_t>(items), attention_params(0), slots)));
+               backend_.attention_batch_workspace_bytes(static_cast<int64_t>(items), attention_params(0), slots),
+               &reallocated));
+  if (reallocated) batch.graphs_.clear();
   DecodeRows decode;
   decode.items = static_cast<int64_t>(items);
   decode.tables = batch.attention_tables_.view<const int32_t>(decode.items, static_cast<int64_t>(table_blocks));

@@ -1,5 +1,6 @@
 // The paged KV cache of the Transformer: pools, paged sequences, their block tables and the prefix cache
 // (models/kv_blocks.hpp). The forward passes (transformer.cpp) call prepare_slots before and record_tokens after.
+#include <atomic>
 #include <bit>
 #include <string>
 
@@ -17,7 +18,8 @@ Result<std::unique_ptr<KvPool>> Transformer::new_kv_pool(int64_t blocks, int blo
       blocks * block_size > (int64_t{1} << 40) / (int64_t{config_.layers} * kv_dim * 4))
     return invalid_argument("KV cache pool of " + std::to_string(blocks) + " blocks of " +
                             std::to_string(block_size) + " tokens is empty or too large");
-  std::unique_ptr<KvPool> pool(new KvPool(blocks, block_size));
+  static std::atomic<uint64_t> pools_made{0};
+  std::unique_ptr<KvPool> pool(new KvPool(blocks, block_size, ++pools_made));
   const int64_t rows = blocks * block_size;
   const uint64_t kv_bytes = static_cast<uint64_t>(config_.layers) * rows * kv_row_bytes(kv_type_, kv_dim);
   QRT_ASSIGN_OR_RETURN(pool->k_, allocate_scoped(backend_, kv_bytes));

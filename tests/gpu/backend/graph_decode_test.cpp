@@ -2,7 +2,8 @@
 // itself, on the same CUDA backend: the logits must be identical bit for bit at every step, through everything that
 // changes between replays (token, position, slot, key count), a prompt chunk that regrows the scratch buffers
 // (the graph holds their old addresses, so it must be captured again), a sliding window, MoE routing, and a
-// sequence that is reset and filled again. Under the SIMT layer the graph launches are also counted.
+// sequence that is reset and filled again; and decode_batch's steps over a paged pool, one graph per batch shape.
+// Under the SIMT layer the graph launches are also counted.
 #include <cmath>
 #include <memory>
 #include <set>
@@ -100,6 +101,70 @@ TEST_F(GraphDecode, GreedyGenerationEqualsOpByOp) {
   }
   EXPECT_EQ(ids[0], ids[1]);
   EXPECT_GT(std::set<int32_t>(ids[0].begin(), ids[0].end()).size(), 1u) << "the ids should not all be the same";
+}
+
+// decode_batch over sequences of one paged pool: one captured graph per batch size and (power-of-two) table width,
+// replayed by one launch per step, bit for bit the op-by-op steps; a batch of another size gets its own graph, and
+// the sequences' tables growing past a width re-capture.
+TEST_F(GraphDecode, BatchedDecodeStepsReplayOneGraphPerBatchShape) {
+  const test::TinyModel m = test::make_tiny_model(test::architectures().front().config);
+  struct Batched {
+    std::unique_ptr<Transformer> transformer;
+    std::unique_ptr<KvPool> pool;
+    std::vector<std::unique_ptr<Sequence>> seqs;
+    DecodeBatch batch;
+  };
+  Batched runs[2];
+  for (int i = 0; i < 2; ++i) {
+    TransformerOptions options;
+    options.graphs = i == 0;
+    auto t = Transformer::create(*gpu_, m.config, m.tensors, options);
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    runs[i].transformer = std::move(*t);
+    auto pool = runs[i].transformer->new_kv_pool(64, 4);
+    ASSERT_TRUE(pool.ok());
+    runs[i].pool = std::move(*pool);
+    for (int s = 0; s < 4; ++s) {
+      auto seq = runs[i].transformer->new_sequence(*runs[i].pool, 48);
+      ASSERT_TRUE(seq.ok());
+      // Prompts of 2, 5, 3 and 6 tokens: the sequences hold different numbers of blocks.
+      std::vector<int32_t> prompt;
+      for (int k = 0; k < (s % 2 == 0 ? 2 + s / 2 : 5 + s / 2); ++k) prompt.push_back((7 * s + 3 * k + 1) % 50);
+      std::vector<float> ignored;
+      ASSERT_TRUE(runs[i].transformer->forward(**seq, prompt, LogitsFor::kLast, &ignored).ok());
+      runs[i].seqs.push_back(std::move(*seq));
+    }
+  }
+#if defined(QRT_SIMT)
+  const simt::StreamCounters before = simt::device_counters(0);
+#endif
+  int steps = 0;
+  for (int step = 0; step < 14; ++step) {
+    const int batch = step >= 6 && step < 9 ? 3 : 4;  // a smaller batch in the middle
+    std::vector<float> logits[2];
+    for (int i = 0; i < 2; ++i) {
+      std::vector<Sequence*> seqs;
+      std::vector<int32_t> tokens;
+      for (int s = 0; s < batch; ++s) {
+        seqs.push_back(runs[i].seqs[static_cast<size_t>(s)].get());
+        tokens.push_back((11 * step + 5 * s + 2) % 50);
+      }
+      const Status st = runs[i].transformer->decode_batch(runs[i].batch, seqs, tokens, &logits[i]);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+    }
+    for (float v : logits[1]) ASSERT_TRUE(std::isfinite(v));
+    EXPECT_EQ(logits[0], logits[1]) << "step " << step << ", batch of " << batch;
+    ++steps;
+  }
+  EXPECT_EQ(runs[0].batch.graph_steps(), static_cast<uint64_t>(steps)) << "every step one launch";
+  EXPECT_EQ(runs[1].batch.graph_steps(), 0u);
+  // Batches of 4 and 3 over tables of 2 blocks, then (the table buffer grown: every graph dropped) of 4 blocks as the
+  // sequences pass 8 tokens: a handful of captures for 14 steps.
+  EXPECT_GE(runs[0].batch.step_captures(), 3u);
+  EXPECT_LE(runs[0].batch.step_captures(), 5u);
+#if defined(QRT_SIMT)
+  EXPECT_EQ((simt::device_counters(0) - before).graph_launches, static_cast<uint64_t>(steps));
+#endif
 }
 
 }  // namespace
