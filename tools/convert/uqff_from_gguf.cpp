@@ -66,8 +66,8 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
   j["head_dim"] = c.head_dim;
   j["intermediate_size"] = c.ffn > 0 ? c.ffn : c.expert_ffn;
   j["max_position_embeddings"] = c.context_length;
-  j["rms_norm_eps"] = c.norm_eps;
-  j["rope_theta"] = c.rope.theta;
+  j["rms_norm_eps"] = short_float(c.norm_eps);
+  j["rope_theta"] = short_float(c.rope.theta);
   j["tie_word_embeddings"] = c.tied_embeddings;
   if (gemma) {
     // Gemma's fields (Gemma2Config / Gemma3TextConfig); soft-capping null when off.
@@ -99,12 +99,12 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
     j["max_window_layers"] = 0;
   }
   if (c.rope.scaling == RopeScaling::kLinear) {
-    j["rope_scaling"] = {{"type", "linear"}, {"factor", c.rope.factor}};
+    j["rope_scaling"] = {{"type", "linear"}, {"factor", short_float(c.rope.factor)}};
   } else if (c.rope.scaling == RopeScaling::kLlama3) {
     j["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", c.rope.factor},
-                         {"low_freq_factor", c.rope.low_freq_factor},
-                         {"high_freq_factor", c.rope.high_freq_factor},
+                         {"factor", short_float(c.rope.factor)},
+                         {"low_freq_factor", short_float(c.rope.low_freq_factor)},
+                         {"high_freq_factor", short_float(c.rope.high_freq_factor)},
                          {"original_max_position_embeddings", c.rope.original_context}};
   } else if (c.rope.scaling == RopeScaling::kYarn) {
     // Hugging Face's YaRN parameters; attention_factor always, since GGUF's attn_factor may differ from the

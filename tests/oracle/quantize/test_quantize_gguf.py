@@ -604,6 +604,10 @@ def every_architecture_checks():
         if r.returncode == rc.returncode == 0:
             err = logits_error(c, a)
             check(f"{case}: the UQFF export's logits equal the GGUF's ({err:.2e})", err < 1e-5)
+            # Floats read from GGUF's f32 keys are written with the fewest digits that read back the same.
+            written = json.load(open(os.path.join(back, "config.json")))
+            check(f"{case}: config.json's rms_norm_eps and rope_theta as in the source ({written['rms_norm_eps']!r})",
+                  written["rms_norm_eps"] == cfg["rms_norm_eps"] and written["rope_theta"] == cfg["rope_theta"])
         uqff_export_check(case, cfg, d, tokens, routers, b, c)
 
 
