@@ -155,6 +155,15 @@ bool has_sandwich_norms(const TensorTable& hf_tensors) {
 }
 
 std::optional<CanonicalName> canonical_from_hf(std::string_view hf_name, bool sandwich_norms) {
+  // Gemma 3's multimodal checkpoints keep the text model under language_model. (transformers < 4.52) or
+  // model.language_model. (later); the vision tower's tensors map to nothing.
+  std::string text_model;
+  if (std::string_view rest = hf_name; consume(rest, "language_model.")) {
+    text_model = std::string(rest);
+  } else if (consume(rest, "model.language_model.")) {
+    text_model = "model." + std::string(rest);
+  }
+  if (!text_model.empty()) return canonical_from_hf(text_model, sandwich_norms);
   // gpt-oss's sink logits are a parameter without a ".weight" suffix.
   if (std::string_view rest = hf_name; consume(rest, "model.layers.")) {
     const auto layer = consume_index(rest);

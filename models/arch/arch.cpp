@@ -187,6 +187,26 @@ Status read_hf_token_ids(const json& j, ModelConfig* c) {
   return ok_status();
 }
 
+// Gemma 3's multimodal checkpoints (gemma-3-4b and larger): the text model's config under text_config, which leaves
+// out what equals Gemma3TextConfig's defaults; token ids at the top level win. The vision tower is not run (its
+// tensors are ignored, tensor_names.hpp).
+Result<ModelConfig> gemma3_text_of_multimodal(const json& j) {
+  auto it = j.find("text_config");
+  if (it == j.end() || !it->is_object())
+    return format_error("config.json: a multimodal gemma3 config without a text_config object");
+  json text = *it;
+  const json defaults = {{"vocab_size", 262208},      {"hidden_size", 2304},           {"intermediate_size", 9216},
+                         {"num_hidden_layers", 26},    {"num_attention_heads", 8},      {"num_key_value_heads", 4},
+                         {"head_dim", 256},            {"max_position_embeddings", 131072}, {"rms_norm_eps", 1e-6},
+                         {"rope_theta", 1000000.0},    {"bos_token_id", 2},             {"eos_token_id", 1}};
+  for (const auto& [key, value] : defaults.items())
+    if (!text.contains(key)) text[key] = value;
+  for (const char* key : {"bos_token_id", "eos_token_id"})
+    if (j.contains(key) && !j[key].is_null()) text[key] = j[key];
+  text["model_type"] = "gemma3_text";
+  return config_from_hf(text);
+}
+
 }  // namespace
 
 // ---- shared field readers -----------------------------------------------------------------------------------
@@ -263,9 +283,7 @@ Result<ModelConfig> config_from_hf(const json& j) {
   for (const ArchRules* r : all_rules())
     for (auto t : r->hf_model_types)
       if (t == model_type) rules = r;
-  if (model_type == "gemma3")
-    return unsupported("config.json: model_type \"gemma3\" is the multimodal Gemma 3 (text model under text_config, "
-                       "tensors under language_model.); qrt runs its text-only form, model_type \"gemma3_text\"");
+  if (model_type == "gemma3") return gemma3_text_of_multimodal(j);
   if (rules == nullptr)
     return unsupported("config.json: model_type \"" + model_type + "\" (supported: " + join(supported_hf_model_types()) +
                        ")");

@@ -90,9 +90,13 @@ void stamp(SafetensorsWriter& w) {
 std::pair<std::string, int> uqff_module_of(const std::string& name) {
   if (!ends_with(name, ".weight")) return {"", -1};
   const std::string base = name.substr(0, name.size() - 7);
-  if (base == "lm_head") return {base, -1};
-  const std::string layers = "model.layers.";
-  if (base.rfind(layers, 0) != 0) return {"", -1};
+  if (base == "lm_head" || base == "language_model.lm_head") return {base, -1};
+  // A multimodal Gemma 3 keeps its text model's layers under language_model. (or model.language_model.): the same
+  // modules, under their own names.
+  std::string layers;
+  for (const char* p : {"model.layers.", "language_model.model.layers.", "model.language_model.layers."})
+    if (base.rfind(p, 0) == 0) layers = p;
+  if (layers.empty()) return {"", -1};
   const size_t dot = base.find('.', layers.size());
   if (dot == std::string::npos) return {"", -1};
   const std::string layer = base.substr(layers.size(), dot - layers.size());

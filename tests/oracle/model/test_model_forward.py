@@ -701,6 +701,37 @@ def check_gpt_oss_mxfp4_checkpoint(tool, work, failures):
     print("ok  %-28s %-30s worst rel error %.2e" % ("gpt_oss_mxfp4_checkpoint", "mxfp4 experts", worst))
 
 
+def check_gemma3_multimodal_layout(tool, work, failures):
+    """Gemma 3's multimodal checkpoints: the text model's config under text_config, its tensors under
+    language_model. (older transformers) or model.language_model. (newer), a vision tower beside them that qrt
+    ignores: the logits of the text model."""
+    cfg = CASES["gemma3"]
+    rng = np.random.default_rng(12)
+    W = make_weights(cfg, rng)
+    tokens = rng.integers(0, cfg["vocab_size"], size=SEQ_LEN)
+    want = ref.forward(cfg, {k: v.astype(np.float64) for k, v in W.items()}, tokens, np.arange(SEQ_LEN))
+    for scheme in ("language_model.", "model.language_model."):
+        def renamed(name):
+            if scheme == "language_model.":
+                return scheme + name
+            return scheme + name[len("model."):] if name.startswith("model.") else name
+        d = os.path.join(work, "gemma3_multimodal_" + scheme.replace(".", "_"))
+        os.makedirs(d, exist_ok=True)
+        tensors = {renamed(k): v for k, v in W.items()}
+        tensors["vision_tower.vision_model.embeddings.patch_embedding.weight"] = rng.standard_normal(
+            (8, 3, 2, 2)).astype(np.float32)
+        save_file(tensors, os.path.join(d, "model.safetensors"))
+        text = {k: v for k, v in cfg.items() if k != "model_type"}
+        json.dump({"model_type": "gemma3", "text_config": dict(text, model_type="gemma3_text"),
+                   "vision_config": {"model_type": "siglip_vision_model"}}, open(os.path.join(d, "config.json"), "w"))
+        out = os.path.join(d, "logits.f32")
+        run_tool(tool, ["--model", d, "--tokens", ",".join(str(int(t)) for t in tokens), "--positions",
+                        ",".join(str(p) for p in range(SEQ_LEN)), "--logits", out])
+        got = np.fromfile(out, dtype=np.float32).reshape(SEQ_LEN, -1).astype(np.float64)
+        worst = compare("gemma3 multimodal checkpoint (%s)" % scheme, got, want, failures)
+        print("ok  %-28s %-30s worst rel error %.2e" % ("gemma3_multimodal", scheme, worst))
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -714,6 +745,7 @@ def main():
         run_case(tool, work, case, cfg, 1000 + i, ["--format", "q8_0"], failures, gguf=case not in HF_ONLY)
     check_gguf_config_matches(tool, work, failures)
     check_gpt_oss_mxfp4_checkpoint(tool, work, failures)
+    check_gemma3_multimodal_layout(tool, work, failures)
     # Every listed format on two architectures (dense and MoE), batch and cache schedules, HF layout.
     quick = [("batch", None, None), ("prompt6+single", "6,1,1,1,1,1", None)]
     for fmt in SMALL_FORMATS:

@@ -116,15 +116,43 @@ TEST(GemmaConfig, LayerTypes) {
   EXPECT_EQ(config_from_hf(j).status().code(), ErrorCode::kFormatError);
 }
 
+// google/gemma-3-4b-it's config.json (vision_config abridged): the text model under text_config, which leaves out
+// what equals Gemma3TextConfig's defaults (heads, head_dim, vocabulary, norm eps, rope_theta).
+TEST(GemmaConfig, Gemma3MultimodalTextModel) {
+  const json j = json::parse(R"({"architectures": ["Gemma3ForConditionalGeneration"], "boi_token_index": 255999,
+    "eoi_token_index": 256000, "eos_token_id": [1, 106], "image_token_index": 262144,
+    "initializer_range": 0.02, "mm_tokens_per_image": 256, "model_type": "gemma3",
+    "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+      "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024},
+    "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0",
+    "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model", "num_hidden_layers": 27}})");
+  const ModelConfig c = hf_ok(j);
+  EXPECT_EQ(c.architecture, "gemma3");
+  EXPECT_EQ(c.hidden, 2560);
+  EXPECT_EQ(c.ffn, 10240);
+  EXPECT_EQ(c.layers, 34);
+  EXPECT_EQ(c.heads, 8);
+  EXPECT_EQ(c.kv_heads, 4);
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.vocab_size, 262208);
+  EXPECT_FLOAT_EQ(c.norm_eps, 1e-6f);
+  EXPECT_FLOAT_EQ(c.rope.theta, 1000000.0f);
+  EXPECT_EQ(c.rope.scaling, RopeScaling::kLinear);
+  EXPECT_FLOAT_EQ(c.rope.factor, 8.0f);
+  EXPECT_EQ(c.sliding_window, 1024);
+  EXPECT_EQ(c.sliding_window_pattern, 6);
+  EXPECT_TRUE(c.qk_norm && c.post_norms && c.tied_embeddings);
+  EXPECT_EQ(c.eos_token_id, 1);
+  EXPECT_EQ(c.extra_eos_token_ids, std::vector<int>{106});  // the top level's, not the text default
+  json no_text = j;
+  no_text.erase("text_config");
+  EXPECT_EQ(config_from_hf(no_text).status().code(), ErrorCode::kFormatError);
+}
+
 TEST(GemmaConfig, Refusals) {
-  json multimodal = json::parse(kGemma3);
-  multimodal["model_type"] = "gemma3";
-  auto r = config_from_hf(multimodal);
-  EXPECT_EQ(r.status().code(), ErrorCode::kUnsupported);
-  EXPECT_NE(r.status().message().find("gemma3_text"), std::string::npos);
   json erf = json::parse(kGemma2);
   erf["hidden_activation"] = "gelu";
-  r = config_from_hf(erf);
+  auto r = config_from_hf(erf);
   EXPECT_EQ(r.status().code(), ErrorCode::kUnsupported);
   EXPECT_NE(r.status().message().find("hidden_activation"), std::string::npos);
   json negative = json::parse(kGemma2);

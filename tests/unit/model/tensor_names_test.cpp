@@ -94,6 +94,14 @@ TEST(TensorNames, GemmaSandwichNorms) {
     EXPECT_EQ(*canonical_from_gguf(std::string(canonical) + ".weight"), (CanonicalName{canonical, -1}));
   }
   EXPECT_EQ(canonical_from_hf("model.layers.2.post_attention_layernorm.weight")->name, "blk.2.ffn_norm");
+  // Gemma 3's multimodal checkpoints: the text model under language_model. (older) or model.language_model.
+  EXPECT_EQ(canonical_from_hf("language_model.model.layers.2.pre_feedforward_layernorm.weight", true)->name,
+            "blk.2.ffn_norm");
+  EXPECT_EQ(canonical_from_hf("model.language_model.layers.2.self_attn.q_norm.weight")->name, "blk.2.attn_q_norm");
+  EXPECT_EQ(canonical_from_hf("model.language_model.embed_tokens.weight")->name, "token_embd");
+  EXPECT_EQ(canonical_from_hf("language_model.lm_head.weight")->name, "output");
+  EXPECT_FALSE(canonical_from_hf("vision_tower.vision_model.encoder.layers.0.mlp.fc1.weight").has_value());
+  EXPECT_FALSE(canonical_from_hf("model.multi_modal_projector.mm_input_projection_weight").has_value());
 
   std::vector<std::vector<uint8_t>> store;
   auto norm = [&](const std::string& name) {
