@@ -155,31 +155,6 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
     if (options.on_tensor_loaded) options.on_tensor_loaded(it->second.bytes());
     return *h;
   };
-  // An RMSNorm weight, as (offset + w) when the checkpoint stores Gemma's offset form (ModelConfig).
-  auto take_norm = [&](const std::string& name, int64_t dim) -> Result<WeightHandle> {
-    auto it = tensors.find(name);
-    if (c.norm_weight_offset == 0.0f || it == tensors.end() || it->second.shape != std::vector<int64_t>{dim})
-      return take(name, {dim}, true);
-    const QuantTensor& t = it->second;
-    auto parts = cpu::part_sizes(t.format, 1, t.cols(), t.params);
-    if (!parts.ok()) return parts.status().with_context("tensor " + t.name);
-    if (parts->data != t.data.size || parts->scales != t.scales.size || parts->biases != t.biases.size ||
-        (t.data.size && !t.data.data))
-      return format_error("tensor " + t.name + ": part sizes do not match its format and shape");
-    std::vector<float> values(static_cast<size_t>(dim));
-    QRT_TRY(cpu::dequantize(t.format, t.view(), values.data()));
-    for (float& v : values) v += c.norm_weight_offset;
-    QuantTensor shifted;
-    shifted.name = t.name + " (+" + std::to_string(c.norm_weight_offset) + ")";
-    shifted.shape = {dim};
-    shifted.data = {reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(float)};
-    shifted.file = t.file;
-    consumed.insert(name);
-    QRT_ASSIGN_OR_RETURN(WeightHandle h, backend_.upload_weight(shifted));  // copied: `values` may go
-    uploaded_.push_back(h);
-    if (options.on_tensor_loaded) options.on_tensor_loaded(t.bytes());
-    return h;
-  };
   // A small tensor's values on the host (sinks, expert biases), consumed; and floats uploaded to a device buffer.
   auto host_values = [&](const std::string& name, std::vector<int64_t> shape) -> Result<std::vector<float>> {
     auto it = tensors.find(name);
@@ -205,6 +180,19 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
     QRT_ASSIGN_OR_RETURN(ScopedBuffer buffer, allocate_scoped(backend_, values.size() * sizeof(float)));
     QRT_TRY(backend_.upload(values.data(), buffer.buffer().ptr, values.size() * sizeof(float)));
     return buffer;
+  };
+  // An RMSNorm weight, as (offset + w) when the checkpoint stores Gemma's offset form (ModelConfig).
+  auto take_norm = [&](const std::string& name, int64_t dim) -> Result<WeightHandle> {
+    if (c.norm_weight_offset == 0.0f || !tensors.count(name)) return take(name, {dim}, true);
+    QRT_ASSIGN_OR_RETURN(std::vector<float> values, host_values(name, {dim}));
+    for (float& v : values) v += c.norm_weight_offset;
+    QuantTensor shifted;
+    shifted.name = tensors.at(name).name + " (+" + std::to_string(c.norm_weight_offset) + ")";
+    shifted.shape = {dim};
+    shifted.data = {reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(float)};
+    QRT_ASSIGN_OR_RETURN(WeightHandle h, backend_.upload_weight(shifted));  // copied: `values` may go
+    uploaded_.push_back(h);
+    return h;
   };
   // Row-parallel biases enter the sum once, through rank 0's partial; the other ranks leave them out.
   auto take_reduced_bias = [&](const std::string& name, std::vector<int64_t> shape) -> Result<WeightHandle> {
