@@ -197,6 +197,7 @@ struct Job {
   const QuantTensor* source;
   FormatId format;        // F32 for vectors and routers
   int permute_heads = 0;  // > 0: llama Q/K rows to interleave
+  bool copy = false;      // keep the source's blocks (keep_types, or a checkpoint's own MXFP4 experts)
   bool requantize = false;  // keep_types, but the source's type has no GGUF counterpart
   float norm_offset = 0.0f;  // added to an RMSNorm weight: Gemma's (1 + w), stored whole as llama.cpp does
 };
@@ -249,7 +250,7 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
     const bool bias = ends_with(key, ".bias");
     const std::string name = gguf_tensor_name(key, config);
     FormatId format = FormatId::kF32;
-    bool requantize = false;
+    bool requantize = false, pinned_format = false;
     if (options.keep_types) {
       format = t.format;
       if (options.requantize && !has_gguf_type(t.format)) {
@@ -260,6 +261,7 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
       format = key == names::kOutput && options.promote_output ? promoted_for_output(options.type) : options.type;
       QRT_ASSIGN_OR_RETURN(std::optional<FormatId> pinned, overrides.match(name));
       if (pinned) format = *pinned;
+      pinned_format = pinned.has_value();
     }
     int permute = 0;
     if (llama_family(config) &&
@@ -272,7 +274,11 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
     // Gemma's norms: config.json checkpoints hold w of (1 + w), GGUF holds 1 + w.
     const float norm_offset = ends_with(key, "norm") ? config.norm_weight_offset : 0.0f;
     if (norm_offset != 0.0f) format = FormatId::kF32;
-    jobs.push_back({name, &t, format, permute, requantize, norm_offset});
+    // A checkpoint already in MXFP4 (openai's gpt-oss experts) keeps its blocks, as llama.cpp's converter does: GGUF
+    // has the type, and requantizing 4-bit codes would only add error.
+    const bool copy = (options.keep_types && !requantize && norm_offset == 0.0f) ||
+                      (!options.keep_types && t.format == FormatId::kMXFP4 && !pinned_format);
+    jobs.push_back({name, &t, format, permute, copy, requantize, norm_offset});
     source_bytes += t.bytes();
   }
   if (options.check_space) QRT_TRY(options.check_space(source_bytes + (uint64_t{1} << 20)));
@@ -287,8 +293,7 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
         jobs.size(), options.threads,
         [&](size_t i) -> Result<UqffLayer> {
           const Job& j = jobs[i];
-          if (options.keep_types && !j.requantize && j.norm_offset == 0.0f)
-            return copied_tensor(*j.source, j.name, j.permute_heads);
+          if (j.copy) return copied_tensor(*j.source, j.name, j.permute_heads);
           QRT_ASSIGN_OR_RETURN(std::vector<float> v, j.requantize || j.norm_offset != 0.0f
                                                          ? decoded_values(*j.source)
                                                          : dense_values(*j.source));

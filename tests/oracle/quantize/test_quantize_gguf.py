@@ -631,6 +631,52 @@ def uqff_export_check(case, cfg, d, tokens, routers, b, c):
         check(f"{case}: the UQFF export's logits equal the source's quantized in memory ({err:.2e})", err < 1e-5)
 
 
+def gpt_oss_mxfp4_checks():
+    """openai's gpt-oss checkpoints hold the experts as MXFP4 _blocks/_scales: to GGUF they stay MXFP4 blocks (type 39,
+    as llama.cpp's converter keeps them), the other matrices in q8_0; the file's logits equal the checkpoint's run with
+    its experts as they are and the rest quantized in memory."""
+    stories = os.path.join(DATA, "stories260K-hf")
+    cfg = dict(CASES["gpt_oss_truncated"], vocab_size=512, bos_token_id=1, eos_token_id=2)
+    rng = np.random.default_rng(31)
+    W = make_weights(cfg, rng)
+    E, F, H, layers = cfg["num_local_experts"], cfg["intermediate_size"], cfg["hidden_size"], cfg["num_hidden_layers"]
+    for layer in range(layers):
+        p = "model.layers.%d.mlp.experts." % layer
+        for name, rows, cols in (("gate_up_proj", 2 * F, H), ("down_proj", H, F)):
+            del W[p + name]
+            W[p + name + "_blocks"] = rng.integers(0, 256, size=(E, rows, cols // 32, 16), dtype=np.uint8)
+            W[p + name + "_scales"] = rng.integers(124, 129, size=(E, rows, cols // 32), dtype=np.uint8)
+    d = os.path.join(WORK, "gpt-oss-mxfp4")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    save_file(W, os.path.join(d, "model.safetensors"))
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(stories, name), os.path.join(d, name))
+    out = os.path.join(WORK, "gpt-oss-mxfp4.gguf")
+    r = run([QUANTIZE, d, "-o", out, "--type", "q8_0", "--quiet", "--force"])
+    check("gpt-oss MXFP4 checkpoint: quantize-model to .gguf", r.returncode == 0, r.stderr)
+    if r.returncode != 0:
+        return
+    types = {t.name: int(t.tensor_type) for t in GGUFReader(out).tensors}
+    check("gpt-oss MXFP4 checkpoint: the experts stay MXFP4 blocks in the GGUF, the projections q8_0",
+          all(types["blk.%d.ffn_%s_exps.weight" % (i, x)] == 39 for i in range(layers) for x in ("gate", "up", "down"))
+          and types["blk.0.attn_q.weight"] == 8, types)
+    tokens = "1,5,99,300,7,42,511,3,250,17,88"
+    a, b = (os.path.join(WORK, "gpt-oss-mxfp4.%s.f32" % k) for k in ("gguf", "hf"))
+    keep = ["--tensor-format=blk.%d.ffn_%s_exps%s=%s" % (i, x, bias, "f32" if bias else "mxfp4")
+            for i in range(layers) for x in ("gate", "up", "down") for bias in ("", ".bias")]
+    keep += ["--tensor-format=blk.%d.ffn_gate_inp=f32" % i for i in range(layers)]
+    ra = run([FORWARD, "--model", out, "--tokens", tokens, "--logits", a])
+    rb = run([FORWARD, "--model", d, "--format", "q8_0", "--tokens", tokens, "--logits", b] + keep)
+    ok = ra.returncode == rb.returncode == 0
+    check("gpt-oss MXFP4 checkpoint: logits of the GGUF and of its source", ok, ra.stderr + rb.stderr)
+    if ok:
+        err = logits_error(a, b)
+        check(f"gpt-oss MXFP4 checkpoint: GGUF logits equal the source's ({err:.2e})", err < 1e-5)
+
+
 phi3_checks()
 every_architecture_checks()
+gpt_oss_mxfp4_checks()
 finish()
