@@ -15,6 +15,17 @@ constexpr uint64_t kSharedLimit = 48 * 1024;  // without cudaFuncSetAttribute
 // Keys whose K (or V) loads a warp (thread) issues together, and head dimensions up to 32 · kMaxDimsPerLane.
 constexpr int kKeysAtOnce = 4;
 constexpr int kMaxDimsPerLane = 8;
+// The value pass: each thread sums up to kMaxSlice consecutive dims (value_slice) over its share of the keys; the
+// shares are added in shared memory for kReduceHeads query heads at a time.
+constexpr int kMaxSlice = 4;
+constexpr int kReduceHeads = 4;
+constexpr uint64_t kReduceBytes = uint64_t{kReduceHeads} * kThreads * kMaxSlice * sizeof(float);
+
+// Dims per thread in the value pass: the largest of 4, 2, 1 dividing head_dim with at most kThreads threads per key.
+__host__ __device__ __forceinline__ int value_slice(int head_dim) {
+  if (head_dim % 4 == 0) return 4;
+  return head_dim % 2 == 0 ? 2 : 1;
+}
 
 __device__ __forceinline__ int64_t clamp_keys(const int32_t* key_count, int64_t capacity) {
   const int64_t n = *key_count;
@@ -37,12 +48,14 @@ __device__ __forceinline__ int64_t split_chunk(int64_t keys, int splits) {
   return per < 32 ? 32 : (per + 31) / 32 * 32;
 }
 
-// Shared memory: q_s[group][hd], scores then probabilities p[group][chunk_capacity], visible[chunk_capacity].
+// Shared memory: q_s[group][hd], scores then probabilities p[group][chunk_capacity], visible[chunk_capacity], the
+// value pass's sums [kReduceHeads][key groups][hd] (kReduceBytes).
 //   1. each warp scores keys j0 + warp, j0 + warp + 4, ...: the lanes split the K row, one sum per query head;
 //      a key the query cannot see is marked invisible.
 //   2. warp g (and g + 4, ...) takes the max and the sum of exp for query head g over the split.
-//   3. thread d accumulates sum_j p[g][j] * v[j][d] for every head g of the group, reading each V row once and
-//      skipping invisible slots (they may hold NaN: a slot not written yet).
+//   3. groups of threads share out the keys, each thread accumulating sum_j p[g][j] * v[j][d] for a few dims d and
+//      every head g of the group, so that each V row is read once; invisible slots (they may hold NaN: a slot not
+//      written yet) are skipped.
 // kGroup: the group size rounded up to a power of two (register arrays need a compile-time bound; the loops skip
 // g >= group).
 template <int kGroup, class T>
@@ -140,38 +153,66 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
   }
   __syncthreads();
 
-  // 3. values
-  const int64_t slot = (t * s.heads + first_head) * splits + split;  // (row, head, split) of head g: + g * splits
-  for (int d = threadIdx.x; d < hd; d += kThreads) {
-    float acc[kGroup];
+  // 3. values. The split's keys are dealt round-robin to kThreads / (hd / slice) groups of threads (one warp per
+  // group at head_dim 128); a thread of a group accumulates `slice` consecutive dims of every head of the query
+  // group over its keys with kKeysAtOnce V rows' loads in flight, and the groups' sums are then added in shared
+  // memory, kReduceHeads heads at a time. (A thread per dim walking all the split's keys waited one memory round
+  // trip per kKeysAtOnce keys: 8 in a row for a 32-key split.) An invisible slot (which may hold NaN) is read as 0
+  // and its probability is 0 as well.
+  const int slice = value_slice(hd);
+  const int per_key = hd / slice, key_groups = kThreads / per_key;
+  const int key_group = threadIdx.x / per_key, d0 = (threadIdx.x % per_key) * slice;
+  float acc[kGroup][kMaxSlice];
 #pragma unroll
-    for (int g = 0; g < kGroup; ++g) acc[g] = 0.0f;
-    const int64_t col = kv_off + d;  // of every V row
-    // kKeysAtOnce V loads in flight before they are used; an invisible slot (which may hold NaN) counts as 0, and its
-    // probability is 0 as well, so the sum is the one over visible keys in the same order.
-    int c = 0;
-    for (; c + kKeysAtOnce <= n; c += kKeysAtOnce) {
-      float vv[kKeysAtOnce];
+  for (int g = 0; g < kGroup; ++g)
 #pragma unroll
-      for (int u = 0; u < kKeysAtOnce; ++u) vv[u] = vr.head(kv_row(pages, j0 + c + u), col).at(0);
+    for (int i = 0; i < kMaxSlice; ++i) acc[g][i] = 0.0f;
+  if (key_group < key_groups) {
+    for (int c0 = key_group; c0 < n; c0 += key_groups * kKeysAtOnce) {
+      float vv[kKeysAtOnce][kMaxSlice];
 #pragma unroll
       for (int u = 0; u < kKeysAtOnce; ++u) {
-        const float w = visible[c + u] ? vv[u] : 0.0f;
+        const int c = c0 + u * key_groups;
+        const KvHead<T> vj = vr.head(kv_row(pages, j0 + (c < n ? c : 0)), kv_off + d0);
 #pragma unroll
-        for (int g = 0; g < kGroup; ++g)
-          if (g < group) acc[g] += p[g * chunk_capacity + c + u] * w;
+        for (int i = 0; i < kMaxSlice; ++i) vv[u][i] = i < slice && c < n ? vj.at(i) : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kKeysAtOnce; ++u) {
+        const int c = c0 + u * key_groups;
+        if (c >= n) break;
+        const bool seen = visible[c];
+#pragma unroll
+        for (int g = 0; g < kGroup; ++g) {
+          if (g >= group) break;
+          const float pr = p[g * chunk_capacity + c];
+#pragma unroll
+          for (int i = 0; i < kMaxSlice; ++i) acc[g][i] += seen ? pr * vv[u][i] : 0.0f;
+        }
       }
     }
-    for (; c < n; ++c) {
-      if (!visible[c]) continue;
-      const float vv = vr.head(kv_row(pages, j0 + c), col).at(0);
+  }
+  const int64_t slot = (t * s.heads + first_head) * splits + split;  // (row, head, split) of head g: + g * splits
+  float* reduce = reinterpret_cast<float*>(visible + chunk_capacity);  // [kReduceHeads][key_groups][hd]
 #pragma unroll
-      for (int g = 0; g < kGroup; ++g)
-        if (g < group) acc[g] += p[g * chunk_capacity + c] * vv;
+  for (int g0 = 0; g0 < kGroup; g0 += kReduceHeads) {
+    if (g0 >= group) break;
+    __syncthreads();  // the previous round's sums are read
+    if (key_group < key_groups) {
+#pragma unroll
+      for (int r = 0; r < kReduceHeads; ++r)
+#pragma unroll
+        for (int i = 0; i < kMaxSlice; ++i)
+          if (g0 + r < kGroup && i < slice) reduce[(r * key_groups + key_group) * hd + d0 + i] = acc[g0 + r][i];
     }
-#pragma unroll
-    for (int g = 0; g < kGroup; ++g)
-      if (g < group) ws_out[(slot + static_cast<int64_t>(g) * splits) * hd + d] = acc[g];
+    __syncthreads();
+    for (int e = threadIdx.x; e < kReduceHeads * hd; e += kThreads) {
+      const int r = e / hd, d = e % hd;
+      if (g0 + r >= group) break;
+      float sum = 0.0f;
+      for (int b = 0; b < key_groups; ++b) sum += reduce[(r * key_groups + b) * hd + d];
+      ws_out[(slot + static_cast<int64_t>(g0 + r) * splits) * hd + d] = sum;
+    }
   }
   if (static_cast<int>(threadIdx.x) < group) {
     ws_max[slot + static_cast<int64_t>(threadIdx.x) * splits] = head_max[threadIdx.x];
@@ -246,7 +287,8 @@ AttentionSplitPlan plan_attention_split(const AttentionShape& s) {
   int64_t splits = kTargetBlocks / per_split_blocks;
   splits = splits < 1 ? 1 : (splits > kMaxSplits ? kMaxSplits : splits);
   // Scores of one split live in shared memory: more splits for long caches.
-  const uint64_t fixed = static_cast<uint64_t>(group) * s.head_dim * sizeof(float);
+  if (s.head_dim / value_slice(s.head_dim) > kThreads) return plan;  // an odd head_dim over kThreads
+  const uint64_t fixed = static_cast<uint64_t>(group) * s.head_dim * sizeof(float) + kReduceBytes;
   if (fixed >= kSharedLimit) return plan;
   const int64_t max_chunk = static_cast<int64_t>((kSharedLimit - fixed) / (group * sizeof(float) + 1)) / 32 * 32;
   if (max_chunk < 32) return plan;
