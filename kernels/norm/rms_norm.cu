@@ -11,38 +11,73 @@ namespace {
 constexpr int kMaxThreads = 1024;
 constexpr int64_t kMaxBlocks = int64_t{1} << 20;  // rows beyond this are covered by the grid-stride loop
 
-// One block per row. The sum of squares is complete (block_sum ends in __syncthreads) before any thread writes,
-// and each thread writes only elements it read itself, so out may be x.
+// Rows up to kMaxThreads * kRegisterElements wide keep their elements and weights in registers between the two
+// passes: the second pass then issues no loads, where re-reading x and the weight cost a decode token one memory
+// round trip per element a thread holds (the stores before each re-read kept the compiler from hoisting them).
+constexpr int kRegisterElements = 8;
+
+// One block per row. The sum of squares is complete (block_sum ends in __syncthreads) before any thread writes
+// out, and each thread writes only elements it read itself, so out may be x. Element u of a thread is
+// threadIdx.x + u * blockDim.x: the sum of squares adds a thread's elements in increasing order either way.
 // With q8.codes set (dim a multiple of 32), each warp also quantizes the 32 consecutive outputs it writes for the
 // integer-dot GEMV that reads them next: the warp's lanes cover one activation block per pass.
 // kAdd (add_rms_norm): x += delta first, in the pass that sums the squares; the values and the order of every sum
 // are those of add_kernel followed by this kernel without kAdd.
-template <bool kAdd>
-__global__ void rms_norm_kernel(float* x, const float* __restrict__ delta, const float* __restrict__ weight,
+// kInRegisters: dim <= blockDim.x * kRegisterElements (else the second pass re-reads x and the weight).
+// __launch_bounds__: a block of 1024 threads may use at most 64 registers each (the register version would take 80).
+template <bool kAdd, bool kInRegisters>
+__global__ void __launch_bounds__(kMaxThreads) rms_norm_kernel(float* x, const float* __restrict__ delta, const float* __restrict__ weight,
                                 int64_t rows, int64_t dim, float eps, float* out, Q8Activations q8) {
   __shared__ float scratch[32];
+  constexpr int kHeld = kInRegisters ? kRegisterElements : 1;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     float* xr = x + row * dim;
     float* yr = out + row * dim;
+    float held[kHeld], w[kHeld];
     float sum_sq = 0.0f;
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-      float v = xr[i];
-      if constexpr (kAdd) {
-        v = v + delta[row * dim + i];
-        xr[i] = v;
+    if constexpr (kInRegisters) {
+#pragma unroll
+      for (int u = 0; u < kHeld; ++u) {
+        const int64_t i = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
+        held[u] = i < dim ? xr[i] + (kAdd ? delta[row * dim + i] : 0.0f) : 0.0f;
+        w[u] = i < dim ? weight[i] : 0.0f;
       }
-      sum_sq += v * v;
+#pragma unroll
+      for (int u = 0; u < kHeld; ++u) {
+        const int64_t i = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
+        if (i >= dim) break;
+        if constexpr (kAdd) xr[i] = held[u];
+        sum_sq += held[u] * held[u];
+      }
+    } else {
+      for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = xr[i];
+        if constexpr (kAdd) {
+          v = v + delta[row * dim + i];
+          xr[i] = v;
+        }
+        sum_sq += v * v;
+      }
     }
     sum_sq = block_sum(sum_sq, scratch);
     const float inv_rms = 1.0f / sqrtf(sum_sq / static_cast<float>(dim) + eps);
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-      const float y = xr[i] * inv_rms * weight[i];
+    auto emit = [&](int64_t i, float y) {
       yr[i] = y;
       if (q8.codes != nullptr) {
         const int64_t block = (row * dim + i) / kQ8BlockCols;
         quantize_q8_warp(y, static_cast<int>(i % kQ8BlockCols), q8.codes + block * kQ8BlockCodeBytes,
                          q8.scales + block * kQ8BlockScaleFloats);
       }
+    };
+    if constexpr (kInRegisters) {
+#pragma unroll
+      for (int u = 0; u < kHeld; ++u) {
+        const int64_t i = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
+        if (i >= dim) break;  // the same for the whole warp when dim is a multiple of 32 (q8 output)
+        emit(i, held[u] * inv_rms * w[u]);
+      }
+    } else {
+      for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) emit(i, xr[i] * inv_rms * weight[i]);
     }
   }
 }
@@ -58,10 +93,12 @@ Status launch_rms_norm(float* x, const float* delta, const float* weight, int64_
   // A multiple of 32 threads (the block reduction needs whole warps), no more than the row has elements.
   const int threads = static_cast<int>(dim < kMaxThreads ? (dim + 31) / 32 * 32 : kMaxThreads);
   const unsigned blocks = static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks);
+  auto launch = [&](auto kernel) { kernel<<<blocks, threads, 0, stream>>>(x, delta, weight, rows, dim, eps, out, q8); };
+  const bool in_registers = dim <= int64_t{threads} * kRegisterElements;
   if (delta != nullptr) {
-    rms_norm_kernel<true><<<blocks, threads, 0, stream>>>(x, delta, weight, rows, dim, eps, out, q8);
+    launch(in_registers ? rms_norm_kernel<true, true> : rms_norm_kernel<true, false>);
   } else {
-    rms_norm_kernel<false><<<blocks, threads, 0, stream>>>(x, nullptr, weight, rows, dim, eps, out, q8);
+    launch(in_registers ? rms_norm_kernel<false, true> : rms_norm_kernel<false, false>);
   }
   return cuda_launch_status("rms_norm_kernel");
 }

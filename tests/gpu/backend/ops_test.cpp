@@ -48,8 +48,9 @@ using test::Dual;
 
 using CudaOps = BackendPair;
 
+// Widths up to 8192 keep their elements in registers between the kernel's passes, wider ones re-read them.
 TEST_F(CudaOps, RmsNormRowsInPlaceAndPerHead) {
-  for (int64_t dim : {int64_t{8}, int64_t{33}, int64_t{64}, int64_t{4096}, int64_t{5000}}) {
+  for (int64_t dim : {int64_t{8}, int64_t{33}, int64_t{64}, int64_t{4096}, int64_t{5000}, int64_t{9000}}) {
     for (int64_t rows : {int64_t{1}, int64_t{7}}) {
       const auto x = input(rows, dim, 100 + dim + rows, 2.0f);
       const auto w = f32_weight({dim}, 200 + dim, 0.1f, 1.0f);
@@ -69,7 +70,7 @@ TEST_F(CudaOps, RmsNormRowsInPlaceAndPerHead) {
 // bit for bit against the CUDA backend's own add then rms_norm: one kernel under SIMT, x updated in place, widths
 // that are and are not a multiple of 32, rows on both sides of the integer-GEMV batch limit.
 TEST_F(CudaOps, AddRmsNormIsAddThenNormInOneKernel) {
-  for (int64_t dim : {int64_t{33}, int64_t{256}, int64_t{4096}}) {
+  for (int64_t dim : {int64_t{33}, int64_t{256}, int64_t{4096}, int64_t{8224}}) {
     for (int64_t rows : {int64_t{1}, int64_t{9}}) {
       const std::string what = "add_rms_norm [" + std::to_string(rows) + ", " + std::to_string(dim) + "]";
       const auto x = input(rows, dim, 250 + dim + rows, 2.0f), delta = input(rows, dim, 260 + dim + rows);
