@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -214,6 +215,19 @@ class Backend {
 
   // y = x · Wᵀ (+ bias).  x: [n, in]; w: [out, in] in any format; bias: [out] or invalid; y: [n, out].
   virtual Status linear(ConstF32View x, WeightHandle w, WeightHandle bias, F32View y) = 0;
+
+  // linear() of each part on the same x (a layer's q, k and v projections, or gate and up). Backends may run the
+  // parts as one operation (CUDA: one GEMV launch when the formats agree); the values are those of the separate
+  // calls. No y may overlap x or another part's y.
+  struct LinearPart {
+    WeightHandle w;
+    WeightHandle bias;
+    F32View y;
+  };
+  virtual Status linear_same_input(ConstF32View x, std::span<const LinearPart> parts) {
+    for (const LinearPart& part : parts) QRT_TRY(linear(x, part.w, part.bias, part.y));
+    return ok_status();
+  }
 
   // In-place RoPE.  x: [tokens, heads * head_dim]; positions: [tokens, 1].
   virtual Status rope(F32View x, int heads, ConstI32View positions, const RopeParams& params) = 0;

@@ -64,6 +64,7 @@ class CudaBackend final : public Backend {
   Status embed(WeightHandle table, ConstI32View tokens, F32View out) override;
   Status rms_norm(ConstF32View x, WeightHandle weight, float eps, F32View out) override;
   Status linear(ConstF32View x, WeightHandle w, WeightHandle bias, F32View y) override;
+  Status linear_same_input(ConstF32View x, std::span<const LinearPart> parts) override;
   Status rope(F32View x, int heads, ConstI32View positions, const RopeParams& params) override;
   // Attention reads the whole cache every decode step at memory speed: 16-bit elements halve those bytes.
   KvType preferred_kv_type() const override { return KvType::kF16; }
@@ -160,6 +161,10 @@ class CudaBackend final : public Backend {
   Status reserve_q8_activations(int64_t cols);
   // Quantizes x and runs the integer-dot GEMV when the format and buffer allow; *done says whether it ran.
   Status linear_dp4a(const Weight& w, ConstF32View x, F32View y, bool* done);
+  // The quantized x for the integer-dot GEMV (quantized now unless the buffer already holds it).
+  Result<kernels::Q8Activations> quantized_input(ConstF32View x, int64_t cols);
+  // After a linear wrote y: its bias, and the quantized input forgotten when y overwrote (part of) its source.
+  Status finish_linear(const Weight* bias, F32View y);
 
   // Declared first so that it is destroyed last: everything below uses its device, streams and pool.
   std::unique_ptr<CudaContext> ctx_;
@@ -188,6 +193,7 @@ class CudaBackend final : public Backend {
   void remember_q8_source(ConstF32View x);
   // Where a fused producer should write the quantized copy of `out` (nothing when it does not fit).
   kernels::Q8Activations fused_q8_output(F32View out) const;
+  kernels::Q8Activations attention_q8_output(const AttentionParams& p, F32View out) const;
   WeightLoadStats load_stats_;
   Communicator* comm_ = nullptr;  // tensor-parallel peers; null on a single GPU
 };

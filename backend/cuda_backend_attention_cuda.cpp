@@ -95,9 +95,12 @@ Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const Kv
   if (plan.splits > 0 && ws.ptr != nullptr && ws.bytes >= plan.workspace_bytes &&
       plan.shared_bytes <= ctx_->props().shared_mem_per_block) {
     QRT_TRY(check_range(ws.ptr, plan.workspace_bytes, op, "attention workspace"));
-    return kernels::attention_split(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data,
-                                    keys.data, shape, plan, static_cast<float*>(ws.ptr), out.data,
-                                    ctx_->compute_stream());
+    const kernels::Q8Activations q8 = attention_q8_output(p, out);
+    QRT_TRY(kernels::attention_split(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data,
+                                     keys.data, shape, plan, static_cast<float*>(ws.ptr), out.data,
+                                     ctx_->compute_stream(), q8));
+    if (q8.codes != nullptr) remember_q8_source(out);
+    return ok_status();
   }
   return kernels::attention(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data, keys.data,
                             shape, out.data, ctx_->compute_stream());
@@ -133,9 +136,19 @@ Status CudaBackend::attention_batch(ConstF32View q, ConstI32View q_positions, co
   QRT_TRY(check_range(ws.ptr, plan.workspace_bytes, op, "attention workspace"));
   if (p.sinks != nullptr) QRT_TRY(check_range(p.sinks, uint64_t(p.heads) * sizeof(float), op, "sinks"));
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
-  return kernels::attention_split(q.data, q_positions.data, pool.k.data, pool.v.data, pool.positions.data,
-                                  keys.data, shape, plan, static_cast<float*>(ws.ptr), out.data,
-                                  ctx_->compute_stream());
+  const kernels::Q8Activations q8 = attention_q8_output(p, out);
+  QRT_TRY(kernels::attention_split(q.data, q_positions.data, pool.k.data, pool.v.data, pool.positions.data,
+                                   keys.data, shape, plan, static_cast<float*>(ws.ptr), out.data,
+                                   ctx_->compute_stream(), q8));
+  if (q8.codes != nullptr) remember_q8_source(out);
+  return ok_status();
+}
+
+// The split kernel's merge quantizes the attention output for the output projection's GEMV when a warp's 32
+// outputs are one activation block (head_dim a multiple of 32) and the batch fits the GEMV.
+kernels::Q8Activations CudaBackend::attention_q8_output(const AttentionParams& p, F32View out) const {
+  if (p.head_dim % kernels::kQ8BlockCols != 0) return {};
+  return fused_q8_output(out);
 }
 
 uint64_t CudaBackend::attention_batch_workspace_bytes(int64_t items, const AttentionParams& p, int64_t slots) const {

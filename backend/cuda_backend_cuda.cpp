@@ -439,13 +439,60 @@ Status CudaBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bia
   } else {
     QRT_TRY(linear_gemm(*w, x, y));
   }
-  if (b != nullptr) QRT_TRY(kernels::add_bias_rows(y.data, b->values, y.rows, y.cols, stream));
+  return finish_linear(b, y);
+}
+
+Status CudaBackend::finish_linear(const Weight* bias, F32View y) {
+  if (bias != nullptr)
+    QRT_TRY(kernels::add_bias_rows(y.data, bias->values, y.rows, y.cols, ctx_->compute_stream()));
   // y overwrote (part of) the quantized x's source: the next linear quantizes again.
   if (q8_source_ != nullptr) {
     const auto at = [](const float* p) { return reinterpret_cast<uintptr_t>(p); };
     if (at(y.data) < at(q8_source_ + q8_source_rows_ * q8_source_cols_) && at(q8_source_) < at(y.data + y.numel()))
       forget_q8_source();
   }
+  return ok_status();
+}
+
+// One integer-dot GEMV launch for all parts when they share a format the kernel has and the batch fits it; any
+// other case (mixed formats such as Q4_K_M's q6_k v projection, wide batches, the float GEMV) is the separate
+// linear() calls.
+Status CudaBackend::linear_same_input(ConstF32View x, std::span<const LinearPart> parts) {
+  const char* op = "linear_same_input";
+  std::vector<const Weight*> weights, biases;
+  bool one_launch = integer_gemv_ && parts.size() >= 2 && parts.size() <= size_t{kernels::kGemvMaxParts} &&
+                    x.rows >= 1 && x.rows <= kernels::kGemvMaxBatch;
+  for (const LinearPart& part : parts) {
+    QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(part.w, op, "weight"));
+    weights.push_back(w);
+    const quant::QuantView view = w->view(), first = weights[0]->view();
+    one_launch = one_launch && w->format == weights[0]->format && kernels::gemv_dp4a_applies(w->format, view) &&
+                 view.cols == first.cols && view.params.group_size == first.params.group_size &&
+                 view.params.scale_type == first.params.scale_type &&
+                 kernels::q8_activation_bytes(x.rows, view.cols) <= q8_bytes_;
+  }
+  if (!one_launch) return Backend::linear_same_input(x, parts);
+  std::vector<kernels::GemvPart> gemv_parts;
+  for (size_t j = 0; j < parts.size(); ++j) {
+    const LinearPart& part = parts[j];
+    const Weight* b = nullptr;
+    WeightInfo bias_info;
+    if (part.bias.valid()) {
+      QRT_ASSIGN_OR_RETURN(b, find_weight(part.bias, op, "bias"));
+      bias_info = WeightInfo{b->format, b->shape};
+    }
+    biases.push_back(b);
+    const WeightInfo info{weights[j]->format, weights[j]->shape};
+    QRT_TRY(op_checks::linear(x, info, b ? &bias_info : nullptr, part.y));
+    QRT_TRY(check_view(part.y, op, "y"));
+    gemv_parts.push_back({weights[j]->view(), part.y.data});
+  }
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, weights[0]->view().cols));
+  QRT_TRY(kernels::gemv_dp4a_parts(weights[0]->format, gemv_parts, {q.codes, q.scales}, static_cast<int>(x.rows),
+                                   ctx_->compute_stream()));
+  for (size_t j = 0; j < parts.size(); ++j) QRT_TRY(finish_linear(biases[j], parts[j].y));
   return ok_status();
 }
 
@@ -474,16 +521,24 @@ Status CudaBackend::linear_dp4a(const Weight& w, ConstF32View x, F32View y, bool
   if (!integer_gemv_ || !kernels::gemv_dp4a_applies(w.format, view) ||
       kernels::q8_activation_bytes(x.rows, view.cols) > q8_bytes_)
     return ok_status();
-  const cudaStream_t stream = ctx_->compute_stream();
-  const kernels::Q8Activations q = kernels::q8_activations_at(q8_buffer_, x.rows, view.cols);
-  if (x.data != q8_source_ || x.rows != q8_source_rows_ || view.cols != q8_source_cols_) {
-    forget_q8_source();
-    QRT_TRY(kernels::quantize_q8_activations(x.data, x.rows, view.cols, q, stream));
-    remember_q8_source(x);
-  }
-  QRT_TRY(kernels::gemv_dp4a(w.format, view, {q.codes, q.scales}, static_cast<int>(x.rows), y.data, stream));
+  QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, view.cols));
+  QRT_TRY(kernels::gemv_dp4a(w.format, view, {q.codes, q.scales}, static_cast<int>(x.rows), y.data,
+                             ctx_->compute_stream()));
   *done = true;
   return ok_status();
+}
+
+Result<kernels::Q8Activations> CudaBackend::quantized_input(ConstF32View x, int64_t cols) {
+  if (kernels::q8_activation_bytes(x.rows, cols) > q8_bytes_)
+    return internal_error("quantized_input: the activation buffer holds fewer than " + std::to_string(x.rows) +
+                          " rows of " + std::to_string(cols));
+  const kernels::Q8Activations q = kernels::q8_activations_at(q8_buffer_, x.rows, cols);
+  if (x.data != q8_source_ || x.rows != q8_source_rows_ || cols != q8_source_cols_) {
+    forget_q8_source();
+    QRT_TRY(kernels::quantize_q8_activations(x.data, x.rows, cols, q, ctx_->compute_stream()));
+    remember_q8_source(x);
+  }
+  return q;
 }
 
 // y[n, out] = x[n, in] · Wᵀ for n > 8, on the tensor cores: x is rounded to fp16 once, W is dequantized to fp16

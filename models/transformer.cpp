@@ -620,9 +620,8 @@ Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<cons
   const F32View attn = f32(kAttn, n, q_dim), proj = f32(kProj, n, hidden);
 
   // Attention block (h holds rms_norm(x, attn_norm): issue_forward's first norm or the previous layer's last op).
-  QRT_TRY(be.linear(h, L.q, L.q_bias, q));
-  QRT_TRY(be.linear(h, L.k, L.k_bias, k));
-  QRT_TRY(be.linear(h, L.v, L.v_bias, v));
+  const Backend::LinearPart qkv[] = {{L.q, L.q_bias, q}, {L.k, L.k_bias, k}, {L.v, L.v_bias, v}};
+  QRT_TRY(be.linear_same_input(h, qkv));
   if (c.qk_norm) {
     const F32View q_heads = q.reshaped(n * heads_, head_dim_), k_heads = k.reshaped(n * kv_heads_, head_dim_);
     QRT_TRY(be.rms_norm(q_heads, L.q_norm, c.norm_eps, q_heads));
@@ -671,8 +670,8 @@ Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<cons
   QRT_TRY(be.add_rms_norm(x, proj, L.ffn_norm, c.norm_eps, h));
   if (c.experts == 0) {
     const F32View gate = f32(kGate, n, ffn_), up = f32(kUp, n, ffn_);
-    QRT_TRY(be.linear(h, L.gate, L.gate_bias, gate));
-    QRT_TRY(be.linear(h, L.up, L.up_bias, up));
+    const Backend::LinearPart gate_up[] = {{L.gate, L.gate_bias, gate}, {L.up, L.up_bias, up}};
+    QRT_TRY(be.linear_same_input(h, gate_up));
     QRT_TRY(gated_activation(gate, up));
     QRT_TRY(be.linear(gate, L.down, L.down_bias, proj));
   } else {

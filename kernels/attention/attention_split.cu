@@ -2,6 +2,7 @@
 #include "kernels/attention/kv_element.cuh"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/linear/q8_warp.cuh"
 
 namespace qrt::kernels {
 namespace {
@@ -228,7 +229,7 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const int32_t
                                                                    const float* __restrict__ ws_max,
                                                                    const float* __restrict__ ws_sum,
                                                                    const float* __restrict__ ws_out,
-                                                                   float* __restrict__ out) {
+                                                                   float* __restrict__ out, Q8Activations q8) {
   extern __shared__ float weight[];  // [used]
   __shared__ float warp_top[kWarps], warp_denom[kWarps];
   const int64_t item = blockIdx.x;  // t * heads + h
@@ -270,6 +271,11 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const int32_t
     for (int bb = 0; bb < used; ++bb)
       if (weight[bb] != 0.0f) acc += partial[static_cast<int64_t>(bb) * hd + d] * weight[bb];
     o[d] = acc;
+    if (q8.codes != nullptr) {  // head_dim % 32 == 0: a warp's lanes are one activation block, all in or all out
+      const int64_t block = (item * hd + d) / kQ8BlockCols;
+      quantize_q8_warp(acc, d % kQ8BlockCols, q8.codes + block * kQ8BlockCodeBytes,
+                       q8.scales + block * kQ8BlockScaleFloats);
+    }
   }
 }
 
@@ -307,9 +313,12 @@ AttentionSplitPlan plan_attention_split(const AttentionShape& s) {
 
 Status attention_split(const float* q, const int32_t* q_pos, const void* k, const void* v, const int32_t* key_pos,
                        const int32_t* key_count, const AttentionShape& s, const AttentionSplitPlan& plan,
-                       float* workspace, float* out, cudaStream_t stream) {
+                       float* workspace, float* out, cudaStream_t stream, Q8Activations q8) {
   if (plan.splits <= 0 || workspace == nullptr)
     return invalid_argument("attention_split: no split plan or workspace for this shape");
+  if (q8.codes != nullptr && (s.head_dim % kQ8BlockCols != 0 || q8.scales == nullptr))
+    return invalid_argument("attention_split: a quantized output needs head_dim a multiple of 32 (got " +
+                            std::to_string(s.head_dim) + ") and both arrays");
   const uint64_t partials = static_cast<uint64_t>(s.tokens) * s.heads * plan.splits;
   float* ws_max = workspace;
   float* ws_sum = ws_max + partials;
@@ -333,7 +342,7 @@ Status attention_split(const float* q, const int32_t* q_pos, const void* k, cons
     return cuda_launch_status("attention_split_kernel");
   }));
   attention_merge_kernel<<<static_cast<unsigned>(s.tokens * s.heads), kThreads, plan.splits * sizeof(float), stream>>>(
-      key_count, s, plan.splits, ws_max, ws_sum, ws_out, out);
+      key_count, s, plan.splits, ws_max, ws_sum, ws_out, out, q8);
   return cuda_launch_status("attention_merge_kernel");
 }
 

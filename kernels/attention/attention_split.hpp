@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/attention/attention.hpp"
+#include "kernels/linear/q8_activations.hpp"
 #include "qrt/status.hpp"
 
 namespace qrt::kernels {
@@ -32,8 +33,10 @@ AttentionSplitPlan plan_attention_split(const AttentionShape& shape);
 // The same result as attention() (same arguments), through the split and merge kernels; workspace holds
 // plan.workspace_bytes of device memory. With shape.table_stride > 0 the query rows are as many sequences of one
 // paged pool, each with its own key count and block table (AttentionShape): a batched decode step in one launch.
+// With q8.codes set (head_dim a multiple of 32), the merge also writes out quantized for the integer-dot GEMV of the
+// output projection (q8_activations.hpp's layout of [tokens, heads * head_dim]), saving that GEMV's quantize kernel.
 Status attention_split(const float* q, const int32_t* q_pos, const void* k, const void* v, const int32_t* key_pos,
                        const int32_t* key_count, const AttentionShape& shape, const AttentionSplitPlan& plan,
-                       float* workspace, float* out, cudaStream_t stream);
+                       float* workspace, float* out, cudaStream_t stream, Q8Activations q8 = {});
 
 }  // namespace qrt::kernels

@@ -60,15 +60,37 @@ bool gemv_dp4a_applies(quant::FormatId format, const quant::QuantView& w) {
 
 Status gemv_dp4a(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m, float* y,
                  cudaStream_t stream) {
+  const GemvPart part{w, y};
+  return gemv_dp4a_parts(format, {&part, 1}, x, m, stream);
+}
+
+Status gemv_dp4a_parts(quant::FormatId format, std::span<const GemvPart> parts, Q8ConstActivations x, int m,
+                       cudaStream_t stream) {
   const std::string name = "gemv_dp4a " + std::string(quant::format_name(format));
   if (m < 1 || m > kGemvMaxBatch)
     return invalid_argument(name + ": batch " + std::to_string(m) + " not in 1.." + std::to_string(kGemvMaxBatch));
-  if (!gemv_dp4a_applies(format, w))
-    return invalid_argument(name + ": no integer-dot kernel for [" + std::to_string(w.rows) + ", " +
-                            std::to_string(w.cols) + "] at this alignment (check gemv_dp4a_applies first)");
-  if (x.codes == nullptr || x.scales == nullptr || y == nullptr) return invalid_argument(name + ": null pointer");
+  if (parts.empty() || parts.size() > static_cast<size_t>(kGemvMaxParts))
+    return invalid_argument(name + ": " + std::to_string(parts.size()) + " matrices in one launch (1.." +
+                            std::to_string(kGemvMaxParts) + ")");
+  int64_t blocks = 0;
+  for (const GemvPart& part : parts) {
+    const quant::QuantView& w = part.w;
+    if (!gemv_dp4a_applies(format, w))
+      return invalid_argument(name + ": no integer-dot kernel for [" + std::to_string(w.rows) + ", " +
+                              std::to_string(w.cols) + "] at this alignment (check gemv_dp4a_applies first)");
+    const quant::QuantView& first = parts[0].w;
+    if (w.cols != first.cols || w.params.group_size != first.params.group_size ||
+        w.params.scale_type != first.params.scale_type || (w.scales == nullptr) != (first.scales == nullptr))
+      return invalid_argument(name + ": the matrices of one launch differ in width or group parameters ([" +
+                              std::to_string(w.rows) + ", " + std::to_string(w.cols) + "] after [" +
+                              std::to_string(first.rows) + ", " + std::to_string(first.cols) + "])");
+    if (part.y == nullptr) return invalid_argument(name + ": null output");
+    blocks += w.rows;
+  }
+  if (blocks > INT_MAX) return invalid_argument(name + ": more rows than one grid holds");
+  if (x.codes == nullptr || x.scales == nullptr) return invalid_argument(name + ": null activations");
   for (auto family : {dp4a_launch::launch_ggml, dp4a_launch::launch_iq_grids, dp4a_launch::launch_tables_and_afq}) {
-    if (std::optional<Status> launched = family(format, w, x, m, y, stream)) return *launched;
+    if (std::optional<Status> launched = family(format, parts, x, m, stream)) return *launched;
   }
   return invalid_argument(name + ": no policy");  // unreachable: gemv_dp4a_applies checked
 }

@@ -17,6 +17,8 @@
 
 #include <cuda_runtime.h>
 
+#include <span>
+
 #include "kernels/linear/q8_activations.hpp"
 #include "kernels/quant/format_list.hpp"
 #include "qrt/status.hpp"
@@ -30,5 +32,17 @@ bool gemv_dp4a_applies(quant::FormatId format, const quant::QuantView& w);
 // y = x · Wᵀ with x already quantized (quantize_q8_activations of the fp32 x, m rows of w.cols columns).
 Status gemv_dp4a(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m, float* y,
                  cudaStream_t stream);
+
+// Several matrices of one format and width applied to the same x (a layer's q, k and v projections, or gate and
+// up) in one launch: the grid is the parts' blocks one after the other, each writing its own y. Saves the launches
+// and the tail of the small matrices (a 1024-row k or v projection alone leaves most of a large GPU idle while its
+// last blocks run). The sums are those of gemv_dp4a on each part, bit for bit.
+constexpr int kGemvMaxParts = 3;
+struct GemvPart {
+  quant::QuantView w;
+  float* y;
+};
+Status gemv_dp4a_parts(quant::FormatId format, std::span<const GemvPart> parts, Q8ConstActivations x, int m,
+                       cudaStream_t stream);
 
 }  // namespace qrt::kernels

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 
 #include "kernels/cuda/cuda_check.hpp"
@@ -22,33 +23,49 @@ constexpr int kThreads = 128;
 // Rows per block for matrices with at least this many rows (2 halves the activation reads per weight).
 constexpr int64_t kTallRows = 4096;
 
-struct Dp4aParams {
+// One matrix of a launch: its blocks are [first_block, next part's first_block) of the grid.
+struct Dp4aPart {
   const uint8_t* data;
   const uint8_t* w_scales;  // AFQ: [rows, groups_per_row] group scales and biases, scale_bytes each
   const uint8_t* w_biases;
+  int64_t rows;
+  float* y;
+  int64_t first_block;
+};
+
+// What the parts share (one format, one width, one activation) and the parts themselves.
+struct Dp4aParams {
   int64_t groups_per_row;
   int scale_bytes;
   int group_shift;
-  int64_t rows;
   int64_t row_bytes;
   int items;  // per row
   int64_t x_blocks;  // 32-column activation blocks per batch row
   const int8_t* codes;
   const float* scales;
-  float* y;
+  int parts;
+  Dp4aPart part[kGemvMaxParts];
 };
 
 template <class P, int M, int R>
 __global__ void __launch_bounds__(kThreads) gemv_dp4a_kernel(const Dp4aParams p) {
   __shared__ float partial[kThreads / 32][R * M];
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+  // The block's part: the last whose first block is not past this one (selected field by field, so that the
+  // parameters stay in the constant bank).
+  int k = 0;
+#pragma unroll
+  for (int j = 1; j < kGemvMaxParts; ++j)
+    if (j < p.parts && static_cast<int64_t>(blockIdx.x) >= p.part[j].first_block) k = j;
+  const Dp4aPart part = k == 0 ? p.part[0] : (k == 1 ? p.part[1] : p.part[2]);
+  static_assert(kGemvMaxParts == 3, "the selection above names every part");
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) - part.first_block) * R;
   dp4a::RowRef rows[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    const int64_t row = min(row0 + r, p.rows - 1);  // past the end: a repeat, not stored
+    const int64_t row = min(row0 + r, part.rows - 1);  // past the end: a repeat, not stored
     const int64_t group_row = row * p.groups_per_row * p.scale_bytes;
-    rows[r] = {p.data + row * p.row_bytes, p.w_scales == nullptr ? nullptr : p.w_scales + group_row,
-               p.w_biases == nullptr ? nullptr : p.w_biases + group_row, p.group_shift};
+    rows[r] = {part.data + row * p.row_bytes, part.w_scales == nullptr ? nullptr : part.w_scales + group_row,
+               part.w_biases == nullptr ? nullptr : part.w_biases + group_row, p.group_shift};
   }
 
   float acc[R][M];
@@ -71,11 +88,14 @@ __global__ void __launch_bounds__(kThreads) gemv_dp4a_kernel(const Dp4aParams p)
     }
   }
 
-  store_row_sums<kThreads, R, M>(acc, partial, row0, p.rows, p.y);
+  store_row_sums<kThreads, R, M>(acc, partial, row0, part.rows, part.y);
 }
 
+// The parts agree on format, width and group parameters (gemv_dp4a_parts checked them); each gets its own blocks,
+// R rows each (2 when any part is tall).
 template <class P>
-Status launch(const quant::QuantView& w, Q8ConstActivations x, int m, float* y, cudaStream_t stream) {
+Status launch(std::span<const GemvPart> parts, Q8ConstActivations x, int m, cudaStream_t stream) {
+  const quant::QuantView& w = parts[0].w;
   const int64_t blocks_per_row = w.cols / P::kBlockCols;
   int64_t groups_per_row = 0;
   int group_shift = 0;
@@ -84,17 +104,24 @@ Status launch(const quant::QuantView& w, Q8ConstActivations x, int m, float* y, 
     while ((1 << group_shift) < w.params.group_size) ++group_shift;
   }
   const int scale_bytes = w.scales == nullptr ? 0 : quant::float_scale_bytes(w.params.scale_type);
-  const Dp4aParams params{w.data, w.scales, w.biases, groups_per_row, scale_bytes, group_shift,
-                          w.rows, blocks_per_row * P::kBlockBytes,
-                          static_cast<int>(blocks_per_row * P::kItemsPerBlock), w.cols / kQ8BlockCols,
-                          x.codes, x.scales, y};
-  const bool tall = w.rows >= kTallRows;
+  Dp4aParams params{groups_per_row, scale_bytes, group_shift, blocks_per_row * P::kBlockBytes,
+                    static_cast<int>(blocks_per_row * P::kItemsPerBlock), w.cols / kQ8BlockCols,
+                    x.codes, x.scales, static_cast<int>(parts.size()), {}};
+  bool tall = false;
+  for (const GemvPart& part : parts) tall = tall || part.w.rows >= kTallRows;
+  const int64_t rows_per_block = tall ? 2 : 1;
+  int64_t blocks = 0;
+  for (size_t j = 0; j < parts.size(); ++j) {
+    const quant::QuantView& v = parts[j].w;
+    params.part[j] = {v.data, v.scales, v.biases, v.rows, parts[j].y, blocks};
+    blocks += (v.rows + rows_per_block - 1) / rows_per_block;
+  }
   return with_batch(m, [&](auto batch) -> Status {
     constexpr int M = decltype(batch)::value;
     if (tall) {
-      gemv_dp4a_kernel<P, M, 2><<<static_cast<unsigned>((w.rows + 1) / 2), kThreads, 0, stream>>>(params);
+      gemv_dp4a_kernel<P, M, 2><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(params);
     } else {
-      gemv_dp4a_kernel<P, M, 1><<<static_cast<unsigned>(w.rows), kThreads, 0, stream>>>(params);
+      gemv_dp4a_kernel<P, M, 1><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(params);
     }
     return cuda_launch_status("gemv_dp4a_kernel");
   });
@@ -102,11 +129,11 @@ Status launch(const quant::QuantView& w, Q8ConstActivations x, int m, float* y, 
 
 // The per-family entry points (one translation unit each): the launch's status for the family's formats (gemv_dp4a
 // checked gemv_dp4a_applies), nullopt for any other format.
-std::optional<Status> launch_ggml(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m,
-                                  float* y, cudaStream_t stream);
-std::optional<Status> launch_iq_grids(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m,
-                                      float* y, cudaStream_t stream);
-std::optional<Status> launch_tables_and_afq(quant::FormatId format, const quant::QuantView& w,
-                                            Q8ConstActivations x, int m, float* y, cudaStream_t stream);
+std::optional<Status> launch_ggml(quant::FormatId format, std::span<const GemvPart> parts, Q8ConstActivations x,
+                                  int m, cudaStream_t stream);
+std::optional<Status> launch_iq_grids(quant::FormatId format, std::span<const GemvPart> parts, Q8ConstActivations x,
+                                      int m, cudaStream_t stream);
+std::optional<Status> launch_tables_and_afq(quant::FormatId format, std::span<const GemvPart> parts,
+                                            Q8ConstActivations x, int m, cudaStream_t stream);
 
 }  // namespace qrt::kernels::dp4a_launch

@@ -5,10 +5,12 @@
 // op (TransformerOptions::graphs off) the same step launches every kernel from the host. Needs the layer's
 // counters, so it runs under gpu-sim only.
 #include <cstdio>
+#include <list>
 #include <memory>
 #include <vector>
 
 #include "backend_pair.hpp"
+#include "requantize.hpp"
 #include "models/transformer.hpp"
 #include "tiny_model.hpp"
 
@@ -23,11 +25,17 @@ using HostCosts = test::BackendPair;
 
 #if defined(QRT_SIMT)
 // Runs a 4-token prompt, then measures one decode step (forward keeping the logits on the device, then sampling).
+// `format`: the model's matrices (Q8_0 takes the integer-dot GEMV, whose projections sharing an input are one
+// launch; F32 the float GEMV, one launch per projection).
 simt::StreamCounters decode_step_cost(Backend& gpu, int layers, int steps_before, bool graphs = true,
-                                      uint64_t* graph_operations = nullptr) {
+                                      uint64_t* graph_operations = nullptr,
+                                      quant::FormatId format = quant::FormatId::kF32) {
   ModelConfig c = test::tiny_llama_config();
   c.layers = layers;
+  if (format != quant::FormatId::kF32) c.head_dim = 32;  // a head is whole activation blocks (the merge quantizes)
   auto m = test::make_tiny_model(c);
+  std::list<quant::QuantBuffers> storage;
+  if (format != quant::FormatId::kF32) test::requantize(m, format, storage);
   TransformerOptions options;
   options.graphs = graphs;
   auto model = Transformer::create(gpu, m.config, m.tensors, options);
@@ -84,9 +92,18 @@ TEST_F(HostCosts, OneDecodeStep) {
   EXPECT_EQ(two_operations, two.graph_kernel_nodes) << "the graph's operations are the kernels one launch ran";
   EXPECT_EQ(two_later.graph_kernel_nodes, two.graph_kernel_nodes) << "a later step runs as many kernels";
   // q, k, v, rope + KV write, attention (split, merge), o, add + norm, gate, up, silu, down, add + the next norm:
-  // 13 kernels per layer (rope of q and k is fused with the KV write, the residual adds with the norms after them;
-  // the model's first norm runs before the layers). Further fusion brings it down; it must not grow.
+  // 13 kernels per layer with F32 weights (rope of q and k is fused with the KV write, the residual adds with the
+  // norms after them; the model's first norm runs before the layers). Further fusion brings it down; it must not
+  // grow.
   EXPECT_LE(per_layer, 13u);
+  // With Q8_0 weights the integer-dot GEMV runs q, k and v as one launch and gate and up as another, and every
+  // GEMV input is quantized by the kernel that writes it (the norms, the attention's merge, silu): 10.
+  const uint64_t q8_per_layer =
+      decode_step_cost(*gpu_, 2, 0, true, nullptr, quant::FormatId::kQ8_0).graph_kernel_nodes -
+      decode_step_cost(*gpu_, 1, 0, true, nullptr, quant::FormatId::kQ8_0).graph_kernel_nodes;
+  std::printf("[ costs    ] decode step with Q8_0 weights: %llu kernels per layer\n",
+              static_cast<unsigned long long>(q8_per_layer));
+  EXPECT_LE(q8_per_layer, 10u);
   EXPECT_LE(one.kernel_launches, 2u) << "sampling only";
   // One real wait (for the sampled id; the staging ring's event checks find their copies done). At most: the
   // device may have finished by itself before the host asked (it runs queued work after a delay).
@@ -105,13 +122,16 @@ TEST_F(HostCosts, OneDecodeStep) {
 }
 
 #if defined(QRT_SIMT)
-// Kernels the host launches for one batched decode step (decode_batch_keep_logits, no graph) of `sequences` paged
-// sequences of one pool, after prompts of different lengths and one step that sizes the batch's buffers.
+// Kernels the host launches for one batched decode step (decode_batch_keep_logits, graphs off: a replayed graph
+// launches none of its kernels from the host) of `sequences` paged sequences of one pool, after prompts of
+// different lengths and one step that sizes the batch's buffers.
 uint64_t batched_step_launches(Backend& gpu, int layers, int sequences) {
   ModelConfig c = test::tiny_llama_config();
   c.layers = layers;
   auto m = test::make_tiny_model(c);
-  auto model = Transformer::create(gpu, m.config, m.tensors, TransformerOptions{});
+  TransformerOptions options;
+  options.graphs = false;
+  auto model = Transformer::create(gpu, m.config, m.tensors, options);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   if (!model.ok()) return 0;
   auto pool = (*model)->new_kv_pool(64, 4);
@@ -149,6 +169,7 @@ TEST_F(HostCosts, BatchedDecodeStepLaunchesPerLayerNotPerSequence) {
   const uint64_t five = batched_step_launches(*gpu_, 2, 5) - batched_step_launches(*gpu_, 1, 5);
   std::printf("[ costs    ] batched decode step: %llu kernels per layer for 2 sequences, %llu for 5\n",
               static_cast<unsigned long long>(two), static_cast<unsigned long long>(five));
+  EXPECT_GT(two, 0u) << "the step's kernels are launched by the host";
   EXPECT_EQ(five, two) << "kernels per layer must not grow with the sequences in the step";
   EXPECT_LE(two, 13u) << "the one-sequence step's kernels per layer (OneDecodeStep)";
 #endif

@@ -3,6 +3,7 @@
 // many small tiles). The GEMV accumulates in fp32 against the CPU's double: relative L2 <= 1e-5, or 5e-5 where it
 // quantizes x to two int8 limbs (gemv_tolerance); the GEMM rounds its inputs to fp16 (kGemmTolerance). Also the
 // backend's memory and weight bookkeeping, its errors, and two backends living in one process.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -206,6 +207,68 @@ TEST_F(CudaLinearSharedInput, QuantizedOnceAndAgainAfterAWrite) {
   expect_close(yk, kIntegerGemvTolerance, "k after the input changed");
 }
 
+// linear_same_input (a layer's q/k/v and gate/up): parts of one format are one GEMV launch after the input's
+// quantization, each part bit for bit its own linear() and close to the CPU, biases added per part; a tall part
+// (two rows per block) and short ones share the grid. Parts of different formats (Q4_K_M's q6_k v projection) are
+// the separate launches, with the same values.
+TEST_F(CudaLinearSharedInput, PartsOfOneFormatAreOneLaunch) {
+  using quant::FormatId;
+  const int64_t in = 256;
+  struct Case {
+    std::vector<FormatId> formats;
+    std::vector<int64_t> outs;
+    bool one_launch;
+  };
+  const Case cases[] = {{{FormatId::kQ4_K, FormatId::kQ4_K, FormatId::kQ4_K}, {4100, 24, 40}, true},
+                        {{FormatId::kQ8_0, FormatId::kQ8_0}, {72, 72}, true},
+                        {{FormatId::kQ4_0, FormatId::kQ4_0, FormatId::kQ4_0}, {256, 128, 128}, true},
+                        {{FormatId::kAFQ4, FormatId::kAFQ4, FormatId::kAFQ4}, {64, 32, 32}, true},
+                        {{FormatId::kQ4_K, FormatId::kQ4_K, FormatId::kQ6_K}, {64, 32, 32}, false}};
+  uint64_t seed = 2450;
+  for (const Case& c : cases) {
+    for (int64_t rows : {int64_t{1}, int64_t{7}}) {
+      const std::string what = std::string(quant::format_name(c.formats.back())) + " parts, " +
+                               std::to_string(c.outs.size()) + " of them, rows " + std::to_string(rows);
+      std::vector<test::DualWeight> weights, biases;
+      std::vector<test::Dual<float>> ys, separate;
+      for (size_t j = 0; j < c.formats.size(); ++j) {
+        const int64_t out = c.outs[j];
+        auto w = test::quantized_tensor(c.formats[j], {out, in},
+                                        test::random_normal(static_cast<size_t>(out * in), ++seed),
+                                        test::default_params(c.formats[j]));
+        weights.push_back(weight(w->tensor));
+        biases.push_back(f32_weight({out}, ++seed, 0.5f));
+        ys.push_back(output(rows, out));
+        separate.push_back(output(rows, out));
+      }
+      const auto x = input(rows, in, ++seed);
+      std::vector<Backend::LinearPart> cpu_parts, gpu_parts;
+      for (size_t j = 0; j < weights.size(); ++j) {
+        // Every part but the second has a bias.
+        cpu_parts.push_back({weights[j].cpu, j == 1 ? WeightHandle{} : biases[j].cpu, ys[j].cpu});
+        gpu_parts.push_back({weights[j].gpu, j == 1 ? WeightHandle{} : biases[j].gpu, ys[j].gpu});
+      }
+      ASSERT_TRUE(cpu_.linear_same_input(x.cpu, cpu_parts).ok()) << what;
+#if defined(QRT_SIMT)
+      const simt::StreamCounters start = simt::device_counters(0);
+#endif
+      const Status s = gpu_->linear_same_input(x.gpu, gpu_parts);
+      ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
+#if defined(QRT_SIMT)
+      const uint64_t gemvs = c.one_launch ? 1 : weights.size(), bias_adds = weights.size() - 1;
+      EXPECT_EQ((simt::device_counters(0) - start).kernel_launches, 1 + gemvs + bias_adds)
+          << what << ": quantize x, " << gemvs << " GEMV launch(es), a bias add per biased part";
+#endif
+      for (size_t j = 0; j < weights.size(); ++j) {
+        expect_close(ys[j], kIntegerGemvTolerance, what + ", part " + std::to_string(j));
+        ASSERT_TRUE(gpu_->linear(x.gpu, weights[j].gpu, j == 1 ? WeightHandle{} : biases[j].gpu, separate[j].gpu)
+                        .ok());
+        EXPECT_EQ(gpu_values(ys[j].gpu), gpu_values(separate[j].gpu)) << what << ", part " << j << " alone";
+      }
+    }
+  }
+}
+
 // rms_norm and silu_mul write the quantized copy of their output as they write it: the projections that read it
 // run without a quantize kernel, and give bit for bit what a separate quantization of the same values gives.
 TEST_F(CudaLinearSharedInput, NormAndSiluMulQuantizeTheirOutputForTheNextGemv) {
@@ -260,6 +323,53 @@ TEST_F(CudaLinearSharedInput, NormAndSiluMulQuantizeTheirOutputForTheNextGemv) {
     const auto fused = gpu_values(y->gpu), separate = gpu_values(again.gpu);
     EXPECT_EQ(std::memcmp(fused.data(), separate.data(), fused.size() * sizeof(float)), 0)
         << "fused and separate quantization differ";
+  }
+}
+
+// The split decode attention's merge writes its output quantized as well when head_dim is a multiple of 32: the
+// output projection after it runs without a quantize kernel and gives bit for bit what a separate quantization
+// gives. With head_dim 48 a warp's outputs straddle activation blocks, so the projection quantizes by itself.
+TEST_F(CudaLinearSharedInput, SplitAttentionQuantizesItsOutputForTheOutputProjection) {
+  for (const int head_dim : {64, 48}) {
+    const int heads = 4, kv_heads = 2;
+    const int64_t capacity = 64, keys = 21, q_dim = int64_t{heads} * head_dim, kv_dim = int64_t{kv_heads} * head_dim;
+    const std::string what = "head_dim " + std::to_string(head_dim);
+    const auto kc = input(capacity, kv_dim, 2800 + head_dim), vc = input(capacity, kv_dim, 2900 + head_dim);
+    std::vector<int32_t> pos(static_cast<size_t>(capacity));
+    for (int64_t j = 0; j < capacity; ++j) pos[static_cast<size_t>(j)] = static_cast<int32_t>(j);
+    const auto positions = input_values(pos, capacity, 1);
+    const auto q = input(1, q_dim, 3000 + head_dim);
+    const auto q_pos = input_values(std::vector<int32_t>{static_cast<int32_t>(keys - 1)}, 1, 1);
+    const auto key_count = input_values(std::vector<int32_t>{static_cast<int32_t>(keys)}, 1, 1);
+    const AttentionParams p{heads, kv_heads, head_dim, 1.0f / std::sqrt(static_cast<float>(head_dim)), 0};
+    auto workspace = allocate_scoped(*gpu_, gpu_->attention_workspace_bytes(1, p, capacity));
+    ASSERT_TRUE(workspace.ok());
+    auto wo_tensor = test::quantized_tensor(quant::FormatId::kQ8_0, {40, q_dim},
+                                            test::random_normal(static_cast<size_t>(40 * q_dim), 3100 + head_dim),
+                                            test::default_params(quant::FormatId::kQ8_0));
+    const auto wo = weight(wo_tensor->tensor);
+    const auto attn = output(1, q_dim), proj = output(1, 40);
+    ASSERT_TRUE(cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{kc.cpu, vc.cpu, positions.cpu, {}}, key_count.cpu, p,
+                               attn.cpu)
+                    .ok());
+    ASSERT_TRUE(cpu_.linear(attn.cpu, wo.cpu, {}, proj.cpu).ok());
+    ASSERT_TRUE(gpu_->attention(q.gpu, q_pos.gpu, KvLayerView{kc.gpu, vc.gpu, positions.gpu, workspace->buffer()},
+                                key_count.gpu, p, attn.gpu)
+                    .ok());
+#if defined(QRT_SIMT)
+    const simt::StreamCounters start = simt::device_counters(0);
+#endif
+    ASSERT_TRUE(gpu_->linear(attn.gpu, wo.gpu, {}, proj.gpu).ok());
+#if defined(QRT_SIMT)
+    EXPECT_EQ((simt::device_counters(0) - start).kernel_launches, head_dim % 32 == 0 ? 1u : 2u)
+        << what << ": the GEMV alone after a quantizing merge, else quantize + GEMV";
+#endif
+    expect_close(attn, 1e-5, "attention, " + what);
+    expect_close(proj, kIntegerGemvTolerance, "output projection, " + what);
+    const auto copy = input_values(gpu_values(attn.gpu), 1, q_dim);
+    const auto again = output(1, 40);
+    ASSERT_TRUE(gpu_->linear(copy.gpu, wo.gpu, {}, again.gpu).ok());
+    EXPECT_EQ(gpu_values(proj.gpu), gpu_values(again.gpu)) << what << ": fused and separate quantization differ";
   }
 }
 

@@ -11,6 +11,7 @@
 #include "backend_pair.hpp"
 #include "decode_batch_check.hpp"
 #include "paged_sequence_check.hpp"
+#include "requantize.hpp"
 #include "loader/gguf.hpp"
 #include "models/arch/arch.hpp"
 #include "models/arch/gguf_metadata_view.hpp"
@@ -28,29 +29,6 @@ std::vector<int32_t> some_tokens(int n, int vocab) {
   return t;
 }
 
-// Re-packs every matrix of a tiny (F32) model in `format`, matrix by matrix for stacked experts.
-void requantize(test::TinyModel& m, quant::FormatId format, std::list<quant::QuantBuffers>& storage) {
-  for (auto& [name, t] : m.tensors) {
-    if (t.shape.size() < 2) continue;
-    const int64_t cols = t.shape.back(), rows = t.shape[t.shape.size() - 2];
-    const int64_t matrices = t.shape.size() == 3 ? t.shape[0] : 1;
-    const auto* values = reinterpret_cast<const float*>(t.data.data);
-    quant::QuantBuffers& all = storage.emplace_back();
-    const quant::QuantParams params = test::default_params(format);
-    for (int64_t e = 0; e < matrices; ++e) {
-      auto q = cpu::quantize(format, values + e * rows * cols, rows, cols, params);
-      ASSERT_TRUE(q.ok()) << name << ": " << q.status().to_string();
-      all.data.insert(all.data.end(), q->data.begin(), q->data.end());
-      all.scales.insert(all.scales.end(), q->scales.begin(), q->scales.end());
-      all.biases.insert(all.biases.end(), q->biases.begin(), q->biases.end());
-    }
-    t.format = format;
-    t.params = params;
-    t.data = {all.data.data(), all.data.size()};
-    t.scales = {all.scales.empty() ? nullptr : all.scales.data(), all.scales.size()};
-    t.biases = {all.biases.empty() ? nullptr : all.biases.data(), all.biases.size()};
-  }
-}
 
 struct TinyCase {
   std::string name;
@@ -97,7 +75,7 @@ std::vector<TinyCase> tiny_cases() {
 // The tiny model of a case, its matrices re-packed in the case's format (`storage` keeps the packed bytes).
 test::TinyModel tiny_model_of(const TinyCase& tc, std::list<quant::QuantBuffers>& storage) {
   test::TinyModel m = test::make_tiny_model(tc.config);
-  if (tc.format != quant::FormatId::kF32) requantize(m, tc.format, storage);
+  if (tc.format != quant::FormatId::kF32) test::requantize(m, tc.format, storage);
   return m;
 }
 
