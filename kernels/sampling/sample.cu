@@ -1,7 +1,7 @@
 // Device sampling, following sample_with_uniform (kernels/cpu/sampler.cpp) step by step:
 //  1. penalties: the row is copied to scratch and each (token, count) pair changes one logit, with the CPU's
 //     float operations written as explicitly rounded intrinsics (no contraction into an FMA).
-//  2. temperature 0: argmax_rows (first maximum, NaN never wins), then a NaN in slot 0 gives 0, as
+//  2. temperature 0: argmax_rows_split (first maximum, NaN never wins), then a NaN in slot 0 gives 0, as
 //     std::max_element does on the CPU.
 //  3. the candidates in the CPU's order: logit descending, ties to the lower id, -0 and +0 one value (they compare
 //     equal on the CPU), NaN never a candidate. Every logit maps to a 32-bit key that sorts ascending in that
@@ -51,6 +51,7 @@ struct Layout {
   uint64_t probs = 0;      // double [rows * vocab]
   uint64_t cub = 0;        // cub temp storage
   uint64_t cub_bytes = 0;
+  uint64_t argmax = 0;  // argmax_rows_split's workspace
   uint64_t total = 0;
   int id_bits = 0;
   int end_bit = 0;
@@ -84,6 +85,8 @@ Result<Layout> make_layout(int64_t rows, int64_t vocab) {
   l.cub = at;
   l.cub_bytes = cub_bytes;
   at += align_up(cub_bytes > 0 ? cub_bytes : 1);
+  l.argmax = at;
+  at += align_up(argmax_split_workspace_bytes(rows));
   l.total = at;
   return l;
 }
@@ -386,7 +389,11 @@ Status sample_rows(const SampleRowsArgs& a, void* workspace, uint64_t workspace_
   }
 
   if (s.temperature == 0.0f) {
-    QRT_TRY(argmax_rows(src, a.rows, a.vocab, a.ids, stream));
+    if (a.rows <= 65535) {
+      QRT_TRY(argmax_rows_split(src, a.rows, a.vocab, a.ids, base + l.argmax, stream));
+    } else {
+      QRT_TRY(argmax_rows(src, a.rows, a.vocab, a.ids, stream));
+    }
     greedy_nan_fixup_kernel<<<grid_for(a.rows, kThreads), kThreads, 0, stream>>>(src, a.rows, a.vocab, a.ids);
     return cuda_launch_status("greedy_nan_fixup_kernel");
   }

@@ -204,6 +204,49 @@ TEST_F(GpuSample, AllNanAndInfiniteRows) {
   }
 }
 
+// Greedy steps read a row in up to 64 slices (argmax_rows_split) and merge the slices' winners: equal maxima on
+// both sides of a slice boundary (the lower id wins), the maximum in the last entry, a row whose only numbers are in
+// one slice, a vocabulary of one entry and vocabularies around one block's pass (1024 entries) and the 128k one.
+TEST_F(GpuSample, GreedyFindsTheFirstMaximumAcrossSlices) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const int64_t vocab : {int64_t{1}, int64_t{1023}, int64_t{1024}, int64_t{1025}, int64_t{50000},
+                              int64_t{128256}}) {
+    // The slice length argmax_rows_split picks: at least 1024 entries, at most 64 slices.
+    const int64_t slices = std::min<int64_t>(64, (vocab + 1023) / 1024);
+    const int64_t slice = (vocab + slices - 1) / slices;
+    const int64_t rows = 4;
+    std::vector<float> logits;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> row = test::random_normal(static_cast<size_t>(vocab), 900 + vocab + r, 2.0f);
+      if (vocab > 1) {
+        if (r == 0 && slice < vocab) row[static_cast<size_t>(slice - 1)] = row[static_cast<size_t>(slice)] = 50.0f;
+        if (r == 1) row[static_cast<size_t>(vocab - 1)] = 50.0f;
+        if (r == 2) {
+          for (float& v : row) v = nan;
+          for (int64_t j = vocab / 2; j < std::min(vocab, vocab / 2 + 7); ++j) row[static_cast<size_t>(j)] = -float(j);
+        }
+      }
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+    SampleStep step;
+    step.params = make_params(0.0f, 0, 1.0f, 0.0f);
+    step.u01.assign(static_cast<size_t>(rows), 0.5);
+    const auto cl = put<float>(cpu_, logits, rows, vocab);
+    const auto ci = put<int32_t>(cpu_, std::vector<int32_t>(static_cast<size_t>(rows), -3), rows, 1);
+    const auto gl = put<float>(*gpu_, logits, rows, vocab);
+    const auto gi = put<int32_t>(*gpu_, std::vector<int32_t>(static_cast<size_t>(rows), -7), rows, 1);
+    ASSERT_TRUE(cpu_.sample(cl, step, ci).ok());
+    const Status st = gpu_->sample(gl, step, gi);
+    ASSERT_TRUE(st.ok()) << st.message();
+    std::vector<int32_t> got(static_cast<size_t>(rows), -1);
+    ASSERT_TRUE(gpu_->download(gi.data, got.data(), got.size() * sizeof(int32_t)).ok());
+    for (int64_t r = 0; r < rows; ++r)
+      EXPECT_EQ(got[static_cast<size_t>(r)], ci.data[r]) << "vocab " << vocab << " row " << r;
+    if (vocab > 1 && slice < vocab) EXPECT_EQ(got[0], slice - 1) << "vocab " << vocab << ": the lower of two maxima";
+    if (vocab > 1) EXPECT_EQ(got[1], vocab - 1) << "vocab " << vocab << ": the last entry";
+  }
+}
+
 TEST_F(GpuSample, RejectsBadStepsWithoutLaunching) {
   const auto gl = put<float>(*gpu_, test::random_normal(2 * 100, 5), 2, 100);
   const auto gi = put<int32_t>(*gpu_, {-7, -7}, 2, 1);
