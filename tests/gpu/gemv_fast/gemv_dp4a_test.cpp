@@ -310,6 +310,22 @@ TEST(GemvDp4aInputs, AppliesOnlyWhereItCanRun) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.to_string().find("gemv_dp4a q4_k"), std::string::npos) << s.to_string();
   EXPECT_FALSE(kernels::gemv_dp4a(FormatId::kQ8_0, w, {}, 9, nullptr, nullptr).ok());  // batch past 8
+
+  // One launch over several matrices: same width and group parameters, 1 to 3 of them, each with an output.
+  float* y = reinterpret_cast<float*>(fake + 2048);  // never written: every call below is refused
+  const int8_t* codes = reinterpret_cast<const int8_t*>(fake);
+  const float* scales = reinterpret_cast<const float*>(fake + 1024);
+  const kernels::GemvPart narrow{partial, y}, full{w, y}, no_output{w, nullptr};
+  const kernels::GemvPart mixed[] = {full, narrow};
+  const Status widths = kernels::gemv_dp4a_parts(FormatId::kQ8_0, mixed, {codes, scales}, 1, nullptr);
+  EXPECT_FALSE(widths.ok());
+  EXPECT_NE(widths.to_string().find("differ in width"), std::string::npos) << widths.to_string();
+  const kernels::GemvPart four[] = {full, full, full, full};
+  const Status many = kernels::gemv_dp4a_parts(FormatId::kQ8_0, four, {codes, scales}, 1, nullptr);
+  EXPECT_NE(many.to_string().find("4 matrices in one launch"), std::string::npos) << many.to_string();
+  EXPECT_FALSE(kernels::gemv_dp4a_parts(FormatId::kQ8_0, {}, {codes, scales}, 1, nullptr).ok());
+  const kernels::GemvPart unwritten[] = {full, no_output};
+  EXPECT_FALSE(kernels::gemv_dp4a_parts(FormatId::kQ8_0, unwritten, {codes, scales}, 1, nullptr).ok());
 }
 
 }  // namespace
