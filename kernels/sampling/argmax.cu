@@ -113,6 +113,7 @@ __global__ void __launch_bounds__(kSplitThreads) argmax_chunk_kernel(const float
 
 // Second kernel: one warp per row over its chunks' winners, in chunk order (ties keep the lower index).
 __global__ void argmax_merge_kernel(const float* __restrict__ chunk_v, const int* __restrict__ chunk_i, int chunks,
+                                    const float* __restrict__ logits, int64_t cols, bool nan_in_slot_0_wins,
                                     int32_t* __restrict__ ids) {
   const int64_t r = blockIdx.x;
   float best_v = 0.0f;
@@ -126,7 +127,7 @@ __global__ void argmax_merge_kernel(const float* __restrict__ chunk_v, const int
     }
   }
   warp_best(best_v, best_i);
-  if (threadIdx.x == 0) ids[r] = best_i == kNone ? 0 : best_i;
+  if (threadIdx.x == 0) ids[r] = best_i == kNone || (nan_in_slot_0_wins && isnan(logits[r * cols])) ? 0 : best_i;
 }
 
 }  // namespace
@@ -144,7 +145,7 @@ uint64_t argmax_split_workspace_bytes(int64_t rows) {
 }
 
 Status argmax_rows_split(const float* logits, int64_t rows, int64_t cols, int32_t* ids, void* workspace,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, bool nan_in_slot_0_wins) {
   QRT_TRY(check_argmax_shape(rows, cols));
   if (rows == 0) return ok_status();
   if (workspace == nullptr || rows > 65535)
@@ -162,7 +163,7 @@ Status argmax_rows_split(const float* logits, int64_t rows, int64_t cols, int32_
                         stream>>>(logits, cols, chunk, chunk_v, chunk_i);
   QRT_TRY(cuda_launch_status("argmax_chunk_kernel"));
   argmax_merge_kernel<<<static_cast<unsigned>(rows), 32, 0, stream>>>(chunk_v, chunk_i, static_cast<int>(chunks),
-                                                                      ids);
+                                                                      logits, cols, nan_in_slot_0_wins, ids);
   return cuda_launch_status("argmax_merge_kernel");
 }
 

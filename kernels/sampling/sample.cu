@@ -1,8 +1,8 @@
 // Device sampling, following sample_with_uniform (kernels/cpu/sampler.cpp) step by step:
 //  1. penalties: the row is copied to scratch and each (token, count) pair changes one logit, with the CPU's
 //     float operations written as explicitly rounded intrinsics (no contraction into an FMA).
-//  2. temperature 0: argmax_rows_split (first maximum, NaN never wins), then a NaN in slot 0 gives 0, as
-//     std::max_element does on the CPU.
+//  2. temperature 0: argmax_rows_split (first maximum, NaN never wins, except that a NaN in slot 0 gives 0, as
+//     std::max_element does on the CPU).
 //  3. the candidates in the CPU's order: logit descending, ties to the lower id, -0 and +0 one value (they compare
 //     equal on the CPU), NaN never a candidate. Every logit maps to a 32-bit key that sorts ascending in that
 //     order (NaN gets the largest key), and the id breaks ties, so no step relies on a stable sort.
@@ -389,11 +389,8 @@ Status sample_rows(const SampleRowsArgs& a, void* workspace, uint64_t workspace_
   }
 
   if (s.temperature == 0.0f) {
-    if (a.rows <= 65535) {
-      QRT_TRY(argmax_rows_split(src, a.rows, a.vocab, a.ids, base + l.argmax, stream));
-    } else {
-      QRT_TRY(argmax_rows(src, a.rows, a.vocab, a.ids, stream));
-    }
+    if (a.rows <= 65535) return argmax_rows_split(src, a.rows, a.vocab, a.ids, base + l.argmax, stream, true);
+    QRT_TRY(argmax_rows(src, a.rows, a.vocab, a.ids, stream));
     greedy_nan_fixup_kernel<<<grid_for(a.rows, kThreads), kThreads, 0, stream>>>(src, a.rows, a.vocab, a.ids);
     return cuda_launch_status("greedy_nan_fixup_kernel");
   }
