@@ -9,9 +9,13 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-// Enough blocks for every SM of a large GPU to hold two at a time, whatever the key count.
-constexpr int kTargetBlocks = 256;
-constexpr int kMaxSplits = 64;
+// Blocks for about eight per SM of a large GPU (132 on an H100) whatever the key count: at long contexts each
+// block's serial memory round trips (one per kKeysAtOnce keys of each warp) set the pace, so more, shorter splits
+// keep more loads in flight (with 256 blocks, an H100's context sweep put decode attention at 16k keys near a tenth
+// of its bandwidth). A split holds at least 32 keys, so short caches get fewer.
+constexpr int kTargetBlocks = 1024;
+constexpr int kMaxSplits = 256;
+constexpr int kMinSplitKeys = 32;
 constexpr uint64_t kSharedLimit = 48 * 1024;  // without cudaFuncSetAttribute
 // Keys whose K (or V) loads a warp (thread) issues together, and head dimensions up to 32 · kMaxDimsPerLane.
 constexpr int kKeysAtOnce = 4;
@@ -223,14 +227,17 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
 
 // One block per (query row, head): out = sum_b o_b * exp(m_b - M) / sum_b l_b * exp(m_b - M) over the splits that
 // held keys; zeros when no key was visible. The splits' maxima and sums are read in parallel (strided over the
-// threads) and their weights exp(m_b - M) / denominator kept in shared memory for the output loop.
+// threads) and their weights exp(m_b - M) / denominator kept in shared memory; then warp w adds the partial outputs
+// of splits w, w + kWarps, ... (its lanes covering head_dim, two splits' loads in flight), and the warps' sums are
+// added in a fixed order. Shared memory: weight[splits], sums[kWarps][hd].
 __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const int32_t* __restrict__ key_count,
                                                                    AttentionShape s, int splits,
                                                                    const float* __restrict__ ws_max,
                                                                    const float* __restrict__ ws_sum,
                                                                    const float* __restrict__ ws_out,
                                                                    float* __restrict__ out, Q8Activations q8) {
-  extern __shared__ float weight[];  // [used]
+  extern __shared__ float weight[];  // [splits], then sums [kWarps][hd]
+  float* sums = weight + splits;
   __shared__ float warp_top[kWarps], warp_denom[kWarps];
   const int64_t item = blockIdx.x;  // t * heads + h
   const int hd = s.head_dim;
@@ -263,17 +270,34 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const int32_t
   for (int w = 0; w < kWarps; ++w) denom += warp_denom[w];
   for (int b = threadIdx.x; b < used; b += kThreads) weight[b] = denom > 0.0f ? weight[b] / denom : 0.0f;
   __syncthreads();
-  float* o = out + item * hd;  // out is [tokens, heads * hd]: row t, head h at (t * heads + h) * hd
   const float* partial = ws_out + item * splits * hd;
+  float acc[kMaxDimsPerLane];
+#pragma unroll
+  for (int i = 0; i < kMaxDimsPerLane; ++i) acc[i] = 0.0f;
+#pragma unroll 2
+  for (int b = warp; b < used; b += kWarps) {
+    const float wb = weight[b];
+    if (wb == 0.0f) continue;  // a split with no visible key adds nothing
+#pragma unroll
+    for (int i = 0; i < kMaxDimsPerLane; ++i) {
+      const int d = lane + 32 * i;
+      if (d < hd) acc[i] += partial[static_cast<int64_t>(b) * hd + d] * wb;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kMaxDimsPerLane; ++i) {
+    const int d = lane + 32 * i;
+    if (d < hd) sums[warp * hd + d] = acc[i];
+  }
+  __syncthreads();
+  float* o = out + item * hd;  // out is [tokens, heads * hd]: row t, head h at (t * heads + h) * hd
   for (int d = threadIdx.x; d < hd; d += kThreads) {
-    float acc = 0.0f;
-#pragma unroll 4
-    for (int bb = 0; bb < used; ++bb)
-      if (weight[bb] != 0.0f) acc += partial[static_cast<int64_t>(bb) * hd + d] * weight[bb];
-    o[d] = acc;
+    float total = sums[d];
+    for (int w = 1; w < kWarps; ++w) total += sums[w * hd + d];
+    o[d] = total;
     if (q8.codes != nullptr) {  // head_dim % 32 == 0: a warp's lanes are one activation block, all in or all out
       const int64_t block = (item * hd + d) / kQ8BlockCols;
-      quantize_q8_warp(acc, d % kQ8BlockCols, q8.codes + block * kQ8BlockCodeBytes,
+      quantize_q8_warp(total, d % kQ8BlockCols, q8.codes + block * kQ8BlockCodeBytes,
                        q8.scales + block * kQ8BlockScaleFloats);
     }
   }
@@ -292,6 +316,8 @@ AttentionSplitPlan plan_attention_split(const AttentionShape& s) {
   const int64_t per_split_blocks = s.tokens * s.kv_heads;
   int64_t splits = kTargetBlocks / per_split_blocks;
   splits = splits < 1 ? 1 : (splits > kMaxSplits ? kMaxSplits : splits);
+  const int64_t useful = (s.capacity + kMinSplitKeys - 1) / kMinSplitKeys;
+  if (splits > useful) splits = useful;
   // Scores of one split live in shared memory: more splits for long caches.
   if (s.head_dim / value_slice(s.head_dim) > kThreads) return plan;  // an odd head_dim over kThreads
   const uint64_t fixed = static_cast<uint64_t>(group) * s.head_dim * sizeof(float) + kReduceBytes;
@@ -300,7 +326,9 @@ AttentionSplitPlan plan_attention_split(const AttentionShape& s) {
   if (max_chunk < 32) return plan;
   const int64_t needed = (s.capacity + max_chunk - 1) / max_chunk;
   if (needed > splits) splits = needed;
-  if (splits > 65535 || static_cast<uint64_t>(splits) * sizeof(float) > kSharedLimit) return plan;  // merge weights
+  // The merge's weights and per-warp sums.
+  if (splits > 65535 || (static_cast<uint64_t>(splits) + uint64_t{kWarps} * s.head_dim) * sizeof(float) > kSharedLimit)
+    return plan;
   const int64_t per = (s.capacity + splits - 1) / splits;
   const int64_t chunk_capacity = per < 32 ? 32 : (per + 31) / 32 * 32;
   plan.splits = static_cast<int>(splits);
@@ -341,7 +369,8 @@ Status attention_split(const float* q, const int32_t* q_pos, const void* k, cons
     else launch(attention_split_kernel<16, T>);
     return cuda_launch_status("attention_split_kernel");
   }));
-  attention_merge_kernel<<<static_cast<unsigned>(s.tokens * s.heads), kThreads, plan.splits * sizeof(float), stream>>>(
+  const size_t merge_shared = (static_cast<size_t>(plan.splits) + size_t{kWarps} * s.head_dim) * sizeof(float);
+  attention_merge_kernel<<<static_cast<unsigned>(s.tokens * s.heads), kThreads, merge_shared, stream>>>(
       key_count, s, plan.splits, ws_max, ws_sum, ws_out, out, q8);
   return cuda_launch_status("attention_merge_kernel");
 }
