@@ -16,6 +16,7 @@
 #include "kernels/linear/gemv.hpp"
 #include "kernels/linear/gemv_batch.hpp"
 #include "kernels/linear/gemv_dp4a.hpp"
+#include "kernels/linear/gemv_fast.hpp"
 #include "kernels/linear/q8_activations.hpp"
 #include "kernels/moe/expert_gemv.hpp"
 #include "kernels/moe/moe.hpp"
@@ -454,25 +455,30 @@ Status CudaBackend::finish_linear(const Weight* bias, F32View y) {
   return ok_status();
 }
 
-// One integer-dot GEMV launch for all parts when they share a format the kernel has and the batch fits it; any
-// other case (mixed formats such as Q4_K_M's q6_k v projection, wide batches, the float GEMV) is the separate
-// linear() calls.
+// One GEMV launch for all parts when they share a format and width and the batch fits the GEMV: the integer-dot
+// kernel for the integer formats it has, the dense kernel for F32/F16/BF16. Any other case (mixed formats such as
+// Q4_K_M's q6_k v projection, wide batches, formats with neither kernel) is the separate linear() calls.
 Status CudaBackend::linear_same_input(ConstF32View x, std::span<const LinearPart> parts) {
   const char* op = "linear_same_input";
+  if (parts.size() < 2 || parts.size() > size_t{kernels::kGemvMaxParts} || x.rows < 1 ||
+      x.rows > kernels::kGemvMaxBatch)
+    return Backend::linear_same_input(x, parts);
   std::vector<const Weight*> weights, biases;
-  bool one_launch = integer_gemv_ && parts.size() >= 2 && parts.size() <= size_t{kernels::kGemvMaxParts} &&
-                    x.rows >= 1 && x.rows <= kernels::kGemvMaxBatch;
+  std::vector<kernels::GemvPart> gemv_parts;
   for (const LinearPart& part : parts) {
     QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(part.w, op, "weight"));
+    if (w->format != (weights.empty() ? w->format : weights[0]->format)) return Backend::linear_same_input(x, parts);
     weights.push_back(w);
-    const quant::QuantView view = w->view(), first = weights[0]->view();
-    one_launch = one_launch && w->format == weights[0]->format && kernels::gemv_dp4a_applies(w->format, view) &&
-                 view.cols == first.cols && view.params.group_size == first.params.group_size &&
-                 view.params.scale_type == first.params.scale_type &&
-                 kernels::q8_activation_bytes(x.rows, view.cols) <= q8_bytes_;
+    gemv_parts.push_back({w->view(), part.y.data});
   }
-  if (!one_launch) return Backend::linear_same_input(x, parts);
-  std::vector<kernels::GemvPart> gemv_parts;
+  const quant::FormatId format = weights[0]->format;
+  const quant::QuantView first = weights[0]->view();
+  bool dp4a = integer_gemv_ && kernels::q8_activation_bytes(x.rows, first.cols) <= q8_bytes_;
+  for (const kernels::GemvPart& part : gemv_parts)
+    dp4a = dp4a && kernels::gemv_dp4a_applies(format, part.w) && part.w.cols == first.cols &&
+           part.w.params.group_size == first.params.group_size && part.w.params.scale_type == first.params.scale_type;
+  const bool dense = !dp4a && kernels::gemv_dense_parts_apply(format, gemv_parts, x.data);
+  if (!dp4a && !dense) return Backend::linear_same_input(x, parts);
   for (size_t j = 0; j < parts.size(); ++j) {
     const LinearPart& part = parts[j];
     const Weight* b = nullptr;
@@ -485,13 +491,16 @@ Status CudaBackend::linear_same_input(ConstF32View x, std::span<const LinearPart
     const WeightInfo info{weights[j]->format, weights[j]->shape};
     QRT_TRY(op_checks::linear(x, info, b ? &bias_info : nullptr, part.y));
     QRT_TRY(check_view(part.y, op, "y"));
-    gemv_parts.push_back({weights[j]->view(), part.y.data});
   }
   QRT_TRY(check_view(x, op, "x"));
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
-  QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, weights[0]->view().cols));
-  QRT_TRY(kernels::gemv_dp4a_parts(weights[0]->format, gemv_parts, {q.codes, q.scales}, static_cast<int>(x.rows),
-                                   ctx_->compute_stream()));
+  const int m = static_cast<int>(x.rows);
+  if (dp4a) {
+    QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, first.cols));
+    QRT_TRY(kernels::gemv_dp4a_parts(format, gemv_parts, {q.codes, q.scales}, m, ctx_->compute_stream()));
+  } else {
+    QRT_TRY(kernels::gemv_dense_parts(format, gemv_parts, x.data, m, ctx_->compute_stream()));
+  }
   for (size_t j = 0; j < parts.size(); ++j) QRT_TRY(finish_linear(biases[j], parts[j].y));
   return ok_status();
 }

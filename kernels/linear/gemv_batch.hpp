@@ -4,10 +4,20 @@
 
 #include <type_traits>
 
+#include "kernels/quant/format_list.hpp"
+
 namespace qrt::kernels {
 
 // Decode batches the GEMV kernels are instantiated for: rows of x per call.
 constexpr int kGemvMaxBatch = 8;
+
+// One matrix of a GEMV launch over several matrices sharing x (gemv_dp4a_parts, gemv_dense_parts): the grid holds
+// each part's blocks one after the other, each block finding its part among at most kGemvMaxParts.
+constexpr int kGemvMaxParts = 3;
+struct GemvPart {
+  quant::QuantView w;
+  float* y;
+};
 
 // Calls fn(std::integral_constant<int, m>{}) for 1 <= m <= kGemvMaxBatch. The caller checks the range first (an
 // out-of-range m runs the kGemvMaxBatch instance here, so unchecked callers fail loudly in their own tests).

@@ -9,6 +9,8 @@
 #include <cuda_fp16.h>
 
 #include <climits>
+#include <span>
+#include <string>
 
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/linear/gemv_batch.hpp"
@@ -44,13 +46,30 @@ __device__ __forceinline__ void load_weights(const uint8_t* row, int it, float (
   }
 }
 
+// The parts of one launch (gemv_dense_parts): part k owns blocks [first_block[k], first_block[k + 1]).
+struct DenseParts {
+  int parts;
+  const uint8_t* data[kGemvMaxParts];
+  int64_t rows[kGemvMaxParts];
+  float* y[kGemvMaxParts];
+  int64_t first_block[kGemvMaxParts];
+};
+
 template <quant::FormatId Id, int M, int R>
-__global__ void __launch_bounds__(kThreads) gemv_dense_kernel(const uint8_t* __restrict__ data, int64_t rows,
-                                                              int64_t cols, const float* __restrict__ x,
-                                                              float* __restrict__ y) {
+__global__ void __launch_bounds__(kThreads) gemv_dense_kernel(const DenseParts p, int64_t cols,
+                                                              const float* __restrict__ x) {
   __shared__ float partial[kThreads / 32][R * M];
   constexpr int kElemBytes = Id == quant::FormatId::kF32 ? 4 : 2;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+  int k = 0;
+#pragma unroll
+  for (int j = 1; j < kGemvMaxParts; ++j)
+    if (j < p.parts && static_cast<int64_t>(blockIdx.x) >= p.first_block[j]) k = j;
+  static_assert(kGemvMaxParts == 3, "the selection below names every part");
+  const uint8_t* data = k == 0 ? p.data[0] : (k == 1 ? p.data[1] : p.data[2]);
+  const int64_t rows = k == 0 ? p.rows[0] : (k == 1 ? p.rows[1] : p.rows[2]);
+  float* y = k == 0 ? p.y[0] : (k == 1 ? p.y[1] : p.y[2]);
+  const int64_t first_block = k == 0 ? p.first_block[0] : (k == 1 ? p.first_block[1] : p.first_block[2]);
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) - first_block) * R;
   const uint8_t* row_data[R];
 #pragma unroll
   for (int r = 0; r < R; ++r)  // past the end: a repeat, not stored
@@ -75,7 +94,7 @@ __global__ void __launch_bounds__(kThreads) gemv_dense_kernel(const uint8_t* __r
 #pragma unroll
       for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int k = 0; k < kItemCols; ++k) acc[r][i] += w[r][k] * xv[k];
+        for (int c = 0; c < kItemCols; ++c) acc[r][i] += w[r][c] * xv[c];
     }
   }
   store_row_sums<kThreads, R, M>(acc, partial, row0, rows, y);
@@ -88,18 +107,28 @@ bool dense_applies(const quant::QuantView& w, const float* x) {
          w.cols > 0 && w.cols % kItemCols == 0 && w.cols / kItemCols < INT_MAX;
 }
 
+// The parts share cols (checked by the callers); R = 2 rows per block when any part is tall.
 template <quant::FormatId Id>
-Status dense_launch(const char* name, const quant::QuantView& w, const float* x, int m, float* y,
-                    cudaStream_t stream) {
-  const bool tall = w.rows >= kTallRows;
+Status dense_launch(const char* name, std::span<const GemvPart> parts, const float* x, int m, cudaStream_t stream) {
+  DenseParts p{static_cast<int>(parts.size()), {}, {}, {}, {}};
+  bool tall = false;
+  for (const GemvPart& part : parts) tall = tall || part.w.rows >= kTallRows;
+  const int64_t rows_per_block = tall ? 2 : 1;
+  int64_t blocks = 0;
+  for (size_t j = 0; j < parts.size(); ++j) {
+    p.data[j] = parts[j].w.data;
+    p.rows[j] = parts[j].w.rows;
+    p.y[j] = parts[j].y;
+    p.first_block[j] = blocks;
+    blocks += (parts[j].w.rows + rows_per_block - 1) / rows_per_block;
+  }
+  const int64_t cols = parts[0].w.cols;
   return with_batch(m, [&](auto batch) -> Status {
     constexpr int M = decltype(batch)::value;
     if (tall) {
-      gemv_dense_kernel<Id, M, 2><<<static_cast<unsigned>((w.rows + 1) / 2), kThreads, 0, stream>>>(
-          w.data, w.rows, w.cols, x, y);
+      gemv_dense_kernel<Id, M, 2><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, cols, x);
     } else {
-      gemv_dense_kernel<Id, M, 1><<<static_cast<unsigned>(w.rows), kThreads, 0, stream>>>(w.data, w.rows, w.cols,
-                                                                                          x, y);
+      gemv_dense_kernel<Id, M, 1><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, cols, x);
     }
     return cuda_launch_status(name);
   });
@@ -113,7 +142,8 @@ Status dense_launch(const char* name, const quant::QuantView& w, const float* x,
   }                                                                                                              \
   Status FastGemv<quant::FormatId::k##ID>::launch(const quant::QuantView& w, const float* x, int m, float* y,    \
                                                   cudaStream_t stream) {                                         \
-    return dense_launch<quant::FormatId::k##ID>(kName.data(), w, x, m, y, stream);                               \
+    const GemvPart part{w, y};                                                                                   \
+    return dense_launch<quant::FormatId::k##ID>(kName.data(), {&part, 1}, x, m, stream);                         \
   }
 
 QRT_DENSE_FAST_GEMV(F32)
@@ -121,5 +151,32 @@ QRT_DENSE_FAST_GEMV(F16)
 QRT_DENSE_FAST_GEMV(BF16)
 
 #undef QRT_DENSE_FAST_GEMV
+
+bool gemv_dense_parts_apply(quant::FormatId format, std::span<const GemvPart> parts, const float* x) {
+  if (format != quant::FormatId::kF32 && format != quant::FormatId::kF16 && format != quant::FormatId::kBF16)
+    return false;
+  if (parts.empty() || parts.size() > static_cast<size_t>(kGemvMaxParts)) return false;
+  int64_t blocks = 0;
+  for (const GemvPart& part : parts) {
+    if (!dense_applies(part.w, x) || part.w.cols != parts[0].w.cols || part.y == nullptr) return false;
+    blocks += part.w.rows;
+  }
+  return blocks < INT_MAX;
+}
+
+Status gemv_dense_parts(quant::FormatId format, std::span<const GemvPart> parts, const float* x, int m,
+                        cudaStream_t stream) {
+  const std::string name = "gemv_dense_parts " + std::string(quant::format_name(format));
+  if (m < 1 || m > kGemvMaxBatch)
+    return invalid_argument(name + ": batch " + std::to_string(m) + " not in 1.." + std::to_string(kGemvMaxBatch));
+  if (!gemv_dense_parts_apply(format, parts, x))
+    return invalid_argument(name + ": needs 1.." + std::to_string(kGemvMaxParts) +
+                            " F32/F16/BF16 matrices of one width (a multiple of 8), 16-byte aligned, with outputs");
+  switch (format) {
+    case quant::FormatId::kF32: return dense_launch<quant::FormatId::kF32>(name.c_str(), parts, x, m, stream);
+    case quant::FormatId::kF16: return dense_launch<quant::FormatId::kF16>(name.c_str(), parts, x, m, stream);
+    default: return dense_launch<quant::FormatId::kBF16>(name.c_str(), parts, x, m, stream);
+  }
+}
 
 }  // namespace qrt::kernels

@@ -19,6 +19,7 @@
 
 #include <span>
 
+#include "kernels/linear/gemv_batch.hpp"
 #include "kernels/linear/q8_activations.hpp"
 #include "kernels/quant/format_list.hpp"
 #include "qrt/status.hpp"
@@ -36,12 +37,7 @@ Status gemv_dp4a(quant::FormatId format, const quant::QuantView& w, Q8ConstActiv
 // Several matrices of one format and width applied to the same x (a layer's q, k and v projections, or gate and
 // up) in one launch: the grid is the parts' blocks one after the other, each writing its own y. Saves the launches
 // and the tail of the small matrices (a 1024-row k or v projection alone leaves most of a large GPU idle while its
-// last blocks run). The sums are those of gemv_dp4a on each part, bit for bit.
-constexpr int kGemvMaxParts = 3;
-struct GemvPart {
-  quant::QuantView w;
-  float* y;
-};
+// last blocks run). The sums are those of gemv_dp4a on each part, bit for bit. (GemvPart: gemv_batch.hpp.)
 Status gemv_dp4a_parts(quant::FormatId format, std::span<const GemvPart> parts, Q8ConstActivations x, int m,
                        cudaStream_t stream);
 

@@ -7,8 +7,10 @@
 
 #include <cuda_runtime.h>
 
+#include <span>
 #include <string_view>
 
+#include "kernels/linear/gemv_batch.hpp"
 #include "kernels/quant/format_list.hpp"
 #include "qrt/status.hpp"
 
@@ -51,5 +53,11 @@ QRT_DECLARE_FAST_GEMV(FP8, "gemv_fp8")
 QRT_DECLARE_FAST_GEMV(FP8_BLOCK, "gemv_fp8_block")
 
 #undef QRT_DECLARE_FAST_GEMV
+
+// The dense kernel over several matrices of one format (F32, F16 or BF16) and width sharing x, in one launch (a
+// layer's q/k/v or gate/up from an unquantized checkpoint): the sums of each part's own launch, bit for bit.
+bool gemv_dense_parts_apply(quant::FormatId format, std::span<const GemvPart> parts, const float* x);
+Status gemv_dense_parts(quant::FormatId format, std::span<const GemvPart> parts, const float* x, int m,
+                        cudaStream_t stream);
 
 }  // namespace qrt::kernels

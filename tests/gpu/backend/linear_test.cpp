@@ -207,10 +207,10 @@ TEST_F(CudaLinearSharedInput, QuantizedOnceAndAgainAfterAWrite) {
   expect_close(yk, kIntegerGemvTolerance, "k after the input changed");
 }
 
-// linear_same_input (a layer's q/k/v and gate/up): parts of one format are one GEMV launch after the input's
-// quantization, each part bit for bit its own linear() and close to the CPU, biases added per part; a tall part
-// (two rows per block) and short ones share the grid. Parts of different formats (Q4_K_M's q6_k v projection) are
-// the separate launches, with the same values.
+// linear_same_input (a layer's q/k/v and gate/up): parts of one format are one GEMV launch (the integer-dot kernel
+// after the input's quantization, or the dense kernel for F32/F16/BF16), each part bit for bit its own linear() and
+// close to the CPU, biases added per part; a tall part (two rows per block) and short ones share the grid. Parts
+// of different formats (Q4_K_M's q6_k v projection) are the separate launches, with the same values.
 TEST_F(CudaLinearSharedInput, PartsOfOneFormatAreOneLaunch) {
   using quant::FormatId;
   const int64_t in = 256;
@@ -223,7 +223,11 @@ TEST_F(CudaLinearSharedInput, PartsOfOneFormatAreOneLaunch) {
                         {{FormatId::kQ8_0, FormatId::kQ8_0}, {72, 72}, true},
                         {{FormatId::kQ4_0, FormatId::kQ4_0, FormatId::kQ4_0}, {256, 128, 128}, true},
                         {{FormatId::kAFQ4, FormatId::kAFQ4, FormatId::kAFQ4}, {64, 32, 32}, true},
-                        {{FormatId::kQ4_K, FormatId::kQ4_K, FormatId::kQ6_K}, {64, 32, 32}, false}};
+                        {{FormatId::kQ4_K, FormatId::kQ4_K, FormatId::kQ6_K}, {64, 32, 32}, false},
+                        {{FormatId::kF32, FormatId::kF32, FormatId::kF32}, {4100, 24, 40}, true},
+                        {{FormatId::kBF16, FormatId::kBF16}, {72, 72}, true},
+                        {{FormatId::kF16, FormatId::kF16, FormatId::kF16}, {64, 32, 32}, true},
+                        {{FormatId::kBF16, FormatId::kF16}, {64, 32}, false}};
   uint64_t seed = 2450;
   for (const Case& c : cases) {
     for (int64_t rows : {int64_t{1}, int64_t{7}}) {
@@ -255,9 +259,12 @@ TEST_F(CudaLinearSharedInput, PartsOfOneFormatAreOneLaunch) {
       const Status s = gpu_->linear_same_input(x.gpu, gpu_parts);
       ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
 #if defined(QRT_SIMT)
-      const uint64_t gemvs = c.one_launch ? 1 : weights.size(), bias_adds = weights.size() - 1;
-      EXPECT_EQ((simt::device_counters(0) - start).kernel_launches, 1 + gemvs + bias_adds)
-          << what << ": quantize x, " << gemvs << " GEMV launch(es), a bias add per biased part";
+      const bool dense = c.formats[0] == FormatId::kF32 || c.formats[0] == FormatId::kF16 ||
+                         c.formats[0] == FormatId::kBF16;
+      const uint64_t quantize = dense ? 0 : 1, gemvs = c.one_launch ? 1 : weights.size();
+      const uint64_t bias_adds = weights.size() - 1;
+      EXPECT_EQ((simt::device_counters(0) - start).kernel_launches, quantize + gemvs + bias_adds)
+          << what << ": " << quantize << " quantize, " << gemvs << " GEMV launch(es), a bias add per biased part";
 #endif
       for (size_t j = 0; j < weights.size(); ++j) {
         expect_close(ys[j], kIntegerGemvTolerance, what + ", part " + std::to_string(j));
