@@ -22,6 +22,7 @@
 #include "backend/cuda_context.hpp"
 #include "backend/op_checks.hpp"
 #include "backend/pinned_staging.hpp"
+#include "kernels/attention/attention_split.hpp"
 #include "kernels/linear/q8_activations.hpp"
 
 namespace qrt {
@@ -193,7 +194,10 @@ class CudaBackend final : public Backend {
   void remember_q8_source(ConstF32View x);
   // Where a fused producer should write the quantized copy of `out` (nothing when it does not fit).
   kernels::Q8Activations fused_q8_output(F32View out) const;
-  kernels::Q8Activations attention_q8_output(const AttentionParams& p, F32View out) const;
+  // attention() and attention_batch() through the split kernels, once they chose them.
+  Status attention_split(ConstF32View q, ConstI32View q_positions, const KvLayerView& kv, ConstI32View keys,
+                         const AttentionParams& p, const kernels::AttentionShape& shape,
+                         const kernels::AttentionSplitPlan& plan, F32View out);
   WeightLoadStats load_stats_;
   Communicator* comm_ = nullptr;  // tensor-parallel peers; null on a single GPU
 };

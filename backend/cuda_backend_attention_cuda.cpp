@@ -95,12 +95,7 @@ Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const Kv
   if (plan.splits > 0 && ws.ptr != nullptr && ws.bytes >= plan.workspace_bytes &&
       plan.shared_bytes <= ctx_->props().shared_mem_per_block) {
     QRT_TRY(check_range(ws.ptr, plan.workspace_bytes, op, "attention workspace"));
-    const kernels::Q8Activations q8 = attention_q8_output(p, out);
-    QRT_TRY(kernels::attention_split(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data,
-                                     keys.data, shape, plan, static_cast<float*>(ws.ptr), out.data,
-                                     ctx_->compute_stream(), q8));
-    if (q8.codes != nullptr) remember_q8_source(out);
-    return ok_status();
+    return attention_split(q, q_positions, cache, keys, p, shape, plan, out);
   }
   return kernels::attention(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data, keys.data,
                             shape, out.data, ctx_->compute_stream());
@@ -136,19 +131,22 @@ Status CudaBackend::attention_batch(ConstF32View q, ConstI32View q_positions, co
   QRT_TRY(check_range(ws.ptr, plan.workspace_bytes, op, "attention workspace"));
   if (p.sinks != nullptr) QRT_TRY(check_range(p.sinks, uint64_t(p.heads) * sizeof(float), op, "sinks"));
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
-  const kernels::Q8Activations q8 = attention_q8_output(p, out);
-  QRT_TRY(kernels::attention_split(q.data, q_positions.data, pool.k.data, pool.v.data, pool.positions.data,
-                                   keys.data, shape, plan, static_cast<float*>(ws.ptr), out.data,
+  return attention_split(q, q_positions, pool, keys, p, shape, plan, out);
+}
+
+// The split kernels over kv's cache and workspace (checked by the callers). The merge also quantizes the output for
+// the output projection's GEMV when a warp's 32 outputs are one activation block (head_dim a multiple of 32) and
+// the rows fit the GEMV.
+Status CudaBackend::attention_split(ConstF32View q, ConstI32View q_positions, const KvLayerView& kv,
+                                    ConstI32View keys, const AttentionParams& p, const kernels::AttentionShape& shape,
+                                    const kernels::AttentionSplitPlan& plan, F32View out) {
+  const kernels::Q8Activations q8 =
+      p.head_dim % kernels::kQ8BlockCols == 0 ? fused_q8_output(out) : kernels::Q8Activations{};
+  QRT_TRY(kernels::attention_split(q.data, q_positions.data, kv.k.data, kv.v.data, kv.positions.data, keys.data,
+                                   shape, plan, static_cast<float*>(kv.attention_workspace.ptr), out.data,
                                    ctx_->compute_stream(), q8));
   if (q8.codes != nullptr) remember_q8_source(out);
   return ok_status();
-}
-
-// The split kernel's merge quantizes the attention output for the output projection's GEMV when a warp's 32
-// outputs are one activation block (head_dim a multiple of 32) and the batch fits the GEMV.
-kernels::Q8Activations CudaBackend::attention_q8_output(const AttentionParams& p, F32View out) const {
-  if (p.head_dim % kernels::kQ8BlockCols != 0) return {};
-  return fused_q8_output(out);
 }
 
 uint64_t CudaBackend::attention_batch_workspace_bytes(int64_t items, const AttentionParams& p, int64_t slots) const {
