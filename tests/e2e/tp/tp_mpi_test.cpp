@@ -8,11 +8,13 @@
 // rank goes on are agreed first, so a failure never leaves the other ranks waiting.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm_test_world.hpp"
@@ -167,10 +169,20 @@ TEST(MultiRank, EngineOnRankZeroAndFollowersServeTheSplitModel) {
     std::mutex m;
     std::condition_variable cv;
     size_t done = 0;
+    // The first request's first token waits until every request is queued, so that two of them run together and
+    // the pool overflows whatever the host's timing (on a loaded machine the first could otherwise finish alone).
+    std::atomic<bool> all_submitted{false};
     for (size_t i = 0; i < prompts.size(); ++i) {
       EngineRequest r;
       r.prompt = prompts[i];
       r.options = gen;
+      if (i == 0) {
+        r.on_token = [&all_submitted](int32_t, std::string_view) {
+          for (int waited = 0; !all_submitted.load() && waited < 10000; ++waited)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          return true;
+        };
+      }
       r.on_done = [&, i](Result<GenerateResult> res) {
         std::lock_guard lock(m);
         if (res.ok()) served[i] = res->tokens;
@@ -179,6 +191,7 @@ TEST(MultiRank, EngineOnRankZeroAndFollowersServeTheSplitModel) {
       };
       ASSERT_TRUE((*engine)->submit(std::move(r)).ok());
     }
+    all_submitted = true;
     std::unique_lock lock(m);
     ASSERT_TRUE(cv.wait_for(lock, std::chrono::minutes(2), [&] { return done == prompts.size(); }));
     EXPECT_EQ((*engine)->counts().kv_blocks, 10);
