@@ -2,6 +2,8 @@
 // generic kernel, the per-family kernels, the host emulation in the tests) goes through with_batch.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <type_traits>
 
 #include "kernels/quant/format_list.hpp"
@@ -18,6 +20,26 @@ struct GemvPart {
   quant::QuantView w;
   float* y;
 };
+
+// The grid of a launch over parts: part k owns blocks [first_block[k], first_block[k + 1]) (the last up to
+// blocks), rows_per_block rows each: 2 when any part has at least tall_rows rows (x read once for both), else 1.
+struct GemvPartGrid {
+  int parts = 0;
+  int rows_per_block = 1;
+  int64_t first_block[kGemvMaxParts] = {};
+  int64_t blocks = 0;
+};
+inline GemvPartGrid plan_part_grid(std::span<const GemvPart> parts, int64_t tall_rows) {
+  GemvPartGrid g;
+  g.parts = static_cast<int>(parts.size());
+  for (const GemvPart& part : parts)
+    if (part.w.rows >= tall_rows) g.rows_per_block = 2;
+  for (size_t j = 0; j < parts.size(); ++j) {
+    g.first_block[j] = g.blocks;
+    g.blocks += (parts[j].w.rows + g.rows_per_block - 1) / g.rows_per_block;
+  }
+  return g;
+}
 
 // Calls fn(std::integral_constant<int, m>{}) for 1 <= m <= kGemvMaxBatch. The caller checks the range first (an
 // out-of-range m runs the kGemvMaxBatch instance here, so unchecked callers fail loudly in their own tests).

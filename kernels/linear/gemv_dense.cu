@@ -15,6 +15,7 @@
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/linear/gemv_batch.hpp"
 #include "kernels/linear/gemv_fast.hpp"
+#include "kernels/linear/gemv_parts.cuh"
 #include "kernels/linear/gemv_rows_reduce.cuh"
 
 namespace qrt::kernels {
@@ -46,13 +47,12 @@ __device__ __forceinline__ void load_weights(const uint8_t* row, int it, float (
   }
 }
 
-// The parts of one launch (gemv_dense_parts): part k owns blocks [first_block[k], first_block[k + 1]).
+// The parts of one launch (gemv_dense_parts).
 struct DenseParts {
-  int parts;
+  GemvPartGrid grid;
   const uint8_t* data[kGemvMaxParts];
   int64_t rows[kGemvMaxParts];
   float* y[kGemvMaxParts];
-  int64_t first_block[kGemvMaxParts];
 };
 
 template <quant::FormatId Id, int M, int R>
@@ -60,16 +60,11 @@ __global__ void __launch_bounds__(kThreads) gemv_dense_kernel(const DenseParts p
                                                               const float* __restrict__ x) {
   __shared__ float partial[kThreads / 32][R * M];
   constexpr int kElemBytes = Id == quant::FormatId::kF32 ? 4 : 2;
-  int k = 0;
-#pragma unroll
-  for (int j = 1; j < kGemvMaxParts; ++j)
-    if (j < p.parts && static_cast<int64_t>(blockIdx.x) >= p.first_block[j]) k = j;
-  static_assert(kGemvMaxParts == 3, "the selection below names every part");
-  const uint8_t* data = k == 0 ? p.data[0] : (k == 1 ? p.data[1] : p.data[2]);
-  const int64_t rows = k == 0 ? p.rows[0] : (k == 1 ? p.rows[1] : p.rows[2]);
-  float* y = k == 0 ? p.y[0] : (k == 1 ? p.y[1] : p.y[2]);
-  const int64_t first_block = k == 0 ? p.first_block[0] : (k == 1 ? p.first_block[1] : p.first_block[2]);
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) - first_block) * R;
+  const int k = gemv_part_of_block(p.grid, static_cast<int64_t>(blockIdx.x));
+  const uint8_t* data = gemv_part_value(k, p.data);
+  const int64_t rows = gemv_part_value(k, p.rows);
+  float* y = gemv_part_value(k, p.y);
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) - gemv_part_value(k, p.grid.first_block)) * R;
   const uint8_t* row_data[R];
 #pragma unroll
   for (int r = 0; r < R; ++r)  // past the end: a repeat, not stored
@@ -107,28 +102,23 @@ bool dense_applies(const quant::QuantView& w, const float* x) {
          w.cols > 0 && w.cols % kItemCols == 0 && w.cols / kItemCols < INT_MAX;
 }
 
-// The parts share cols (checked by the callers); R = 2 rows per block when any part is tall.
+// The parts share cols (checked by the callers); plan_part_grid gives 2 rows per block when any part is tall.
 template <quant::FormatId Id>
 Status dense_launch(const char* name, std::span<const GemvPart> parts, const float* x, int m, cudaStream_t stream) {
-  DenseParts p{static_cast<int>(parts.size()), {}, {}, {}, {}};
-  bool tall = false;
-  for (const GemvPart& part : parts) tall = tall || part.w.rows >= kTallRows;
-  const int64_t rows_per_block = tall ? 2 : 1;
-  int64_t blocks = 0;
+  DenseParts p{plan_part_grid(parts, kTallRows), {}, {}, {}};
   for (size_t j = 0; j < parts.size(); ++j) {
     p.data[j] = parts[j].w.data;
     p.rows[j] = parts[j].w.rows;
     p.y[j] = parts[j].y;
-    p.first_block[j] = blocks;
-    blocks += (parts[j].w.rows + rows_per_block - 1) / rows_per_block;
   }
+  const unsigned blocks = static_cast<unsigned>(p.grid.blocks);
   const int64_t cols = parts[0].w.cols;
   return with_batch(m, [&](auto batch) -> Status {
     constexpr int M = decltype(batch)::value;
-    if (tall) {
-      gemv_dense_kernel<Id, M, 2><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, cols, x);
+    if (p.grid.rows_per_block == 2) {
+      gemv_dense_kernel<Id, M, 2><<<blocks, kThreads, 0, stream>>>(p, cols, x);
     } else {
-      gemv_dense_kernel<Id, M, 1><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, cols, x);
+      gemv_dense_kernel<Id, M, 1><<<blocks, kThreads, 0, stream>>>(p, cols, x);
     }
     return cuda_launch_status(name);
   });

@@ -14,6 +14,7 @@
 #include "kernels/linear/gemv_batch.hpp"
 #include "kernels/linear/gemv_dp4a.hpp"
 #include "kernels/linear/gemv_dp4a_formats.cuh"
+#include "kernels/linear/gemv_parts.cuh"
 #include "kernels/linear/gemv_rows_reduce.cuh"
 #include "kernels/quant/formats.hpp"
 
@@ -23,17 +24,6 @@ constexpr int kThreads = 128;
 // Rows per block for matrices with at least this many rows (2 halves the activation reads per weight).
 constexpr int64_t kTallRows = 4096;
 
-// One matrix of a launch: its blocks are [first_block, next part's first_block) of the grid.
-struct Dp4aPart {
-  const uint8_t* data;
-  const uint8_t* w_scales;  // AFQ: [rows, groups_per_row] group scales and biases, scale_bytes each
-  const uint8_t* w_biases;
-  int64_t rows;
-  float* y;
-  int64_t first_block;
-};
-
-// What the parts share (one format, one width, one activation) and the parts themselves.
 struct Dp4aParams {
   int64_t groups_per_row;
   int scale_bytes;
@@ -43,29 +33,31 @@ struct Dp4aParams {
   int64_t x_blocks;  // 32-column activation blocks per batch row
   const int8_t* codes;
   const float* scales;
-  int parts;
-  Dp4aPart part[kGemvMaxParts];
+  GemvPartGrid grid;
+  // Per part (gemv_part_value):
+  const uint8_t* data[kGemvMaxParts];
+  const uint8_t* w_scales[kGemvMaxParts];  // AFQ: [rows, groups_per_row] group scales and biases, scale_bytes each
+  const uint8_t* w_biases[kGemvMaxParts];
+  int64_t rows[kGemvMaxParts];
+  float* y[kGemvMaxParts];
 };
 
 template <class P, int M, int R>
 __global__ void __launch_bounds__(kThreads) gemv_dp4a_kernel(const Dp4aParams p) {
   __shared__ float partial[kThreads / 32][R * M];
-  // The block's part: the last whose first block is not past this one (selected field by field, so that the
-  // parameters stay in the constant bank).
-  int k = 0;
-#pragma unroll
-  for (int j = 1; j < kGemvMaxParts; ++j)
-    if (j < p.parts && static_cast<int64_t>(blockIdx.x) >= p.part[j].first_block) k = j;
-  const Dp4aPart part = k == 0 ? p.part[0] : (k == 1 ? p.part[1] : p.part[2]);
-  static_assert(kGemvMaxParts == 3, "the selection above names every part");
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) - part.first_block) * R;
+  const int k = gemv_part_of_block(p.grid, static_cast<int64_t>(blockIdx.x));
+  const uint8_t* data = gemv_part_value(k, p.data);
+  const uint8_t* w_scales = gemv_part_value(k, p.w_scales);
+  const uint8_t* w_biases = gemv_part_value(k, p.w_biases);
+  const int64_t part_rows = gemv_part_value(k, p.rows);
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) - gemv_part_value(k, p.grid.first_block)) * R;
   dp4a::RowRef rows[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    const int64_t row = min(row0 + r, part.rows - 1);  // past the end: a repeat, not stored
+    const int64_t row = min(row0 + r, part_rows - 1);  // past the end: a repeat, not stored
     const int64_t group_row = row * p.groups_per_row * p.scale_bytes;
-    rows[r] = {part.data + row * p.row_bytes, part.w_scales == nullptr ? nullptr : part.w_scales + group_row,
-               part.w_biases == nullptr ? nullptr : part.w_biases + group_row, p.group_shift};
+    rows[r] = {data + row * p.row_bytes, w_scales == nullptr ? nullptr : w_scales + group_row,
+               w_biases == nullptr ? nullptr : w_biases + group_row, p.group_shift};
   }
 
   float acc[R][M];
@@ -88,11 +80,11 @@ __global__ void __launch_bounds__(kThreads) gemv_dp4a_kernel(const Dp4aParams p)
     }
   }
 
-  store_row_sums<kThreads, R, M>(acc, partial, row0, part.rows, part.y);
+  store_row_sums<kThreads, R, M>(acc, partial, row0, part_rows, gemv_part_value(k, p.y));
 }
 
-// The parts agree on format, width and group parameters (gemv_dp4a_parts checked them); each gets its own blocks,
-// R rows each (2 when any part is tall).
+// The parts agree on format, width and group parameters (gemv_dp4a_parts checked them); each gets its own blocks
+// (plan_part_grid: 2 rows per block when any part is tall).
 template <class P>
 Status launch(std::span<const GemvPart> parts, Q8ConstActivations x, int m, cudaStream_t stream) {
   const quant::QuantView& w = parts[0].w;
@@ -106,22 +98,22 @@ Status launch(std::span<const GemvPart> parts, Q8ConstActivations x, int m, cuda
   const int scale_bytes = w.scales == nullptr ? 0 : quant::float_scale_bytes(w.params.scale_type);
   Dp4aParams params{groups_per_row, scale_bytes, group_shift, blocks_per_row * P::kBlockBytes,
                     static_cast<int>(blocks_per_row * P::kItemsPerBlock), w.cols / kQ8BlockCols,
-                    x.codes, x.scales, static_cast<int>(parts.size()), {}};
-  bool tall = false;
-  for (const GemvPart& part : parts) tall = tall || part.w.rows >= kTallRows;
-  const int64_t rows_per_block = tall ? 2 : 1;
-  int64_t blocks = 0;
+                    x.codes, x.scales, plan_part_grid(parts, kTallRows), {}, {}, {}, {}, {}};
   for (size_t j = 0; j < parts.size(); ++j) {
     const quant::QuantView& v = parts[j].w;
-    params.part[j] = {v.data, v.scales, v.biases, v.rows, parts[j].y, blocks};
-    blocks += (v.rows + rows_per_block - 1) / rows_per_block;
+    params.data[j] = v.data;
+    params.w_scales[j] = v.scales;
+    params.w_biases[j] = v.biases;
+    params.rows[j] = v.rows;
+    params.y[j] = parts[j].y;
   }
+  const unsigned blocks = static_cast<unsigned>(params.grid.blocks);
   return with_batch(m, [&](auto batch) -> Status {
     constexpr int M = decltype(batch)::value;
-    if (tall) {
-      gemv_dp4a_kernel<P, M, 2><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(params);
+    if (params.grid.rows_per_block == 2) {
+      gemv_dp4a_kernel<P, M, 2><<<blocks, kThreads, 0, stream>>>(params);
     } else {
-      gemv_dp4a_kernel<P, M, 1><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(params);
+      gemv_dp4a_kernel<P, M, 1><<<blocks, kThreads, 0, stream>>>(params);
     }
     return cuda_launch_status("gemv_dp4a_kernel");
   });
