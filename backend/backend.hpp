@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kernels/cpu/sampler.hpp"
+#include "kernels/moe/moe_routing.hpp"
 #include "kernels/rope/rope_layout.hpp"
 #include "loader/quant_tensor.hpp"
 #include "qrt/kv_type.hpp"
@@ -124,7 +125,8 @@ struct KvLayerView {
       : k(k_rows), v(v_rows), positions(row_positions), attention_workspace(workspace), block_table(table),
         block_size(table_block_size) {}
   KvView k;           // [rows, kv_heads * head_dim]
-  KvView v;           // [rows, kv_heads * head_dim], the same type as k
+  KvView v;           // [rows, kv_heads * head_dim], the same type as k; or k itself (v.data == k.data): the values
+                      // are the keys (DeepSeek's latent cache), and the KV writes store k only
   I32View positions;  // [rows, 1], shared by all layers (kv_write records each row's position)
   // Device memory attention may use over this cache (Backend::attention_workspace_bytes; shared by the layers,
   // which run one after another). Empty: attention does without.
@@ -303,6 +305,9 @@ class Backend {
   // out = a + b (the residual add).  All [n, d].
   virtual Status add(ConstF32View a, ConstF32View b, F32View out) = 0;
 
+  // out[i] = [a[i] | b[i]]: rows side by side.  a: [n, da]; b: [n, db]; out: [n, da + db], overlapping neither.
+  virtual Status concat_cols(ConstF32View a, ConstF32View b, F32View out) = 0;
+
   // out[i] = x[rows[i]]: the rows of a pass whose logits are wanted, gathered before the output head. The row
   // indices are device values (each inside [0, x.rows): the CPU backend reports one that is not, a GPU leaves that
   // output row unwritten).  x: [n, d]; rows: [k, 1]; out: [k, d], not overlapping x.
@@ -319,6 +324,14 @@ class Backend {
   // Router: softmax over each row of logits, the top_k experts (ties to the lower id), optionally renormalized
   // to sum to 1.  logits: [tokens, experts]; ids: [tokens, top_k] (int32); weights: [tokens, top_k].
   virtual Status moe_route(ConstF32View logits, bool renormalize, I32View ids, F32View weights) = 0;
+
+  // DeepSeek's router (MoeRouting), in double like moe_route: scores s = softmax or sigmoid of each row; choice
+  // scores c = s + bias; with groups > 1 the experts form that many equal groups, each scored by its best c (or the
+  // sum of its two best), and only the groups_used best groups (ties to the lower group) take part; the top_k
+  // largest c among those (ties to the lower id) are chosen, with weights s, renormalized to sum 1 when asked, then
+  // multiplied by scale. A NaN choice score is never chosen; a row with too few others gets ids -1, weights NaN.
+  virtual Status moe_route_grouped(ConstF32View logits, const MoeRouting& routing, I32View ids,
+                                   F32View weights) = 0;
 
   // Per-slot expert projection, reading only the selected experts of a stacked weight:
   //   y[t * top_k + s] = x[row] · W[ids[t, s]]ᵀ, row = t when x has one row per token (shared input),

@@ -315,7 +315,7 @@ Status CpuBackend::kv_write(const KvLayerView& cache, ConstI32View slots, ConstI
   for (int64_t i = 0; i < k.rows; ++i) {
     const int64_t slot = slots.data[i];
     store_kv_row(cache.k, slot, k.data + i * k.cols);
-    store_kv_row(cache.v, slot, v.data + i * v.cols);
+    if (cache.v.data != cache.k.data) store_kv_row(cache.v, slot, v.data + i * v.cols);  // else the values are k
     cache.positions.data[slot] = positions.data[i];
   }
   return ok_status();
@@ -458,6 +458,29 @@ Status CpuBackend::moe_route(ConstF32View logits, bool renormalize, I32View ids,
   QRT_TRY(op_checks::moe_route(logits, ids, weights));
   cpu::moe_route(logits.data, logits.rows, static_cast<int>(logits.cols), static_cast<int>(ids.cols), renormalize,
                  ids.data, weights.data);
+  return ok_status();
+}
+
+Status CpuBackend::moe_route_grouped(ConstF32View logits, const MoeRouting& routing, I32View ids, F32View weights) {
+  const char* op = "moe_route_grouped";
+  QRT_TRY(check_view(logits, op, "logits"));
+  QRT_TRY(check_view(ids, op, "ids"));
+  QRT_TRY(check_view(weights, op, "weights"));
+  QRT_TRY(op_checks::moe_route_grouped(logits, routing, ids, weights));
+  if (routing.choice_bias != nullptr)
+    QRT_TRY(check_range(routing.choice_bias, static_cast<uint64_t>(logits.cols) * sizeof(float), op, "choice bias"));
+  cpu::moe_route_grouped(logits.data, logits.rows, static_cast<int>(logits.cols), static_cast<int>(ids.cols), routing,
+                         ids.data, weights.data);
+  return ok_status();
+}
+
+Status CpuBackend::concat_cols(ConstF32View a, ConstF32View b, F32View out) {
+  const char* op = "concat_cols";
+  QRT_TRY(check_view(a, op, "a"));
+  QRT_TRY(check_view(b, op, "b"));
+  QRT_TRY(check_view(out, op, "out"));
+  QRT_TRY(op_checks::concat_cols(a, b, out));
+  cpu::concat_cols(a.data, a.cols, b.data, b.cols, a.rows, out.data);
   return ok_status();
 }
 

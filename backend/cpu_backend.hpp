@@ -52,8 +52,10 @@ class CpuBackend final : public Backend {
   Status scale(ConstF32View x, float s, F32View out) override;
   Status softcap(ConstF32View x, float cap, F32View out) override;
   Status add(ConstF32View a, ConstF32View b, F32View out) override;
+  Status concat_cols(ConstF32View a, ConstF32View b, F32View out) override;
   Status gather_rows(ConstF32View x, ConstI32View rows, F32View out) override;
   Status moe_route(ConstF32View logits, bool renormalize, I32View ids, F32View weights) override;
+  Status moe_route_grouped(ConstF32View logits, const MoeRouting& routing, I32View ids, F32View weights) override;
   Status linear_experts(ConstF32View x, WeightHandle w, ConstI32View ids, F32View y) override;
   Status moe_combine(ConstF32View y, ConstF32View weights, F32View out) override;
   Status sample(ConstF32View logits, const SampleStep& step, I32View ids) override;

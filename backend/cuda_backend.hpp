@@ -91,9 +91,11 @@ class CudaBackend final : public Backend {
   Result<std::unique_ptr<BackendGraph>> capture(const std::function<Status()>& issue) override;
   Status launch(const BackendGraph& graph) override;
   Status add(ConstF32View a, ConstF32View b, F32View out) override;
+  Status concat_cols(ConstF32View a, ConstF32View b, F32View out) override;
   Status gather_rows(ConstF32View x, ConstI32View rows, F32View out) override;
   Status add_rms_norm(F32View x, ConstF32View delta, WeightHandle weight, float eps, F32View out) override;
   Status moe_route(ConstF32View logits, bool renormalize, I32View ids, F32View weights) override;
+  Status moe_route_grouped(ConstF32View logits, const MoeRouting& routing, I32View ids, F32View weights) override;
   Status linear_experts(ConstF32View x, WeightHandle w, ConstI32View ids, F32View y) override;
   Status moe_combine(ConstF32View y, ConstF32View weights, F32View out) override;
   Status argmax(ConstF32View logits, I32View ids) override;

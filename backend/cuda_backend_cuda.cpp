@@ -686,6 +686,17 @@ Status CudaBackend::add(ConstF32View a, ConstF32View b, F32View out) {
   return kernels::add(a.data, b.data, a.numel(), out.data, ctx_->compute_stream());
 }
 
+Status CudaBackend::concat_cols(ConstF32View a, ConstF32View b, F32View out) {
+  forget_q8_source();
+  const char* op = "concat_cols";
+  QRT_TRY(op_checks::concat_cols(a, b, out));
+  QRT_TRY(check_view(a, op, "a"));
+  QRT_TRY(check_view(b, op, "b"));
+  QRT_TRY(check_view(out, op, "out"));
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  return kernels::concat_cols(a.data, a.cols, b.data, b.cols, a.rows, out.data, ctx_->compute_stream());
+}
+
 Status CudaBackend::gather_rows(ConstF32View x, ConstI32View rows, F32View out) {
   forget_q8_source();
   const char* op = "gather_rows";
@@ -710,6 +721,27 @@ Status CudaBackend::moe_route(ConstF32View logits, bool renormalize, I32View ids
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   return kernels::moe_route(logits.data, logits.rows, static_cast<int>(logits.cols), static_cast<int>(ids.cols),
                             renormalize, ids.data, weights.data, ctx_->compute_stream());
+}
+
+Status CudaBackend::moe_route_grouped(ConstF32View logits, const MoeRouting& routing, I32View ids,
+                                      F32View weights) {
+  forget_q8_source();
+  const char* op = "moe_route_grouped";
+  QRT_TRY(op_checks::moe_route_grouped(logits, routing, ids, weights));
+  QRT_TRY(check_view(logits, op, "logits"));
+  QRT_TRY(check_view(ids, op, "ids"));
+  QRT_TRY(check_view(weights, op, "weights"));
+  if (routing.choice_bias != nullptr)
+    QRT_TRY(check_range(routing.choice_bias, static_cast<uint64_t>(logits.cols) * sizeof(float), op, "choice bias"));
+  if (logits.cols > kernels::kMaxGroupedRoutedExperts || routing.groups > kernels::kMaxExpertGroups)
+    return unsupported("moe_route_grouped: " + std::to_string(logits.cols) + " experts in " +
+                       std::to_string(routing.groups) + " groups (the CUDA router handles up to " +
+                       std::to_string(kernels::kMaxGroupedRoutedExperts) + " in " +
+                       std::to_string(kernels::kMaxExpertGroups) + ")");
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  return kernels::moe_route_grouped(logits.data, logits.rows, static_cast<int>(logits.cols),
+                                    static_cast<int>(ids.cols), routing, ids.data, weights.data,
+                                    ctx_->compute_stream());
 }
 
 Status CudaBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32View ids, F32View y) {

@@ -214,6 +214,28 @@ Status moe_route(ConstF32View logits, I32View ids, F32View weights) {
   return check_non_negative(logits, op, "logits");
 }
 
+Status moe_route_grouped(ConstF32View logits, const MoeRouting& r, I32View ids, F32View weights) {
+  QRT_TRY(moe_route(logits, ids, weights));
+  const int64_t experts = logits.cols;
+  if (r.groups < 1 || experts % r.groups != 0 || r.groups_used < 1 || r.groups_used > r.groups ||
+      r.groups_used * (experts / r.groups) < ids.cols)
+    return shape_error("moe_route_grouped", std::to_string(experts) + " experts in " + std::to_string(r.groups) +
+                                                " groups, " + std::to_string(r.groups_used) +
+                                                " used, cannot supply top_k " + std::to_string(ids.cols));
+  if (!(r.scale == r.scale)) return shape_error("moe_route_grouped", "scale is NaN");
+  return ok_status();
+}
+
+Status concat_cols(ConstF32View a, ConstF32View b, F32View out) {
+  const char* op = "concat_cols";
+  if (a.rows != b.rows || out.rows != a.rows || out.cols != a.cols + b.cols)
+    return shape_error(op, "a " + view_string(a) + ", b " + view_string(b) + ", out " + view_string(out));
+  QRT_TRY(check_non_negative(a, op, "a"));
+  QRT_TRY(check_non_negative(b, op, "b"));
+  if (overlaps(a, out) || overlaps(b, out)) return shape_error(op, "out overlaps an input");
+  return ok_status();
+}
+
 Status linear_experts(ConstF32View x, const WeightInfo& w, ConstI32View ids, F32View y) {
   const char* op = "linear_experts";
   if (w.shape.size() != 3)

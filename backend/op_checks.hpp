@@ -82,6 +82,9 @@ Status elementwise(const char* op, ConstF32View x, F32View out);
 Status softcap(ConstF32View x, float cap, F32View out);
 // logits: [tokens, experts]; ids, weights: [tokens, top_k], 1 <= top_k <= experts.
 Status moe_route(ConstF32View logits, I32View ids, F32View weights);
+// moe_route's shapes, and DeepSeek's groups: dividing the experts, groups_used of them able to supply top_k.
+Status moe_route_grouped(ConstF32View logits, const MoeRouting& routing, I32View ids, F32View weights);
+Status concat_cols(ConstF32View a, ConstF32View b, F32View out);
 // w: [experts, out, in]; ids: [tokens, top_k]; x: [tokens, in] or [tokens * top_k, in]; y: [tokens * top_k, out].
 Status linear_experts(ConstF32View x, const WeightInfo& w, ConstI32View ids, F32View y);
 // y: [tokens * top_k, d]; weights: [tokens, top_k]; out: [tokens, d], overlapping neither input.

@@ -5,6 +5,7 @@
 #include "backend/op_checks.hpp"
 #include "kernels/cpu/quant_reference.hpp"
 #include "kernels/quant/formats.hpp"
+#include "models/mla_weights.hpp"
 #include "models/tensor_names.hpp"
 #include "qrt/log.hpp"
 
@@ -86,6 +87,11 @@ Result<TensorTable> split_fused_tensors(const TensorTable& tensors, const ModelC
         }
         const bool gguf_fused_up = name == named(LayerTensor::kFfnUp) && c.ffn > 0 && !t.shape.empty() &&
                                    t.shape[0] == 2 * int64_t{c.ffn} && !tensors.count(named(LayerTensor::kFfnGate));
+        if (!bias && c.kv_lora_rank > 0 && name == n(LayerTensor::kAttnKvAMqa)) {
+          // DeepSeek's latent and shared RoPE key come from one projection: two matrices for the transformer.
+          splits.push_back({&t, {{mla_latent_name(l), c.kv_lora_rank}, {mla_rope_key_name(l), c.qk_rope_dim}}});
+          fused = true;
+        }
         if (name == named(LayerTensor::kFfnGateUp) || gguf_fused_up) {
           splits.push_back({&t, {{named(LayerTensor::kFfnGate), c.ffn}, {named(LayerTensor::kFfnUp), c.ffn}}});
           fused = true;

@@ -39,7 +39,8 @@ struct RopeConfig {
 };
 
 struct ModelConfig {
-  // "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3moe", "phi3", "gemma2", "gemma3", "gpt-oss" (reports only)
+  // "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3moe", "phi3", "gemma2", "gemma3", "gpt-oss", "deepseek2",
+  // "deepseek3" (reports only)
   std::string architecture;
   int vocab_size = 0;
   int hidden = 0;
@@ -86,6 +87,34 @@ struct ModelConfig {
   int experts_used = 0;
   int expert_ffn = 0;
   bool normalize_topk = true;  // renormalize the selected router weights to sum to 1
+  // DeepSeek's routing (ModelConfig::experts > 0): router scores by sigmoid instead of softmax; a per-expert bias
+  // (blk.N.exp_probs_b.bias) added to the scores for choosing only; the experts in expert_groups equal groups of
+  // which only the expert_groups_used best take part (a group scored by its best expert, or by the sum of its two
+  // best biased scores with group_score_top2); the chosen weights multiplied by routed_scale after the optional
+  // renormalization.
+  bool router_sigmoid = false;
+  bool expert_choice_bias = false;
+  int expert_groups = 1;
+  int expert_groups_used = 1;
+  bool group_score_top2 = false;
+  float routed_scale = 1.0f;
+  int shared_expert_ffn = 0;      // a dense SwiGLU MLP of this width beside the routed experts (0: none)
+  int leading_dense_layers = 0;   // the first layers use a dense MLP of width ffn instead of experts
+  // DeepSeek-V2/V3 multi-head latent attention (kv_lora_rank > 0). q (from attn_q, or attn_q_a, its norm and
+  // attn_q_b when q_lora_rank > 0) holds per head qk_nope_dim dims without and qk_rope_dim dims with RoPE;
+  // attn_kv_a_mqa gives a kv_lora_rank latent (normed by attn_kv_a_norm) and one qk_rope_dim key shared by all heads;
+  // attn_kv_b expands the latent to per-head keys (qk_nope_dim) and values (v_head_dim). The cache keeps only
+  // [rope key | latent] per token, and the expansion is folded into the queries and the outputs (Transformer).
+  // head_dim is qk_nope_dim + qk_rope_dim (the softmax scale's), rope.rot_dim qk_rope_dim.
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_nope_dim = 0;
+  int qk_rope_dim = 0;
+  int v_head_dim = 0;
+  // Layers stored after the last that the forward pass does not run (DeepSeek-V3's multi-token-prediction
+  // layers, num_nextn_predict_layers): their tensors are skipped, not reported as unused.
+  int extra_layers = 0;
+  float latent_norm_eps = 1e-6f;  // the q_a and kv_a norms' (their modules' default in the checkpoints' code)
   // Token ids
   int bos_token_id = -1;
   int eos_token_id = -1;

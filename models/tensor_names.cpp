@@ -16,7 +16,7 @@ struct SuffixEntry {
   std::string_view suffix;
 };
 
-constexpr std::array<SuffixEntry, 20> kLayerSuffixes = {{
+constexpr std::array<SuffixEntry, 32> kLayerSuffixes = {{
     {LayerTensor::kAttnNorm, "attn_norm"},
     {LayerTensor::kAttnQ, "attn_q"},
     {LayerTensor::kAttnK, "attn_k"},
@@ -37,6 +37,18 @@ constexpr std::array<SuffixEntry, 20> kLayerSuffixes = {{
     {LayerTensor::kAttnPostNorm, "post_attention_norm"},
     {LayerTensor::kFfnPostNorm, "post_ffw_norm"},
     {LayerTensor::kAttnSinks, "attn_sinks"},
+    {LayerTensor::kAttnQA, "attn_q_a"},
+    {LayerTensor::kAttnQANorm, "attn_q_a_norm"},
+    {LayerTensor::kAttnQB, "attn_q_b"},
+    {LayerTensor::kAttnKvAMqa, "attn_kv_a_mqa"},
+    {LayerTensor::kAttnKvANorm, "attn_kv_a_norm"},
+    {LayerTensor::kAttnKvB, "attn_kv_b"},
+    {LayerTensor::kAttnKB, "attn_k_b"},
+    {LayerTensor::kAttnVB, "attn_v_b"},
+    {LayerTensor::kFfnGateShexp, "ffn_gate_shexp"},
+    {LayerTensor::kFfnUpShexp, "ffn_up_shexp"},
+    {LayerTensor::kFfnDownShexp, "ffn_down_shexp"},
+    {LayerTensor::kExpProbsB, "exp_probs_b"},
 }};
 
 // Hugging Face module paths inside model.layers.N (without .weight/.bias).
@@ -44,7 +56,7 @@ struct HfEntry {
   std::string_view hf;
   LayerTensor tensor;
 };
-constexpr std::array<HfEntry, 18> kHfLayerModules = {{
+constexpr std::array<HfEntry, 27> kHfLayerModules = {{
     {"input_layernorm", LayerTensor::kAttnNorm},
     {"post_attention_layernorm", LayerTensor::kFfnNorm},  // kAttnPostNorm with sandwich norms
     {"pre_feedforward_layernorm", LayerTensor::kFfnNorm},  // Gemma
@@ -63,7 +75,19 @@ constexpr std::array<HfEntry, 18> kHfLayerModules = {{
     {"self_attn.qkv_proj", LayerTensor::kAttnQkv},        // Phi-3
     {"mlp.gate_up_proj", LayerTensor::kFfnGateUp},
     {"mlp.router", LayerTensor::kFfnGateInp},  // gpt-oss router (with a bias)
+    {"self_attn.q_a_proj", LayerTensor::kAttnQA},  // DeepSeek
+    {"self_attn.q_a_layernorm", LayerTensor::kAttnQANorm},
+    {"self_attn.q_b_proj", LayerTensor::kAttnQB},
+    {"self_attn.kv_a_proj_with_mqa", LayerTensor::kAttnKvAMqa},
+    {"self_attn.kv_a_layernorm", LayerTensor::kAttnKvANorm},
+    {"self_attn.kv_b_proj", LayerTensor::kAttnKvB},
+    {"mlp.shared_experts.gate_proj", LayerTensor::kFfnGateShexp},
+    {"mlp.shared_experts.up_proj", LayerTensor::kFfnUpShexp},
+    {"mlp.shared_experts.down_proj", LayerTensor::kFfnDownShexp},
 }};
+
+// DeepSeek-V3's router choice bias, a parameter without a .weight / .bias suffix.
+constexpr std::string_view kHfChoiceBias = "mlp.gate.e_score_correction_bias";
 
 // Per-expert projections: "<prefix>.E.<proj>".
 struct HfExpertEntry {
@@ -168,6 +192,7 @@ std::optional<CanonicalName> canonical_from_hf(std::string_view hf_name, bool sa
   if (std::string_view rest = hf_name; consume(rest, "model.layers.")) {
     const auto layer = consume_index(rest);
     if (layer && rest == "self_attn.sinks") return make(layer_tensor(*layer, LayerTensor::kAttnSinks), false);
+    if (layer && rest == kHfChoiceBias) return make(layer_tensor(*layer, LayerTensor::kExpProbsB), true);
   }
   auto split = split_param(hf_name);
   if (!split) return std::nullopt;
@@ -328,6 +353,7 @@ std::optional<std::string> hf_from_canonical(std::string_view canonical, bool mi
     case LayerTensor::kFfnUpExps: return prefix + std::string(moe) + "experts.up_proj" + tail;
     case LayerTensor::kFfnDownExps: return prefix + std::string(moe) + "experts.down_proj" + tail;
     case LayerTensor::kAttnPostNorm: return prefix + "post_attention_layernorm" + tail;
+    case LayerTensor::kExpProbsB: return is_bias ? std::optional(prefix + std::string(kHfChoiceBias)) : std::nullopt;
     case LayerTensor::kFfnNorm:
       return prefix + (sandwich_norms ? "pre_feedforward_layernorm" : "post_attention_layernorm") + tail;
     default: break;

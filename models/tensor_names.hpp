@@ -8,6 +8,8 @@
 //   blk.N.post_attention_norm, blk.N.post_ffw_norm: Gemma's norms on the attention and MLP outputs
 //   blk.N.attn_sinks: gpt-oss's per-head sink logits; blk.N.ffn_*_exps.bias: its expert biases
 //   blk.N.attn_qkv, blk.N.ffn_gate_up: fused projections, split before use
+//   blk.N.attn_q_a, attn_q_a_norm, attn_q_b, attn_kv_a_mqa, attn_kv_a_norm, attn_kv_b (attn_k_b, attn_v_b),
+//   ffn_{gate,up,down}_shexp, exp_probs_b.bias: DeepSeek's latent attention, shared experts and choice bias
 //
 // Expert tensors are stacked: blk.N.ffn_gate_exps is [experts, expert_ffn, hidden]. Hugging Face MoE
 // checkpoints store one tensor per expert (mlp.experts.E.gate_proj); canonicalize() stacks them.
@@ -56,6 +58,22 @@ enum class LayerTensor {
   kAttnPostNorm,
   kFfnPostNorm,
   kAttnSinks,  // gpt-oss: one logit per query head [heads]
+  // DeepSeek's latent attention (ModelConfig::kv_lora_rank): q through a low rank (q_a, its norm, q_b), the latent
+  // and the shared RoPE key (kv_a_mqa), the latent's norm, its per-head expansion to keys and values (kv_b; newer
+  // llama.cpp files split it into k_b [heads, kv_lora, nope] and v_b [heads, v, kv_lora]).
+  kAttnQA,
+  kAttnQANorm,
+  kAttnQB,
+  kAttnKvAMqa,
+  kAttnKvANorm,
+  kAttnKvB,
+  kAttnKB,
+  kAttnVB,
+  // Shared experts (a dense MLP beside the routed ones) and the router's choice bias (exp_probs_b.bias).
+  kFfnGateShexp,
+  kFfnUpShexp,
+  kFfnDownShexp,
+  kExpProbsB,
 };
 
 // "attn_q", "ffn_gate_exps", ...

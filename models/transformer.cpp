@@ -10,6 +10,8 @@
 #include "kernels/cpu/quant_reference.hpp"
 #include "kernels/quant/slicing.hpp"
 #include "models/fused_tensors.hpp"
+#include "models/mla_weights.hpp"
+#include "models/transformer_layer.hpp"
 #include "models/transformer_scratch.hpp"
 #include "loader/tensor_slice.hpp"
 #include "qrt/log.hpp"
@@ -31,20 +33,6 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 
 
 }  // namespace
-
-struct Transformer::Layer {
-  WeightHandle attn_norm, q, k, v, o, q_bias, k_bias, v_bias, o_bias, q_norm, k_norm;
-  WeightHandle ffn_norm, gate, up, down, gate_bias, up_bias, down_bias;
-  WeightHandle attn_post_norm, ffn_post_norm;  // Gemma's norms on the block outputs
-  bool windowed = false;                       // attends through config.sliding_window (its local RoPE with it)
-  // gpt-oss: this rank's heads' sink logits [heads_], the router's bias, and the expert biases as [experts, width]
-  // tables (gate / up: this rank's columns; down: on rank 0 when the experts are split, whose sum it joins once).
-  ScopedBuffer sinks, gate_exps_bias, up_exps_bias, down_exps_bias;
-  WeightHandle router_bias;
-  WeightHandle router, gate_exps, up_exps, down_exps;
-  int64_t expert_ffn = 0;          // this rank's expert intermediate width
-  bool experts_replicated = false;  // every rank holds whole experts: the MoE output needs no all-reduce
-};
 
 Transformer::Transformer(Backend& backend, const ModelConfig& config) : backend_(backend), config_(config) {}
 
@@ -102,7 +90,13 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
   heads_ = c.heads / world;
   head_dim_ = c.head_dim;
   int kv_first = 0;  // this rank's first KV head
-  if (c.kv_heads % world == 0) {
+  if (values_are_keys()) {
+    // One [RoPE key | latent] row per token, read by every query head of every rank (models/mla_weights.hpp).
+    QRT_TRY(require(c.qk_nope_dim > 0 && c.qk_rope_dim > 0 && c.v_head_dim > 0,
+                    "latent attention needs positive qk_nope, qk_rope and v head dims"));
+    kv_heads_ = 1;
+    head_dim_ = c.qk_rope_dim + c.kv_lora_rank;
+  } else if (c.kv_heads % world == 0) {
     kv_heads_ = c.kv_heads / world;
     kv_first = rank * kv_heads_;
   } else if (world % c.kv_heads == 0) {
@@ -120,11 +114,12 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
                             std::to_string(int64_t{kv_heads_} * head_dim_) +
                             (world > 1 ? " elements on each of " + std::to_string(world) + " ranks" : " elements") +
                             "; choose another --kv-type");
-  if (!moe) {
+  const bool dense_layers = !moe || c.leading_dense_layers > 0;
+  if (dense_layers) {
     QRT_TRY(require(c.ffn % world == 0, "the MLP width " + std::to_string(c.ffn) + " does not divide among " +
                                             std::to_string(world) + " ranks"));
   }
-  ffn_ = moe ? 0 : c.ffn / world;
+  ffn_ = dense_layers ? c.ffn / world : 0;
   expert_ffn_ = 0;  // the widest layer's, set below
 
   std::set<std::string> consumed;
@@ -206,7 +201,7 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
   const quant::DimRange o_cols{1, q_rows.start, q_rows.length};
   const quant::DimRange ffn_rows{0, rank * int64_t{ffn_}, ffn_}, ffn_cols{1, ffn_rows.start, ffn_rows.length};
   auto as_bias = [](quant::DimRange r) { return quant::DimRange{0, r.start, r.length}; };
-  int replicated_layers = 0;
+  int replicated_layers = 0, replicated_shared = 0;
   const int64_t hidden = c.hidden;
 
   QRT_ASSIGN_OR_RETURN(token_embd_, take(std::string(names::kTokenEmbd), {c.vocab_size, hidden}, true));
@@ -226,10 +221,44 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
     auto b = [&](LayerTensor t) { return names::bias_of(names::layer_tensor(l, t)); };
     QRT_ASSIGN_OR_RETURN(L.attn_norm, take_norm(n(LayerTensor::kAttnNorm), hidden));
     L.windowed = c.sliding_window > 0 && (c.sliding_window_pattern <= 0 || (l + 1) % c.sliding_window_pattern != 0);
-    QRT_ASSIGN_OR_RETURN(L.q, take(n(LayerTensor::kAttnQ), {q_dim, hidden}, true, q_rows));
-    QRT_ASSIGN_OR_RETURN(L.k, take(n(LayerTensor::kAttnK), {kv_dim, hidden}, true, kv_rows));
-    QRT_ASSIGN_OR_RETURN(L.v, take(n(LayerTensor::kAttnV), {kv_dim, hidden}, true, kv_rows));
-    QRT_ASSIGN_OR_RETURN(L.o, take(n(LayerTensor::kAttnOutput), {hidden, q_dim}, true, o_cols));
+    if (values_are_keys()) {
+      // Latent attention: q sliced by heads, the latent and RoPE key projections whole on every rank, the per-head
+      // stacks built for this rank's heads, o sliced by heads' value columns.
+      const int64_t qk = c.qk_nope_dim + c.qk_rope_dim, v_dim = c.v_head_dim;
+      const quant::DimRange heads_rows{0, int64_t{rank} * heads_ * qk, int64_t{heads_} * qk};
+      if (c.q_lora_rank > 0) {
+        QRT_ASSIGN_OR_RETURN(L.q_a, take(n(LayerTensor::kAttnQA), {c.q_lora_rank, hidden}, true));
+        QRT_ASSIGN_OR_RETURN(L.q_a_norm, take_norm(n(LayerTensor::kAttnQANorm), c.q_lora_rank));
+        QRT_ASSIGN_OR_RETURN(L.q, take(n(LayerTensor::kAttnQB), {c.heads * qk, c.q_lora_rank}, true, heads_rows));
+      } else {
+        QRT_ASSIGN_OR_RETURN(L.q, take(n(LayerTensor::kAttnQ), {c.heads * qk, hidden}, true, heads_rows));
+      }
+      if (!tensors.count(mla_latent_name(l)))
+        return not_found("tensor " + n(LayerTensor::kAttnKvAMqa) + " [" +
+                         std::to_string(c.kv_lora_rank + c.qk_rope_dim) + ", " + std::to_string(hidden) +
+                         "] is missing");
+      consumed.insert(n(LayerTensor::kAttnKvAMqa));
+      QRT_ASSIGN_OR_RETURN(L.kv_latent, take(mla_latent_name(l), {c.kv_lora_rank, hidden}, true));
+      QRT_ASSIGN_OR_RETURN(L.k_rope, take(mla_rope_key_name(l), {c.qk_rope_dim, hidden}, true));
+      QRT_ASSIGN_OR_RETURN(L.kv_a_norm, take_norm(n(LayerTensor::kAttnKvANorm), c.kv_lora_rank));
+      std::vector<std::string> read;
+      QRT_ASSIGN_OR_RETURN(MlaStacks stacks, build_mla_stacks(tensors, l, c, rank * heads_, heads_, &read));
+      for (const std::string& name : read) {
+        consumed.insert(name);
+        if (options.on_tensor_loaded) options.on_tensor_loaded(tensors.at(name).bytes());
+      }
+      for (auto [stack, out] : {std::pair{&stacks.q_absorb, &L.q_absorb}, std::pair{&stacks.v_expand, &L.v_expand}}) {
+        QRT_ASSIGN_OR_RETURN(*out, backend_.upload_weight(stack->tensor));  // copied: the stack goes
+        uploaded_.push_back(*out);
+      }
+      QRT_ASSIGN_OR_RETURN(L.o, take(n(LayerTensor::kAttnOutput), {hidden, c.heads * v_dim}, true,
+                                     quant::DimRange{1, int64_t{rank} * heads_ * v_dim, int64_t{heads_} * v_dim}));
+    } else {
+      QRT_ASSIGN_OR_RETURN(L.q, take(n(LayerTensor::kAttnQ), {q_dim, hidden}, true, q_rows));
+      QRT_ASSIGN_OR_RETURN(L.k, take(n(LayerTensor::kAttnK), {kv_dim, hidden}, true, kv_rows));
+      QRT_ASSIGN_OR_RETURN(L.v, take(n(LayerTensor::kAttnV), {kv_dim, hidden}, true, kv_rows));
+      QRT_ASSIGN_OR_RETURN(L.o, take(n(LayerTensor::kAttnOutput), {hidden, q_dim}, true, o_cols));
+    }
     if (c.attention_bias) {
       QRT_ASSIGN_OR_RETURN(L.q_bias, take(b(LayerTensor::kAttnQ), {q_dim}, true, as_bias(q_rows)));
       QRT_ASSIGN_OR_RETURN(L.k_bias, take(b(LayerTensor::kAttnK), {kv_dim}, true, as_bias(kv_rows)));
@@ -256,7 +285,8 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
       QRT_ASSIGN_OR_RETURN(L.attn_post_norm, take_norm(n(LayerTensor::kAttnPostNorm), hidden));
       QRT_ASSIGN_OR_RETURN(L.ffn_post_norm, take_norm(n(LayerTensor::kFfnPostNorm), hidden));
     }
-    if (moe) {
+    L.moe = moe && l >= c.leading_dense_layers;
+    if (L.moe) {
       const int64_t e = c.experts, f = c.expert_ffn;
       QRT_ASSIGN_OR_RETURN(L.router, take(n(LayerTensor::kFfnGateInp), {e, hidden}, true));
       // Every rank keeps every expert but a slice of its intermediate width, when all three stacks allow that
@@ -290,6 +320,35 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
       if (c.router_bias) {
         QRT_ASSIGN_OR_RETURN(L.router_bias, take(b(LayerTensor::kFfnGateInp), {e}, true));
       }
+      if (c.expert_choice_bias) {
+        QRT_ASSIGN_OR_RETURN(std::vector<float> bias, host_values(b(LayerTensor::kExpProbsB), {e}));
+        QRT_ASSIGN_OR_RETURN(L.choice_bias, upload_floats(bias));
+      }
+      if (c.shared_expert_ffn > 0) {
+        // Shared experts: a dense MLP, split among the ranks like one where the format's blocks allow, else whole on
+        // every rank (moe_mlp adds it once).
+        const int64_t sf = c.shared_expert_ffn;
+        const int64_t slice = sf / world;
+        std::optional<quant::DimRange> rows = quant::DimRange{0, rank * slice, slice}, cols;
+        cols = quant::DimRange{1, rows->start, rows->length};
+        auto fits = [&](LayerTensor t, const std::optional<quant::DimRange>& r) {
+          auto it = tensors.find(n(t));
+          const QuantTensor* q = it == tensors.end() ? nullptr : &it->second;
+          return q == nullptr || quant::check_slice(q->format, q->params, q->shape, *r).ok();
+        };
+        L.shared_replicated = world > 1 && (sf % world != 0 || !(fits(LayerTensor::kFfnGateShexp, rows) &&
+                                                                 fits(LayerTensor::kFfnUpShexp, rows) &&
+                                                                 fits(LayerTensor::kFfnDownShexp, cols)));
+        if (L.shared_replicated) {
+          rows.reset();
+          cols.reset();
+          ++replicated_shared;
+        }
+        L.shared_ffn = L.shared_replicated ? sf : slice;
+        QRT_ASSIGN_OR_RETURN(L.gate_shexp, take(n(LayerTensor::kFfnGateShexp), {sf, hidden}, true, rows));
+        QRT_ASSIGN_OR_RETURN(L.up_shexp, take(n(LayerTensor::kFfnUpShexp), {sf, hidden}, true, rows));
+        QRT_ASSIGN_OR_RETURN(L.down_shexp, take(n(LayerTensor::kFfnDownShexp), {hidden, sf}, true, cols));
+      }
       if (c.expert_bias) {
         // Each expert's columns of this rank (all of them when the experts are replicated).
         const int64_t first = gate_up_rows ? gate_up_rows->start : 0, width = L.expert_ffn;
@@ -318,6 +377,9 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
     }
   }
 
+  if (replicated_shared > 0)
+    log_warn("the shared experts' quantization geometry of ", replicated_shared, " of ", c.layers,
+             " layers does not allow a split among ", world, " ranks; they are whole on every rank");
   if (replicated_layers > 0)
     log_warn("the expert quantization geometry of ", replicated_layers, " of ", c.layers,
              " layers does not allow a split among ", world, " ranks; their experts are replicated on every rank");
@@ -374,8 +436,13 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
   // q/k norm the flags leave out would otherwise be silently dropped).
   std::string unused;
   int unused_count = 0;
+  auto extra_layer = [&](const std::string& name) {  // blk.N. of a layer past the last the config runs
+    for (int l = c.layers; l < c.layers + c.extra_layers; ++l)
+      if (name.starts_with("blk." + std::to_string(l) + ".")) return true;
+    return false;
+  };
   for (const auto& [name, t] : tensors) {
-    if (consumed.count(name)) continue;
+    if (consumed.count(name) || extra_layer(name)) continue;
     if (unused_count++ < 5) unused += (unused.empty() ? "" : ", ") + name;
   }
   if (unused_count > 0)
@@ -386,6 +453,10 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
 
 uint64_t kv_cache_bytes_per_token(const ModelConfig& config, int tp_world, KvType kv_type) {
   const int world = tp_world > 0 ? tp_world : 1;
+  if (config.kv_lora_rank > 0)  // latent attention: one [RoPE key | latent] row per layer on every rank, no values
+    return static_cast<uint64_t>(int64_t{config.layers} *
+                                 kv_row_bytes(kv_type, int64_t{config.qk_rope_dim} + config.kv_lora_rank)) +
+           sizeof(int32_t);
   // KV heads split among the ranks when they divide, else one replicated head per rank (as load() decides).
   const int64_t kv_heads = config.kv_heads % world == 0 ? config.kv_heads / world : 1;
   const int64_t head_dim = config.head_dim > 0 ? config.head_dim : (config.heads > 0 ? config.hidden / config.heads : 0);
@@ -403,7 +474,9 @@ Result<std::unique_ptr<Sequence>> Transformer::new_sequence(int64_t capacity) {
   seq->capacity_ = capacity;
   const uint64_t kv_bytes = static_cast<uint64_t>(config_.layers) * capacity * kv_row_bytes(kv_type_, kv_dim);
   QRT_ASSIGN_OR_RETURN(seq->k_cache_, allocate_scoped(backend_, kv_bytes));
-  QRT_ASSIGN_OR_RETURN(seq->v_cache_, allocate_scoped(backend_, kv_bytes));
+  if (!values_are_keys()) {
+    QRT_ASSIGN_OR_RETURN(seq->v_cache_, allocate_scoped(backend_, kv_bytes));
+  }
   QRT_ASSIGN_OR_RETURN(seq->positions_, allocate_scoped(backend_, static_cast<uint64_t>(capacity) * sizeof(int32_t)));
   const uint64_t workspace = backend_.attention_workspace_bytes(1, attention_params(0), capacity);
   if (workspace > 0) {
@@ -421,12 +494,24 @@ Status Transformer::ensure_scratch(Sequence& seq, int64_t tokens) {
 std::vector<int64_t> Transformer::scratch_per_token() const {
   const ModelConfig& c = config_;
   const int64_t top_k = c.experts > 0 ? c.experts_used : 0;
-  const int64_t ffn_width = std::max<int64_t>(ffn_, top_k * expert_ffn_);
+  const int64_t ffn_width = std::max<int64_t>({ffn_, top_k * expert_ffn_, c.shared_expert_ffn});
   std::vector<int64_t> per_token(kScratchCount, 0);
   per_token[kX] = per_token[kH] = per_token[kProj] = c.hidden;
   per_token[kQ] = per_token[kAttn] = int64_t{heads_} * head_dim_;
   per_token[kK] = per_token[kV] = int64_t{kv_heads_} * head_dim_;
   per_token[kGate] = per_token[kUp] = ffn_width;
+  if (values_are_keys()) {
+    // transformer_mla.cpp: q [heads, nope + rope] (then the expanded values [heads, v]) in kQ, q's low rank and the
+    // latent in kK, the RoPE key in kV, the cache row in kUp, the absorbed queries in kGate, their attention in kAttn.
+    const int64_t row = head_dim_;  // rope + kv_lora
+    per_token[kQ] = int64_t{heads_} * std::max(c.qk_nope_dim + c.qk_rope_dim, c.v_head_dim);
+    per_token[kK] = std::max(c.q_lora_rank, c.kv_lora_rank);
+    per_token[kV] = c.qk_rope_dim;
+    per_token[kUp] = std::max(ffn_width, row);
+    per_token[kGate] = std::max(ffn_width, heads_ * row);
+    per_token[kAttn] = heads_ * row;
+    per_token[kHeadIds] = heads_;
+  }
   per_token[kExpertOut] = top_k * c.hidden;
   per_token[kRouter] = c.experts;
   per_token[kExpertIds] = per_token[kExpertW] = top_k;
@@ -443,6 +528,11 @@ Status Transformer::ensure_scratch_buffers(std::vector<ScopedBuffer>& scratch, i
   for (int i = 0; i < kScratchCount; ++i) {
     QRT_ASSIGN_OR_RETURN(ScopedBuffer b, allocate_scoped(backend_, static_cast<uint64_t>(tokens * per_token[i]) * 4));
     scratch.push_back(std::move(b));
+  }
+  if (per_token[kHeadIds] > 0) {
+    std::vector<int32_t> ids(static_cast<size_t>(tokens * per_token[kHeadIds]));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i % static_cast<size_t>(heads_));
+    QRT_TRY(backend_.upload(ids.data(), scratch[kHeadIds].buffer().ptr, ids.size() * sizeof(int32_t)));
   }
   have = tokens;
   return ok_status();
@@ -616,17 +706,50 @@ Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<cons
     return scratch[static_cast<size_t>(which_buffer)].view<float>(rows, cols);
   };
   const int64_t hidden = c.hidden, q_dim = int64_t{heads_} * head_dim_, kv_dim = int64_t{kv_heads_} * head_dim_;
-  const F32View h = f32(kH, n, hidden), q = f32(kQ, n, q_dim), k = f32(kK, n, kv_dim), v = f32(kV, n, kv_dim);
-  const F32View attn = f32(kAttn, n, q_dim), proj = f32(kProj, n, hidden);
+  const F32View h = f32(kH, n, hidden), proj = f32(kProj, n, hidden);
 
   // Attention block (h holds rms_norm(x, attn_norm): issue_forward's first norm or the previous layer's last op).
-  const Backend::LinearPart qkv[] = {{L.q, L.q_bias, q}, {L.k, L.k_bias, k}, {L.v, L.v_bias, v}};
-  QRT_TRY(be.linear_same_input(h, qkv));
-  if (c.qk_norm) {
-    const F32View q_heads = q.reshaped(n * heads_, head_dim_), k_heads = k.reshaped(n * kv_heads_, head_dim_);
-    QRT_TRY(be.rms_norm(q_heads, L.q_norm, c.norm_eps, q_heads));
-    QRT_TRY(be.rms_norm(k_heads, L.k_norm, c.norm_eps, k_heads));
+  if (values_are_keys()) {
+    QRT_TRY(mla_attention(scratch, groups, layer_index, n, decode, proj));
+  } else {
+    const F32View q = f32(kQ, n, q_dim), k = f32(kK, n, kv_dim), v = f32(kV, n, kv_dim), attn = f32(kAttn, n, q_dim);
+    const Backend::LinearPart qkv[] = {{L.q, L.q_bias, q}, {L.k, L.k_bias, k}, {L.v, L.v_bias, v}};
+    QRT_TRY(be.linear_same_input(h, qkv));
+    if (c.qk_norm) {
+      const F32View q_heads = q.reshaped(n * heads_, head_dim_), k_heads = k.reshaped(n * kv_heads_, head_dim_);
+      QRT_TRY(be.rms_norm(q_heads, L.q_norm, c.norm_eps, q_heads));
+      QRT_TRY(be.rms_norm(k_heads, L.k_norm, c.norm_eps, k_heads));
+    }
+    QRT_TRY(attend(scratch, groups, layer_index, n, decode, q, k, v, attn));
+    QRT_TRY(be.linear(attn, L.o, L.o_bias, proj));
   }
+  QRT_TRY(be.all_reduce_sum(proj));
+  if (c.post_norms) QRT_TRY(be.rms_norm(proj, L.attn_post_norm, c.norm_eps, proj));
+
+  // MLP block.
+  QRT_TRY(be.add_rms_norm(x, proj, L.ffn_norm, c.norm_eps, h));
+  if (!L.moe) {
+    const F32View gate = f32(kGate, n, ffn_), up = f32(kUp, n, ffn_);
+    const Backend::LinearPart gate_up[] = {{L.gate, L.gate_bias, gate}, {L.up, L.up_bias, up}};
+    QRT_TRY(be.linear_same_input(h, gate_up));
+    QRT_TRY(gated_activation(gate, up));
+    QRT_TRY(be.linear(gate, L.down, L.down_bias, proj));
+  } else {
+    QRT_TRY(moe_mlp(scratch, layer_index, n, proj));
+  }
+  if (!L.moe || !L.experts_replicated) QRT_TRY(be.all_reduce_sum(proj));
+  if (c.post_norms) QRT_TRY(be.rms_norm(proj, L.ffn_post_norm, c.norm_eps, proj));
+  // The residual add, and the norm of what comes next: the next layer's input, or the output head's.
+  const bool last = layer_index + 1 == c.layers;
+  const WeightHandle next_norm = last ? output_norm_ : layers_[static_cast<size_t>(layer_index) + 1].attn_norm;
+  QRT_TRY(be.add_rms_norm(x, proj, next_norm, c.norm_eps, h));
+  return ok_status();
+}
+
+Status Transformer::attend(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int layer_index,
+                           int64_t n, const DecodeRows& decode, F32View q, F32View k, ConstF32View v, F32View attn) {
+  Backend& be = backend_;
+  const Layer& L = layers_[static_cast<size_t>(layer_index)];
   // RoPE, the KV write and attention, each sequence on its rows and its own cache. The step scratch holds token ids
   // [n], positions [n], cache slots [n], then one key count per group. Sequences of one pool write through one op
   // (the slots are pool rows); the leading one-token groups of `decode` attend through one op.
@@ -662,47 +785,6 @@ Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<cons
     QRT_TRY(be.attention(q.row_range(rows.first_row, rows.rows), step.row_range(n + rows.first_row, rows.rows), cache,
                          key_count, attention, attn.row_range(rows.first_row, rows.rows)));
   }
-  QRT_TRY(be.linear(attn, L.o, L.o_bias, proj));
-  QRT_TRY(be.all_reduce_sum(proj));
-  if (c.post_norms) QRT_TRY(be.rms_norm(proj, L.attn_post_norm, c.norm_eps, proj));
-
-  // MLP block.
-  QRT_TRY(be.add_rms_norm(x, proj, L.ffn_norm, c.norm_eps, h));
-  if (c.experts == 0) {
-    const F32View gate = f32(kGate, n, ffn_), up = f32(kUp, n, ffn_);
-    const Backend::LinearPart gate_up[] = {{L.gate, L.gate_bias, gate}, {L.up, L.up_bias, up}};
-    QRT_TRY(be.linear_same_input(h, gate_up));
-    QRT_TRY(gated_activation(gate, up));
-    QRT_TRY(be.linear(gate, L.down, L.down_bias, proj));
-  } else {
-    const int64_t top_k = c.experts_used;
-    const F32View router = f32(kRouter, n, c.experts), weights = f32(kExpertW, n, top_k);
-    const I32View ids = scratch[kExpertIds].view<int32_t>(n, top_k);
-    QRT_TRY(be.linear(h, L.router, L.router_bias, router));
-    QRT_TRY(be.moe_route(router, c.normalize_topk, ids, weights));
-    const F32View gate = f32(kGate, n * top_k, L.expert_ffn), up = f32(kUp, n * top_k, L.expert_ffn);
-    const F32View expert_out = f32(kExpertOut, n * top_k, hidden);
-    QRT_TRY(be.linear_experts(h, L.gate_exps, ids, gate));
-    QRT_TRY(be.linear_experts(h, L.up_exps, ids, up));
-    const auto bias_table = [&](const ScopedBuffer& b, int64_t width) {
-      return b.view<const float>(c.experts, width);
-    };
-    if (c.expert_bias) {
-      QRT_TRY(be.add_indexed_rows(gate, bias_table(L.gate_exps_bias, L.expert_ffn), ids));
-      QRT_TRY(be.add_indexed_rows(up, bias_table(L.up_exps_bias, L.expert_ffn), ids));
-    }
-    QRT_TRY(gated_activation(gate, up));
-    QRT_TRY(be.linear_experts(gate, L.down_exps, ids, expert_out));
-    if (L.down_exps_bias.buffer().ptr != nullptr)
-      QRT_TRY(be.add_indexed_rows(expert_out, bias_table(L.down_exps_bias, hidden), ids));
-    QRT_TRY(be.moe_combine(expert_out, weights, proj));
-  }
-  if (!L.experts_replicated) QRT_TRY(be.all_reduce_sum(proj));
-  if (c.post_norms) QRT_TRY(be.rms_norm(proj, L.ffn_post_norm, c.norm_eps, proj));
-  // The residual add, and the norm of what comes next: the next layer's input, or the output head's.
-  const bool last = layer_index + 1 == c.layers;
-  const WeightHandle next_norm = last ? output_norm_ : layers_[static_cast<size_t>(layer_index) + 1].attn_norm;
-  QRT_TRY(be.add_rms_norm(x, proj, next_norm, c.norm_eps, h));
   return ok_status();
 }
 

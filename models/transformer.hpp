@@ -363,6 +363,19 @@ class Transformer {
   AttentionParams attention_params(int layer_index) const;
   // gate = act(gate) * up with the config's activation.
   Status gated_activation(F32View gate, ConstF32View up);
+  // RoPE of q and k, their KV write and attention of every group of rows, into attn (the per-token part of
+  // run_layer's attention block, for standard and latent attention alike).
+  Status attend(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int layer_index, int64_t n,
+                const DecodeRows& decode, F32View q, F32View k, ConstF32View v, F32View attn);
+  // DeepSeek's latent attention of layer `layer_index` (models/mla_weights.hpp), up to the output projection's
+  // partial sum in proj (transformer_mla.cpp).
+  Status mla_attention(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int layer_index,
+                       int64_t n, const DecodeRows& decode, F32View proj);
+  // The MLP of an MoE layer (routed experts, and DeepSeek's shared experts) into proj, summed over the ranks.
+  Status moe_mlp(std::vector<ScopedBuffer>& scratch, int layer_index, int64_t n, F32View proj);
+  // Latent attention: the cache holds one row of [RoPE key | latent] per token whose values are the keys, so no V
+  // cache is kept (KvLayerView's v is k).
+  bool values_are_keys() const { return config_.kv_lora_rank > 0; }
 
   Backend& backend_;
   ModelConfig config_;

@@ -23,7 +23,9 @@ Result<std::unique_ptr<KvPool>> Transformer::new_kv_pool(int64_t blocks, int blo
   const int64_t rows = blocks * block_size;
   const uint64_t kv_bytes = static_cast<uint64_t>(config_.layers) * rows * kv_row_bytes(kv_type_, kv_dim);
   QRT_ASSIGN_OR_RETURN(pool->k_, allocate_scoped(backend_, kv_bytes));
-  QRT_ASSIGN_OR_RETURN(pool->v_, allocate_scoped(backend_, kv_bytes));
+  if (!values_are_keys()) {
+    QRT_ASSIGN_OR_RETURN(pool->v_, allocate_scoped(backend_, kv_bytes));
+  }
   QRT_ASSIGN_OR_RETURN(pool->positions_, allocate_scoped(backend_, static_cast<uint64_t>(rows) * sizeof(int32_t)));
   return pool;
 }
@@ -171,16 +173,20 @@ KvLayerView Transformer::cache_view(Sequence& seq, int layer_index) const {
   const int64_t kv_dim = int64_t{kv_heads_} * head_dim_;
   if (seq.pool_ == nullptr) {
     const uint64_t offset = static_cast<uint64_t>(layer_index) * seq.capacity_ * kv_row_bytes(kv_type_, kv_dim);
-    return KvLayerView{KvView{seq.k_cache_.view<uint8_t>(0).data + offset, seq.capacity_, kv_dim, kv_type_},
-                       KvView{seq.v_cache_.view<uint8_t>(0).data + offset, seq.capacity_, kv_dim, kv_type_},
+    const KvView k{seq.k_cache_.view<uint8_t>(0).data + offset, seq.capacity_, kv_dim, kv_type_};
+    return KvLayerView{k,
+                       values_are_keys() ? k
+                                         : KvView{seq.v_cache_.view<uint8_t>(0).data + offset, seq.capacity_, kv_dim,
+                                                  kv_type_},
                        seq.positions_.view<int32_t>(seq.capacity_, 1), seq.attention_workspace_.buffer()};
   }
   KvPool& pool = *seq.pool_;
   const int64_t rows = pool.blocks() * pool.block_size();
   const uint64_t offset = static_cast<uint64_t>(layer_index) * rows * kv_row_bytes(kv_type_, kv_dim);
   const int64_t table_blocks = static_cast<int64_t>(seq.block_table_.buffer().bytes / sizeof(int32_t));
-  return KvLayerView{KvView{pool.k_.view<uint8_t>(0).data + offset, rows, kv_dim, kv_type_},
-                     KvView{pool.v_.view<uint8_t>(0).data + offset, rows, kv_dim, kv_type_},
+  const KvView k{pool.k_.view<uint8_t>(0).data + offset, rows, kv_dim, kv_type_};
+  return KvLayerView{k,
+                     values_are_keys() ? k : KvView{pool.v_.view<uint8_t>(0).data + offset, rows, kv_dim, kv_type_},
                      pool.positions_.view<int32_t>(rows, 1),
                      seq.attention_workspace_.buffer(),
                      seq.block_table_.view<const int32_t>(table_blocks, 1),

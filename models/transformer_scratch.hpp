@@ -22,6 +22,7 @@ enum Scratch : int {
   kStep,         // int32: token ids [n], positions [n], cache slots [n], a key count per sequence, the rows whose
                  // logits are wanted (5 per token for room)
   kLogits,       // [n, vocab]
+  kHeadIds,      // int32 [n, heads]: 0, 1, .., heads - 1 in every row (latent attention's per-head projections)
   kScratchCount,
 };
 

@@ -66,9 +66,28 @@ nlohmann::json model_json(const qrt::ModelConfig& c) {
   if (c.attention_scale > 0.0f) m["attention_scale"] = c.attention_scale;
   if (c.attn_softcap > 0.0f) m["attn_softcap"] = c.attn_softcap;
   if (c.final_softcap > 0.0f) m["final_softcap"] = c.final_softcap;
-  if (c.experts > 0)
+  if (c.experts > 0) {
     m["experts"] = {
         {"count", c.experts}, {"used", c.experts_used}, {"ffn", c.expert_ffn}, {"normalize", c.normalize_topk}};
+    // DeepSeek's routing and shared experts.
+    if (c.router_sigmoid) m["experts"]["scores"] = "sigmoid";
+    if (c.expert_choice_bias) m["experts"]["choice_bias"] = true;
+    if (c.expert_groups > 1)
+      m["experts"]["groups"] = {{"count", c.expert_groups},
+                                {"used", c.expert_groups_used},
+                                {"score", c.group_score_top2 ? "top2_sum" : "max"}};
+    if (c.routed_scale != 1.0f) m["experts"]["scale"] = c.routed_scale;
+    if (c.shared_expert_ffn > 0) m["experts"]["shared_ffn"] = c.shared_expert_ffn;
+    if (c.leading_dense_layers > 0) m["experts"]["leading_dense_layers"] = c.leading_dense_layers;
+  }
+  if (c.kv_lora_rank > 0)  // DeepSeek's multi-head latent attention
+    m["latent_attention"] = {{"q_lora_rank", c.q_lora_rank},
+                             {"kv_lora_rank", c.kv_lora_rank},
+                             {"qk_nope_dim", c.qk_nope_dim},
+                             {"qk_rope_dim", c.qk_rope_dim},
+                             {"v_head_dim", c.v_head_dim},
+                             {"cache_row", c.qk_rope_dim + c.kv_lora_rank}};
+  if (c.extra_layers > 0) m["extra_layers_skipped"] = c.extra_layers;
   for (auto [flag, on] : {std::pair{"qk_norm", c.qk_norm}, std::pair{"attention_bias", c.attention_bias},
                           std::pair{"mlp_bias", c.mlp_bias}, std::pair{"tied_embeddings", c.tied_embeddings},
                           std::pair{"post_norms", c.post_norms}, std::pair{"attention_sinks", c.attention_sinks},

@@ -171,7 +171,7 @@ __global__ void kv_write_kernel(const float* __restrict__ k, const float* __rest
     if (slot < 0 || slot >= capacity) continue;
     for (int64_t i = threadIdx.x; i < kv_dim; i += blockDim.x) {
       cache_k[slot * kv_dim + i] = kv_from_float<T>(k[row * kv_dim + i]);
-      cache_v[slot * kv_dim + i] = kv_from_float<T>(v[row * kv_dim + i]);
+      if (cache_v != cache_k) cache_v[slot * kv_dim + i] = kv_from_float<T>(v[row * kv_dim + i]);  // else v is k
     }
     if (threadIdx.x == 0) cache_pos[slot] = positions[row];
   }
@@ -191,7 +191,7 @@ __global__ void kv_write_q8_0_kernel(const float* __restrict__ k, const float* _
     const bool value = item % 2 == 1;
     const int64_t row = item / 2 / blocks, b = item / 2 % blocks;
     const int64_t slot = slots[row];
-    if (slot < 0 || slot >= capacity) continue;  // the same for every lane of the warp
+    if (slot < 0 || slot >= capacity || (value && cache_v == cache_k)) continue;  // the same for the whole warp
     const float x = (value ? v : k)[row * kv_dim + b * kKvQ8Block + lane];
     kv_store_q8_0_warp(x, (value ? cache_v : cache_k) + (slot * blocks + b) * kKvQ8BlockBytes, lane);
     if (!value && b == 0 && lane == 0) cache_pos[slot] = positions[row];

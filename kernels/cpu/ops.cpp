@@ -187,4 +187,86 @@ void moe_combine(const float* y, const float* weights, int64_t tokens, int top_k
   }
 }
 
+void moe_route_grouped(const float* logits, int64_t tokens, int experts, int top_k, const MoeRouting& routing,
+                       int32_t* ids, float* weights) {
+  const size_t count = static_cast<size_t>(experts);
+  std::vector<double> score(count), choice(count);
+  const int groups = std::max(routing.groups, 1), per_group = experts / groups;
+  std::vector<double> group_score(static_cast<size_t>(groups));
+  std::vector<char> allowed(count), taken(count);
+  // (v, i) beats (best, best_i): larger, or equal and lower index; NaN never beats anything.
+  auto better = [](double v, int i, double best, int best_i) { return v > best || (v == best && i < best_i); };
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* lt = logits + t * experts;
+    if (routing.sigmoid) {
+      for (size_t e = 0; e < count; ++e) score[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(lt[e])));
+    } else {
+      double max_v = lt[0];
+      for (size_t e = 1; e < count; ++e) max_v = std::max(max_v, static_cast<double>(lt[e]));
+      double sum = 0.0;
+      for (size_t e = 0; e < count; ++e) sum += std::exp(static_cast<double>(lt[e]) - max_v);
+      for (size_t e = 0; e < count; ++e) score[e] = std::exp(static_cast<double>(lt[e]) - max_v) / sum;
+    }
+    for (size_t e = 0; e < count; ++e)
+      choice[e] = score[e] + (routing.choice_bias ? static_cast<double>(routing.choice_bias[e]) : 0.0);
+    // The groups that take part: the groups_used best by their best choice score (or the sum of the two best).
+    std::fill(allowed.begin(), allowed.end(), groups <= 1);
+    if (groups > 1) {
+      for (int g = 0; g < groups; ++g) {
+        double first = -INFINITY, second = -INFINITY;
+        for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
+          const double c = choice[static_cast<size_t>(e)];
+          if (c > first) {
+            second = first;
+            first = c;
+          } else if (c > second) {
+            second = c;
+          }
+        }
+        group_score[static_cast<size_t>(g)] = routing.group_top2 ? first + second : first;
+      }
+      std::vector<char> group_taken(static_cast<size_t>(groups), 0);
+      for (int k = 0; k < routing.groups_used; ++k) {
+        int best = -1;
+        for (int g = 0; g < groups; ++g) {
+          const size_t gi = static_cast<size_t>(g);
+          if (!group_taken[gi] && (best < 0 || better(group_score[gi], g, group_score[static_cast<size_t>(best)], best)))
+            best = g;
+        }
+        group_taken[static_cast<size_t>(best)] = 1;
+        for (int e = best * per_group; e < (best + 1) * per_group; ++e) allowed[static_cast<size_t>(e)] = 1;
+      }
+    }
+    std::fill(taken.begin(), taken.end(), 0);
+    double selected_sum = 0.0;
+    int chosen = 0;
+    for (int s = 0; s < top_k; ++s) {
+      int best = -1;
+      for (int e = 0; e < experts; ++e) {
+        const size_t i = static_cast<size_t>(e);
+        if (!allowed[i] || taken[i] || std::isnan(choice[i])) continue;
+        if (best < 0 || better(choice[i], e, choice[static_cast<size_t>(best)], best)) best = e;
+      }
+      ids[t * top_k + s] = best;
+      if (best < 0) continue;
+      taken[static_cast<size_t>(best)] = 1;
+      selected_sum += score[static_cast<size_t>(best)];
+      ++chosen;
+    }
+    for (int s = 0; s < top_k; ++s) {
+      const int e = ids[t * top_k + s];
+      double w = e < 0 ? std::nan("") : score[static_cast<size_t>(e)];
+      if (routing.renormalize && chosen > 0) w /= selected_sum;
+      weights[t * top_k + s] = static_cast<float>(w * routing.scale);
+    }
+  }
+}
+
+void concat_cols(const float* a, int64_t a_cols, const float* b, int64_t b_cols, int64_t rows, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy_n(a + r * a_cols, a_cols, out + r * (a_cols + b_cols));
+    std::copy_n(b + r * b_cols, b_cols, out + r * (a_cols + b_cols) + a_cols);
+  }
+}
+
 }  // namespace qrt::cpu

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kernels/moe/moe_routing.hpp"
+
 namespace qrt::cpu {
 
 // out = x / sqrt(mean(x²) + eps) * weight, row by row.  x, out: [rows, dim]; weight: [dim].
@@ -69,6 +71,13 @@ void add(const float* a, const float* b, int64_t n, float* out);
 //   logits: [tokens, experts]; ids, weights: [tokens, top_k].
 void moe_route(const float* logits, int64_t tokens, int experts, int top_k, bool renormalize, int32_t* ids,
                float* weights);
+
+// DeepSeek's router (Backend::moe_route_grouped states the rule); routing.choice_bias is a host pointer here.
+void moe_route_grouped(const float* logits, int64_t tokens, int experts, int top_k, const MoeRouting& routing,
+                       int32_t* ids, float* weights);
+
+// out[i] = [a[i] | b[i]].  a: [rows, a_cols]; b: [rows, b_cols]; out: [rows, a_cols + b_cols].
+void concat_cols(const float* a, int64_t a_cols, const float* b, int64_t b_cols, int64_t rows, float* out);
 
 // out[t] = sum_s weights[t, s] * y[t, s].  y: [tokens, top_k, dim]; weights: [tokens, top_k]; out: [tokens, dim].
 void moe_combine(const float* y, const float* weights, int64_t tokens, int top_k, int64_t dim, float* out);

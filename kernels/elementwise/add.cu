@@ -53,6 +53,17 @@ __global__ void gather_rows_kernel(const float* __restrict__ x, int64_t x_rows, 
   }
 }
 
+// One thread per output element.
+__global__ void concat_cols_kernel(const float* __restrict__ a, int64_t a_cols, const float* __restrict__ b,
+                                   int64_t b_cols, int64_t n, float* __restrict__ out) {
+  const int64_t cols = a_cols + b_cols;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += stride) {
+    const int64_t r = idx / cols, c = idx % cols;
+    out[idx] = c < a_cols ? a[r * a_cols + c] : b[r * b_cols + c - a_cols];
+  }
+}
+
 }  // namespace
 
 Status add_indexed_rows(float* y, const float* table, int64_t table_rows, const int32_t* ids, int64_t rows,
@@ -92,6 +103,15 @@ Status add(const float* a, const float* b, int64_t n, float* out, cudaStream_t s
   if (n == 0) return ok_status();
   add_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(a, b, n, out);
   return cuda_launch_status("add_kernel");
+}
+
+Status concat_cols(const float* a, int64_t a_cols, const float* b, int64_t b_cols, int64_t rows, float* out,
+                   cudaStream_t stream) {
+  if (rows < 0 || a_cols < 0 || b_cols < 0) return invalid_argument("concat_cols: negative shape");
+  const int64_t cols = a_cols + b_cols, n = rows * cols;
+  if (n == 0) return ok_status();
+  concat_cols_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(a, a_cols, b, b_cols, n, out);
+  return cuda_launch_status("concat_cols_kernel");
 }
 
 Status add_bias_rows(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream) {

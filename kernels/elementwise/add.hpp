@@ -24,6 +24,11 @@ Status softcap(const float* x, float cap, int64_t n, float* out, cudaStream_t st
 Status add_indexed_rows(float* y, const float* table, int64_t table_rows, const int32_t* ids, int64_t rows,
                         int64_t cols, cudaStream_t stream);
 
+// out[r, :] = [a[r, :] | b[r, :]].  a: [rows, a_cols]; b: [rows, b_cols]; out: [rows, a_cols + b_cols], overlapping
+// neither.
+Status concat_cols(const float* a, int64_t a_cols, const float* b, int64_t b_cols, int64_t rows, float* out,
+                   cudaStream_t stream);
+
 // y[r, c] += bias[c].  y: [rows, cols]; bias: [cols].
 Status add_bias_rows(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream);
 

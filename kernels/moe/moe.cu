@@ -79,6 +79,103 @@ __global__ void moe_route_kernel(const float* __restrict__ logits, int64_t token
   }
 }
 
+// One warp per token (a block of 32 threads): scores and choice scores in shared memory, the groups scored by the
+// lanes, chosen by lane 0, then top_k warp-wide argmax rounds over the usable experts. The arithmetic is the CPU
+// reference's (double, the same comparisons), so the choices agree with it.
+__global__ void moe_route_grouped_kernel(const float* __restrict__ logits, int64_t tokens, int experts, int top_k,
+                                         MoeRouting r, int32_t* __restrict__ ids, float* __restrict__ weights) {
+  __shared__ double score[kMaxGroupedRoutedExperts], choice[kMaxGroupedRoutedExperts];
+  __shared__ double group_score[kMaxExpertGroups];
+  __shared__ unsigned char usable[kMaxGroupedRoutedExperts];
+  const int lane = threadIdx.x;
+  const int groups = r.groups > 1 ? r.groups : 1, per_group = experts / groups;
+  for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
+    const float* lt = logits + t * experts;
+    if (r.sigmoid) {
+      for (int e = lane; e < experts; e += 32) score[e] = 1.0 / (1.0 + exp(-static_cast<double>(lt[e])));
+    } else {
+      double max_v = -DBL_MAX;
+      for (int e = lane; e < experts; e += 32) max_v = fmax(max_v, static_cast<double>(lt[e]));
+      max_v = warp_max(max_v);
+      double sum = 0.0;
+      for (int e = lane; e < experts; e += 32) sum += exp(static_cast<double>(lt[e]) - max_v);
+      sum = warp_sum(sum);
+      for (int e = lane; e < experts; e += 32) score[e] = exp(static_cast<double>(lt[e]) - max_v) / sum;
+    }
+    for (int e = lane; e < experts; e += 32) {
+      choice[e] = score[e] + (r.choice_bias != nullptr ? static_cast<double>(r.choice_bias[e]) : 0.0);
+      usable[e] = groups <= 1;
+    }
+    __syncwarp();
+    if (groups > 1) {
+      for (int g = lane; g < groups; g += 32) {
+        double first = -INFINITY, second = -INFINITY;
+        for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
+          const double c = choice[e];
+          if (c > first) {
+            second = first;
+            first = c;
+          } else if (c > second) {
+            second = c;
+          }
+        }
+        group_score[g] = r.group_top2 ? first + second : first;
+      }
+      __syncwarp();
+      if (lane == 0) {
+        uint64_t group_taken = 0;
+        for (int k = 0; k < r.groups_used; ++k) {
+          int best = -1;
+          for (int g = 0; g < groups; ++g)
+            if (!(group_taken >> g & 1) && (best < 0 || better(group_score[g], g, group_score[best], best))) best = g;
+          group_taken |= uint64_t{1} << best;
+          for (int e = best * per_group; e < (best + 1) * per_group; ++e) usable[e] = 1;
+        }
+      }
+      __syncwarp();
+    }
+    int32_t* ids_t = ids + t * top_k;
+    double selected_sum = 0.0;
+    int chosen = 0;
+    for (int s = 0; s < top_k; ++s) {
+      double best_c = -INFINITY;
+      int best_id = kNoExpert;
+      for (int e = lane; e < experts; e += 32) {
+        const double c = choice[e];
+        if (usable[e] && !isnan(c) && better(c, e, best_c, best_id)) {
+          best_c = c;
+          best_id = e;
+        }
+      }
+#pragma unroll
+      for (int offset = 16; offset > 0; offset >>= 1) {
+        const double other_c = __shfl_xor_sync(kFullWarpMask, best_c, offset);
+        const int other_id = __shfl_xor_sync(kFullWarpMask, best_id, offset);
+        if (other_id != kNoExpert && better(other_c, other_id, best_c, best_id)) {
+          best_c = other_c;
+          best_id = other_id;
+        }
+      }
+      if (lane == 0) ids_t[s] = best_id != kNoExpert ? best_id : -1;
+      if (best_id != kNoExpert) {
+        selected_sum += score[best_id];
+        ++chosen;
+        if (lane == 0) usable[best_id] = 0;
+      }
+      __syncwarp();
+    }
+    if (lane == 0) {
+      for (int s = 0; s < top_k; ++s) {
+        const int e = ids_t[s];
+        double w = e < 0 ? __longlong_as_double(0x7ff8000000000000ll) : score[e];
+        if (r.renormalize && chosen > 0) w /= selected_sum;
+        weights[t * top_k + s] = static_cast<float>(w * r.scale);
+      }
+    }
+    __syncwarp();
+  }
+}
+
 __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __restrict__ weights, int64_t tokens,
                                    int top_k, int64_t dim, float* __restrict__ out) {
   const int64_t n = tokens * dim;
@@ -106,6 +203,20 @@ Status moe_route(const float* logits, int64_t tokens, int experts, int top_k, bo
   const unsigned blocks = grid_for(tokens, kRouteWarps);
   moe_route_kernel<<<blocks, kRouteThreads, 0, stream>>>(logits, tokens, experts, top_k, renormalize, ids, weights);
   return cuda_launch_status("moe_route_kernel");
+}
+
+Status moe_route_grouped(const float* logits, int64_t tokens, int experts, int top_k, const MoeRouting& routing,
+                         int32_t* ids, float* weights, cudaStream_t stream) {
+  if (tokens < 0 || experts <= 0 || top_k <= 0 || top_k > experts || experts > kMaxGroupedRoutedExperts ||
+      routing.groups > kMaxExpertGroups || experts % (routing.groups > 1 ? routing.groups : 1) != 0)
+    return invalid_argument("moe_route_grouped: " + std::to_string(experts) + " experts, top_k " +
+                            std::to_string(top_k) + ", " + std::to_string(routing.groups) + " groups (at most " +
+                            std::to_string(kMaxGroupedRoutedExperts) + " experts in " +
+                            std::to_string(kMaxExpertGroups) + " equal groups)");
+  if (tokens == 0) return ok_status();
+  moe_route_grouped_kernel<<<grid_for(tokens, 1), 32, 0, stream>>>(logits, tokens, experts, top_k, routing, ids,
+                                                                    weights);
+  return cuda_launch_status("moe_route_grouped_kernel");
 }
 
 Status moe_combine(const float* y, const float* weights, int64_t tokens, int top_k, int64_t dim, float* out,

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kernels/moe/moe_routing.hpp"
 #include "qrt/status.hpp"
 
 namespace qrt::kernels {
@@ -18,6 +19,13 @@ constexpr int kMaxRoutedExperts = 1024;
 // A row whose probabilities are NaN (NaN logits) selects nothing: its ids are -1 and its weights NaN.
 Status moe_route(const float* logits, int64_t tokens, int experts, int top_k, bool renormalize, int32_t* ids,
                  float* weights, cudaStream_t stream);
+
+// DeepSeek's router (Backend::moe_route_grouped states the rule), one warp per token with the scores in shared
+// memory. routing.choice_bias is a device pointer or null.
+constexpr int kMaxGroupedRoutedExperts = 512;
+constexpr int kMaxExpertGroups = 64;
+Status moe_route_grouped(const float* logits, int64_t tokens, int experts, int top_k, const MoeRouting& routing,
+                         int32_t* ids, float* weights, cudaStream_t stream);
 
 // out[t] = sum_s weights[t, s] * y[t * top_k + s].  y: [tokens * top_k, dim]; weights: [tokens, top_k];
 // out: [tokens, dim], overlapping neither input.

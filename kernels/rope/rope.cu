@@ -59,7 +59,8 @@ __global__ void rope_kv_write_kernel(float* q, float* k, const float* __restrict
   const int half = s.rot_dim / 2, hd = s.head_dim, rest = s.head_dim - s.rot_dim;
   const int64_t kv_dim = static_cast<int64_t>(kv_heads) * hd;
   const int64_t n_q = s.tokens * q_heads * half, n_k = s.tokens * kv_heads * half;
-  const int64_t n_rest = s.tokens * kv_heads * rest, n_v = s.tokens * kv_dim;
+  // A cache whose values are its keys (v aliasing k: DeepSeek's latent) gets no value writes.
+  const int64_t n_rest = s.tokens * kv_heads * rest, n_v = cache.v == cache.k ? 0 : s.tokens * kv_dim;
   const int64_t total = n_q + n_k + n_rest + n_v + s.tokens;
   auto slot_of = [&](int64_t t) -> int64_t {
     const int64_t slot = slots[t];

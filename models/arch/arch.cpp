@@ -14,7 +14,8 @@ using nlohmann::json;
 std::vector<const ArchRules*> all_rules() {
   std::vector<const ArchRules*> out;
   for (const auto* family :
-       {&llama_family_rules(), &qwen_family_rules(), &phi_family_rules(), &gemma_family_rules(), &gpt_oss_rules()})
+       {&llama_family_rules(), &qwen_family_rules(), &phi_family_rules(), &gemma_family_rules(), &gpt_oss_rules(),
+                         &deepseek_family_rules()})
     for (const ArchRules& r : *family) out.push_back(&r);
   return out;
 }
@@ -305,6 +306,7 @@ Result<ModelConfig> config_from_hf(const json& j) {
   // Architecture fields first (they may set head_dim), then RoPE, which depends on head_dim.
   QRT_TRY(rules->from_hf(j, &c));
   QRT_TRY(read_hf_rope(j, *rules, &c));
+  QRT_TRY(finish_deepseek_rope(j, &c));
   QRT_TRY(check_positive(c));
   return c;
 }
@@ -343,7 +345,7 @@ Result<ModelConfig> config_from_gguf(const MetadataView& m) {
   if (c.heads <= 0) return invalid_argument("GGUF metadata: " + p + "attention.head_count must be positive");
   QRT_ASSIGN_OR_RETURN(c.head_dim, u32(p + "attention.key_length", static_cast<uint32_t>(c.hidden / c.heads)));
   QRT_ASSIGN_OR_RETURN(int value_dim, u32(p + "attention.value_length", static_cast<uint32_t>(c.head_dim)));
-  if (value_dim != c.head_dim)
+  if (value_dim != c.head_dim && !m.has(p + "attention.kv_lora_rank"))  // latent attention: its rules say
     return unsupported("GGUF metadata: value_length " + std::to_string(value_dim) + " differs from key_length " +
                        std::to_string(c.head_dim));
   QRT_ASSIGN_OR_RETURN(c.experts, u32(p + "expert_count", 0));
@@ -421,6 +423,9 @@ void apply_tensor_presence(const TensorTable& t, ModelConfig* c) {
   c->attention_out_bias = bias(LayerTensor::kAttnOutput);
   c->mlp_bias = bias(LayerTensor::kFfnGate) || bias(LayerTensor::kFfnDown);
   c->qk_norm = has(names::layer_tensor(0, LayerTensor::kAttnQNorm));
+  // DeepSeek-V3's choice bias (exp_probs_b.bias) in its first MoE layer.
+  c->expert_choice_bias = c->experts > 0 && has(names::bias_of(names::layer_tensor(
+                                                c->leading_dense_layers, LayerTensor::kExpProbsB)));
   c->tied_embeddings = !has(std::string(names::kOutput));
   // LongRoPE travels as two factor tensors in GGUF (read by the transformer); the metadata has no scaling type.
   if (has(std::string(names::kRopeFactorsLong)) && has(std::string(names::kRopeFactorsShort)))

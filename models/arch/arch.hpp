@@ -1,6 +1,6 @@
 // Architecture rules: Hugging Face config.json or GGUF metadata -> ModelConfig feature flags.
 // Supported: llama (Llama 1-3.x incl. rope scaling, TinyLlama), mistral, qwen2, qwen3, mixtral, qwen3moe, phi3,
-// gemma2, gemma3 (text), gpt-oss.
+// gemma2, gemma3 (text), gpt-oss, deepseek2 and deepseek3 (Hugging Face checkpoints).
 //
 // RoPE layout: Hugging Face checkpoints rotate half-split pairs; GGUF `llama` files were converted with Q/K rows
 // permuted for interleaved pairs (spec/ggml.md §4.3), other GGUF architectures keep half-split.

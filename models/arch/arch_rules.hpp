@@ -27,6 +27,10 @@ const std::vector<ArchRules>& qwen_family_rules();   // qwen2, qwen3, qwen3moe
 const std::vector<ArchRules>& phi_family_rules();    // phi3
 const std::vector<ArchRules>& gemma_family_rules();  // gemma2, gemma3 (text)
 const std::vector<ArchRules>& gpt_oss_rules();       // gpt-oss
+const std::vector<ArchRules>& deepseek_family_rules();  // deepseek2, deepseek3
+// After the common RoPE fields: DeepSeek's RoPE dims and layout, YaRN magnitudes and softmax scale (no-op for
+// models without latent attention).
+Status finish_deepseek_rope(const nlohmann::json& j, ModelConfig* c);
 // Which layers use the window: config.json's "layer_types" when present (transformers >= 4.53), else the
 // pattern key (nullptr: none) or `default_pattern` (ModelConfig::sliding_window_pattern).
 Status hf_window_layers(const nlohmann::json& j, const char* pattern_key, int default_pattern, ModelConfig* c);

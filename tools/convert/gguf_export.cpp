@@ -34,7 +34,51 @@ bool llama_family(const ModelConfig& c) {
   return c.architecture == "llama" || c.architecture == "mistral" || c.architecture == "mixtral";
 }
 
-std::string gguf_architecture(const ModelConfig& c) { return llama_family(c) ? "llama" : c.architecture; }
+bool deepseek(const ModelConfig& c) { return c.architecture == "deepseek2" || c.architecture == "deepseek3"; }
+
+// llama.cpp's deepseek2 serves DeepSeek-V2, V2.5 and V3 alike.
+std::string gguf_architecture(const ModelConfig& c) {
+  return llama_family(c) ? "llama" : deepseek(c) ? "deepseek2" : c.architecture;
+}
+
+// DeepSeek's latent attention and routing as llama.cpp's deepseek2 keys, in its expanded form (attn_kv_b whole,
+// key_length nope + rope, value_length v): what llama.cpp cannot record is refused.
+Status add_deepseek_keys(GgufWriter& w, const ModelConfig& c, const std::string& p) {
+  if (c.latent_norm_eps != c.norm_eps)
+    return unsupported("GGUF cannot record DeepSeek's latent norm epsilon " + std::to_string(c.latent_norm_eps) +
+                       " apart from rms_norm_eps " + std::to_string(c.norm_eps) + " (llama.cpp uses one for both)");
+  if (c.rope.scaling == RopeScaling::kYarn && std::fabs(c.rope.attn_factor - 1.0f) > 1e-6f)
+    return unsupported("GGUF cannot record DeepSeek's YaRN cos/sin factor " + std::to_string(c.rope.attn_factor) +
+                       " (llama.cpp's deepseek2 assumes mscale == mscale_all_dim, a factor of 1)");
+  const double plain = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  double log_mul = 0.0;  // q·k scale = (1 + log_mul ln(factor))^2 / sqrt(head_dim)
+  if (c.rope.scaling == RopeScaling::kYarn && c.rope.factor > 1.0f)
+    log_mul = (std::sqrt(c.attention_scale / plain) - 1.0) / std::log(static_cast<double>(c.rope.factor));
+  else if (std::fabs(c.attention_scale - plain) > 1e-6 * plain)
+    return unsupported("GGUF cannot record DeepSeek's q·k scale " + std::to_string(c.attention_scale) +
+                       " without YaRN scaling");
+  w.set_u32(p + "attention.value_length", static_cast<uint32_t>(c.v_head_dim));
+  w.set_u32(p + "attention.kv_lora_rank", static_cast<uint32_t>(c.kv_lora_rank));
+  if (c.q_lora_rank > 0) w.set_u32(p + "attention.q_lora_rank", static_cast<uint32_t>(c.q_lora_rank));
+  if (c.rope.scaling == RopeScaling::kYarn)
+    w.set_f32(p + "rope.scaling.yarn_log_multiplier", static_cast<float>(log_mul));
+  if (c.experts == 0) return ok_status();
+  w.set_u32(p + "leading_dense_block_count", static_cast<uint32_t>(c.leading_dense_layers));
+  if (c.shared_expert_ffn % c.expert_ffn != 0)
+    return unsupported("GGUF records shared experts as a count of expert widths; " +
+                       std::to_string(c.shared_expert_ffn) + " is not a multiple of " + std::to_string(c.expert_ffn));
+  w.set_u32(p + "expert_shared_count", static_cast<uint32_t>(c.shared_expert_ffn / c.expert_ffn));
+  w.set_f32(p + "expert_weights_scale", c.routed_scale);
+  w.set_u32(p + "expert_gating_func", c.router_sigmoid ? 2 : 1);
+  if (c.group_score_top2 != c.router_sigmoid && c.expert_groups > 1)
+    return unsupported("GGUF's deepseek2 scores expert groups by their best (softmax) or two best (sigmoid) "
+                       "scores; this model's groups are scored otherwise");
+  if (c.expert_groups > 1) {
+    w.set_u32(p + "expert_group_count", static_cast<uint32_t>(c.expert_groups));
+    w.set_u32(p + "expert_group_used_count", static_cast<uint32_t>(c.expert_groups_used));
+  }
+  return ok_status();
+}
 
 // The GGUF name of a canonical tensor: llama.cpp's phi3 keeps the fused [gate; up] projection under ffn_up (of 2 *
 // feed_forward_length rows), which is how qrt's GGUF loader recognizes it (models/fused_tensors.hpp); its gpt-oss
@@ -73,10 +117,10 @@ Status check_gemma_for_gguf(const ModelConfig& c) {
 Status add_architecture(GgufWriter& w, const ModelConfig& c) {
   const std::string a = gguf_architecture(c), p = a + ".";
   if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && a != "phi3" && a != "gemma2" &&
-      a != "gemma3" && a != "gpt-oss")
+      a != "gemma3" && a != "gpt-oss" && a != "deepseek2")
     return unsupported("writing GGUF for " + c.architecture +
                        " models is not supported yet (llama, mistral, mixtral, qwen2, qwen3, qwen3moe, phi3, gemma2, "
-                       "gemma3, gpt-oss)");
+                       "gemma3, gpt-oss, deepseek2, deepseek3)");
   if (a == "gemma2" || a == "gemma3") QRT_TRY(check_gemma_for_gguf(c));
   // llama.cpp's gpt-oss hard-codes the clamp (alpha 1.702, limit 7) and windows the even layers.
   if (a == "gpt-oss" && (c.swiglu_limit != 7.0f || c.swiglu_alpha != 1.702f || c.sliding_window_pattern != 2))
@@ -140,8 +184,10 @@ Status add_architecture(GgufWriter& w, const ModelConfig& c) {
     w.set_u32(p + "rope.scaling.original_context_length", static_cast<uint32_t>(c.rope.original_context));
     w.set_f32(p + "rope.scaling.yarn_beta_fast", c.rope.yarn_beta_fast);
     w.set_f32(p + "rope.scaling.yarn_beta_slow", c.rope.yarn_beta_slow);
-    w.set_f32(p + "rope.scaling.attn_factor", c.rope.attn_factor / (0.1f * std::log(c.rope.factor) + 1.0f));
+    if (a != "deepseek2")  // its cos/sin are never scaled (add_deepseek_keys)
+      w.set_f32(p + "rope.scaling.attn_factor", c.rope.attn_factor / (0.1f * std::log(c.rope.factor) + 1.0f));
   }
+  if (a == "deepseek2") QRT_TRY(add_deepseek_keys(w, c, p));
   if (c.experts > 0) {
     w.set_u32(p + "expert_count", static_cast<uint32_t>(c.experts));
     w.set_u32(p + "expert_used_count", static_cast<uint32_t>(c.experts_used));
@@ -335,6 +381,9 @@ Result<GgufExportReport> write_gguf_export(const ModelSource& source, const std:
     return invalid_argument(options.importance->path + " has no importance for any matrix of this model (its names "
                             "are GGUF names like " + options.importance->entries.begin()->first + ")");
   GgufExportReport report;
+  if (deepseek(config) && (config.q_lora_rank == 0) != (config.layers == 27 || config.layers == 26))
+    report.fallbacks.push_back("attention: llama.cpp's deepseek2 takes q without a low rank (attn_q) only for 26 or "
+                               "27 layers (the V2-Lite shape), whatever the file says; qrt reads the file's form");
   if (config.rope.scaling == RopeScaling::kYarn && !config.rope.yarn_truncate)
     report.fallbacks.push_back("rope: config.json keeps YaRN's correction range fractional (truncate: false); GGUF "
                                "readers (llama.cpp, qrt) round it to whole dimensions");

@@ -102,9 +102,12 @@ std::pair<std::string, int> uqff_module_of(const std::string& name) {
   const std::string layer = base.substr(layers.size(), dot - layers.size());
   if (layer.empty() || layer.find_first_not_of("0123456789") != std::string::npos) return {"", -1};
   const std::string rest = base.substr(dot + 1), prefix = base.substr(0, dot + 1);
-  // Phi-3's fused qkv_proj and gate_up_proj are one module each in mistral.rs, quantized whole.
+  // Phi-3's fused qkv_proj and gate_up_proj are one module each in mistral.rs, quantized whole; DeepSeek's low-rank
+  // q and kv projections and shared experts are modules too (mistral.rs' deepseek2 / deepseek3 ISQ layers).
   for (const char* m : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
-                        "mlp.up_proj", "mlp.down_proj", "self_attn.qkv_proj", "mlp.gate_up_proj"})
+                        "mlp.up_proj", "mlp.down_proj", "self_attn.qkv_proj", "mlp.gate_up_proj", "self_attn.q_a_proj",
+                        "self_attn.q_b_proj", "self_attn.kv_a_proj_with_mqa", "self_attn.kv_b_proj",
+                        "mlp.shared_experts.gate_proj", "mlp.shared_experts.up_proj", "mlp.shared_experts.down_proj"})
     if (rest == m) return {base, -1};
   // Experts: "<experts>.E.<proj>", stacked under "<experts>.<gate|up|down>_proj".
   struct Experts {

@@ -1,7 +1,8 @@
-// The eleven architectures' distinguishing features as tiny ModelConfigs (256 wide, so every format's blocks fit):
+// The thirteen architectures' distinguishing features as tiny ModelConfigs (256 wide, so every format's blocks fit):
 // llama, llama 3 with GGUF's interleaved RoPE and llama3 scaling, mistral with a sliding window, qwen2 with biases
 // and a tied output, qwen3 with q/k norms, mixtral, qwen3moe, phi3 with fused projections and LongRoPE, gemma2,
-// gemma3 and gpt-oss (tiny_model.hpp's set_gemma2 / set_gemma3 / set_gpt_oss). Shared by the GPU model tests.
+// gemma3, gpt-oss and deepseek2/3 (tiny_model.hpp's set_gemma2 / set_gemma3 / set_gpt_oss / set_deepseek). Shared
+// by the GPU model tests.
 #pragma once
 
 #include <string>
@@ -66,6 +67,13 @@ inline std::vector<Architecture> architectures() {
   ModelConfig gpt_oss = mixtral;  // sinks, router and expert biases, clamped SwiGLU, alternating window, YaRN
   test::set_gpt_oss(&gpt_oss);
   out.push_back({"gpt-oss", gpt_oss});
+  ModelConfig deepseek2 = mixtral;  // latent attention (a 288-wide cache row), grouped softmax routing, shared experts
+  deepseek2.experts = 8;
+  test::set_deepseek(&deepseek2, false);
+  out.push_back({"deepseek2", deepseek2});
+  ModelConfig deepseek3 = deepseek2;  // and q's latent, sigmoid routing with a choice bias, renormalized weights
+  test::set_deepseek(&deepseek3, true);
+  out.push_back({"deepseek3", deepseek3});
   for (Architecture& a : out) a.config.architecture = a.name;
   return out;
 }

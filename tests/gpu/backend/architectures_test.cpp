@@ -1,6 +1,6 @@
 // Every architecture's features in every format family: a tiny random model per architecture (what distinguishes
-// llama, llama 3 with GGUF's interleaved RoPE, mistral, qwen2, qwen3, mixtral, qwen3moe, phi3, gemma2, gemma3 and
-// gpt-oss in ModelConfig),
+// llama, llama 3 with GGUF's interleaved RoPE, mistral, qwen2, qwen3, mixtral, qwen3moe, phi3, gemma2, gemma3,
+// gpt-oss and deepseek2/3 in ModelConfig),
 // every matrix in the format under test, run on the CUDA backend and on the CPU backend
 // over the same packed bytes. Widths are 256, so every format's blocks fit. Tolerance: relative L2 <= 1e-4 between
 // the logits, the bound the tiny-model tests use (fp32 on the device against the reference's accumulations; both
@@ -28,9 +28,9 @@ class CudaArchitectures : public test::BackendPair, public testing::WithParamInt
 // Every architecture in one format per kernel family; in the other formats the architectures whose matrices
 // reach the format's kernels differently: dense projections (llama), expert stacks (qwen3moe) and row views into
 // fused tensors (phi3). The rest (biases, q/k norms, windows, RoPE variants) do not depend on the weights' format.
-// Gemma's and gpt-oss's features (norm forms, activations, soft-caps, sinks, expert biases) meet the weights only
-// through the same linear ops, so they run in four of those formats: dense, GGML blocks old and K, and gpt-oss's own
-// MXFP4.
+// Gemma's, gpt-oss's and DeepSeek's features (norm forms, activations, soft-caps, sinks, expert biases, latent
+// attention, routing) meet the weights only through the same linear ops, so they run in four of those formats:
+// dense, GGML blocks old and K, and gpt-oss's own MXFP4.
 bool runs_newer_architectures(quant::FormatId f) {
   using quant::FormatId;
   return f == FormatId::kF32 || f == FormatId::kQ8_0 || f == FormatId::kQ4_K || f == FormatId::kMXFP4;
@@ -49,7 +49,8 @@ TEST_P(CudaArchitectures, LogitsMatchTheCpuBackend) {
   for (const test::Architecture& arch : test::architectures()) {
     if (!runs_every_architecture(format) && arch.name != "llama" && arch.name != "qwen3moe" && arch.name != "phi3")
       continue;
-    const bool newer = arch.name == "gemma2" || arch.name == "gemma3" || arch.name == "gpt-oss";
+    const bool newer = arch.name == "gemma2" || arch.name == "gemma3" || arch.name == "gpt-oss" ||
+                       arch.name == "deepseek2" || arch.name == "deepseek3";
     if (newer && !runs_newer_architectures(format)) continue;
     SCOPED_TRACE(arch.name + " in " + std::string(quant::format_name(format)));
     test::TinyModel m = test::make_tiny_model(arch.config);

@@ -109,7 +109,8 @@ def main():
         json.dump({"weight_map": {"a": "../outside.safetensors"}}, f)
     r = inspect(d)
     check("rejects a shard outside the directory", r.returncode != 0 and "not a file name" in r.stderr, r.stderr)
-    # The config as qrt runs it: Phi-3's LongRoPE fields, Gemma 3's, gpt-oss's; an architecture it does not run.
+    # The config as qrt runs it: Phi-3's LongRoPE fields, Gemma 3's, gpt-oss's, DeepSeek-V3's; an architecture it does
+    # not run.
     from safetensors.numpy import save_file
     for model_type, extra in (("phi3", {"original_max_position_embeddings": 16, "sliding_window": 2047,
                                         "rope_scaling": {"type": "longrope", "short_factor": [1.0] * 8,
@@ -119,7 +120,13 @@ def main():
                               ("gpt_oss", {"num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 128,
                                            "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "truncate": False,
                                                             "original_max_position_embeddings": 64}}),
-                              ("deepseek_v3", {})):
+                              ("deepseek_v3", {"kv_lora_rank": 32, "q_lora_rank": 48, "qk_nope_head_dim": 16,
+                                               "qk_rope_head_dim": 8, "v_head_dim": 16, "n_routed_experts": 8,
+                                               "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                                               "n_shared_experts": 1, "first_k_dense_replace": 1, "n_group": 4,
+                                               "topk_group": 2, "norm_topk_prob": True,
+                                               "routed_scaling_factor": 2.5, "num_nextn_predict_layers": 1}),
+                              ("jamba", {})):
         d = os.path.join(WORK, "config-" + model_type)
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
@@ -153,9 +160,21 @@ def main():
                   m.get("expert_bias") is True and m.get("activation") == "swiglu_clamped" and
                   m.get("swiglu_limit") == 7.0 and m.get("global_attention_every") == 2 and
                   m.get("rope", {}).get("yarn_truncate") is False and m.get("experts", {}).get("count") == 4, j)
+        elif model_type == "deepseek_v3":
+            m = j.get("model", {})
+            e = m.get("experts", {})
+            check("inspect-model shows deepseek_v3's latent attention and routing", m.get("architecture") ==
+                  "deepseek3" and m.get("latent_attention") == {"q_lora_rank": 48, "kv_lora_rank": 32,
+                                                               "qk_nope_dim": 16, "qk_rope_dim": 8, "v_head_dim": 16,
+                                                               "cache_row": 40} and
+                  m.get("head_dim") == 24 and m.get("rope", {}).get("rotary_dims") == 8 and
+                  m["rope"].get("layout") == "interleaved" and e.get("scores") == "sigmoid" and
+                  e.get("choice_bias") is True and e.get("groups") == {"count": 4, "used": 2, "score": "top2_sum"} and
+                  e.get("scale") == 2.5 and e.get("shared_ffn") == 32 and e.get("leading_dense_layers") == 1 and
+                  m.get("extra_layers_skipped") == 1, j)
         else:
-            check("inspect-model says why it would not run deepseek_v3", "model" not in j and
-                  'model_type "deepseek_v3"' in j.get("model_unsupported", ""), j)
+            check("inspect-model says why it would not run jamba", "model" not in j and
+                  'model_type "jamba"' in j.get("model_unsupported", ""), j)
     print(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 

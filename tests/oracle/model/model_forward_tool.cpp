@@ -166,6 +166,20 @@ nlohmann::json config_json(const ModelConfig& c) {
       {"router_bias", c.router_bias},
       {"expert_bias", c.expert_bias},
       {"rope_yarn_truncate", c.rope.yarn_truncate},
+      {"router_sigmoid", c.router_sigmoid},
+      {"expert_choice_bias", c.expert_choice_bias},
+      {"expert_groups", c.expert_groups},
+      {"expert_groups_used", c.expert_groups_used},
+      {"group_score_top2", c.group_score_top2},
+      {"routed_scale", c.routed_scale},
+      {"shared_expert_ffn", c.shared_expert_ffn},
+      {"leading_dense_layers", c.leading_dense_layers},
+      {"q_lora_rank", c.q_lora_rank},
+      {"kv_lora_rank", c.kv_lora_rank},
+      {"qk_nope_dim", c.qk_nope_dim},
+      {"qk_rope_dim", c.qk_rope_dim},
+      {"v_head_dim", c.v_head_dim},
+      {"latent_norm_eps", c.latent_norm_eps},
   };
 }
 

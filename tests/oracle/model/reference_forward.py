@@ -1,6 +1,7 @@
 """An independent numpy reference forward pass for decoder-only transformers, written from the Hugging Face
 modeling code conventions (modeling_llama / mistral / mixtral / qwen2 / qwen3 / qwen3_moe / phi3 / gemma2 /
-gemma3 and modeling_rope_utils), in float64. It reads the Hugging Face config.json dict and Hugging Face tensor names.
+gemma3 and modeling_rope_utils; DeepSeek-V2 / V3 from DeepSeek's own modeling_deepseek.py), in float64. It reads
+the Hugging Face config.json dict and Hugging Face tensor names.
 
 forward(config, weights, tokens, positions) -> logits [tokens, vocab] for every position, all tokens processed
 at once with a causal (and, where configured, sliding-window) mask over positions.
@@ -31,6 +32,7 @@ def soft_cap(x, cap):
 
 
 GEMMA = ("gemma2", "gemma3_text")
+DEEPSEEK = ("deepseek_v2", "deepseek_v3")
 
 
 def softmax(x, axis=-1):
@@ -46,15 +48,24 @@ def head_dim_of(cfg):
         return cfg.get("head_dim", 64)
     if cfg["model_type"] in GEMMA:
         return cfg.get("head_dim", 256)
+    if cfg["model_type"] in DEEPSEEK:  # the query/key head: the unrotated part, then the rotated one
+        return cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]
     hd = cfg.get("head_dim")
     return hd if hd else cfg["hidden_size"] // cfg["num_attention_heads"]
 
 
+def get_mscale(scale, mscale=1.0):
+    # YaRN's magnitude correction (DeepSeek's yarn_get_mscale): none without extension.
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
 def rope_parameters(cfg, seq_len=None):
     """(inv_freq [dim/2], attention_scaling, dim) as Hugging Face's ROPE_INIT_FUNCTIONS compute them; `seq_len` (the
-    forward's largest position + 1) picks LongRoPE's factor set as Phi-3's dynamic update does."""
+    forward's largest position + 1) picks LongRoPE's factor set as Phi-3's dynamic update does. DeepSeek rotates only
+    the qk_rope_head_dim tail of each head, with its own YaRN defaults."""
     base = cfg.get("rope_theta", 10000.0)
-    head_dim = head_dim_of(cfg)
+    deepseek = cfg["model_type"] in DEEPSEEK
+    head_dim = cfg["qk_rope_head_dim"] if deepseek else head_dim_of(cfg)
     dim = int(head_dim * cfg.get("partial_rotary_factor", 1.0))
     inv_freq = 1.0 / (base ** (np.arange(0, dim, 2, dtype=np.float64) / dim))
     scaling = cfg.get("rope_scaling") or {}
@@ -80,11 +91,14 @@ def rope_parameters(cfg, seq_len=None):
     elif rope_type == "yarn":
         factor = scaling["factor"]
         original = scaling.get("original_max_position_embeddings") or cfg["max_position_embeddings"]
-
-        def get_mscale(scale, mscale=1.0):
-            return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
-
         attention_scaling = scaling.get("attention_factor")
+        if deepseek:
+            # DeepseekV2YarnRotaryEmbedding: cos/sin always scaled by the ratio, with defaults mscale 1 and
+            # mscale_all_dim 0 (whose mscale is 1), where Hugging Face's generic YaRN falls back to get_mscale(factor)
+            # unless both are set. The two agree for mscale 1 / mscale_all_dim 0 and for mscale == mscale_all_dim.
+            original = scaling.get("original_max_position_embeddings", 4096)
+            attention_scaling = (get_mscale(factor, scaling.get("mscale", 1.0)) /
+                                 get_mscale(factor, scaling.get("mscale_all_dim", 0.0)))
         if attention_scaling is None:
             if scaling.get("mscale") and scaling.get("mscale_all_dim"):
                 attention_scaling = get_mscale(factor, scaling["mscale"]) / get_mscale(factor, scaling["mscale_all_dim"])
@@ -229,29 +243,33 @@ def forward(cfg, W, tokens, positions):
             visible &= dist < window
         inv_freq, attention_scaling, rot_dim = rope_local if window and mt == "gemma3_text" else rope_global
         h = norm(x, p + "input_layernorm.weight")
-        q = linear(h, W[p + "self_attn.q_proj.weight"], get(p + "self_attn.q_proj.bias")).reshape(T, n_heads, hd)
-        k = linear(h, W[p + "self_attn.k_proj.weight"], get(p + "self_attn.k_proj.bias")).reshape(T, n_kv, hd)
-        v = linear(h, W[p + "self_attn.v_proj.weight"], get(p + "self_attn.v_proj.bias")).reshape(T, n_kv, hd)
-        if mt in ("qwen3", "qwen3_moe", "gemma3_text"):
-            q = norm(q, p + "self_attn.q_norm.weight")
-            k = norm(k, p + "self_attn.k_norm.weight")
-        q = apply_rotary(q, positions, inv_freq, attention_scaling, rot_dim)
-        k = apply_rotary(k, positions, inv_freq, attention_scaling, rot_dim)
-        # repeat_kv: each kv head serves n_heads / n_kv consecutive query heads.
-        k = np.repeat(k, n_heads // n_kv, axis=1)
-        v = np.repeat(v, n_heads // n_kv, axis=1)
-        scores = np.einsum("thd,shd->hts", q, k) * scaling
-        if attn_cap:
-            scores = soft_cap(scores, attn_cap)
-        scores = np.where(visible[None, :, :], scores, -np.inf)
-        if mt == "gpt_oss":
-            # GptOss's sinks: one more logit per head in the softmax, dropped after it.
-            sinks = np.broadcast_to(W[p + "self_attn.sinks"][:, None, None], (n_heads, T, 1))
-            probs = softmax(np.concatenate([scores, sinks], axis=-1), axis=-1)[..., :-1]
+        if mt in DEEPSEEK:
+            out = mla_attention(cfg, W, p, h, positions, visible, rope_global)
         else:
-            probs = softmax(scores, axis=-1)
-        attn = np.einsum("hts,shd->thd", probs, v).reshape(T, n_heads * hd)
-        out = linear(attn, W[p + "self_attn.o_proj.weight"], get(p + "self_attn.o_proj.bias"))
+            a = p + "self_attn."
+            q = linear(h, W[a + "q_proj.weight"], get(a + "q_proj.bias")).reshape(T, n_heads, hd)
+            k = linear(h, W[a + "k_proj.weight"], get(a + "k_proj.bias")).reshape(T, n_kv, hd)
+            v = linear(h, W[a + "v_proj.weight"], get(a + "v_proj.bias")).reshape(T, n_kv, hd)
+            if mt in ("qwen3", "qwen3_moe", "gemma3_text"):
+                q = norm(q, a + "q_norm.weight")
+                k = norm(k, a + "k_norm.weight")
+            q = apply_rotary(q, positions, inv_freq, attention_scaling, rot_dim)
+            k = apply_rotary(k, positions, inv_freq, attention_scaling, rot_dim)
+            # repeat_kv: each kv head serves n_heads / n_kv consecutive query heads.
+            k = np.repeat(k, n_heads // n_kv, axis=1)
+            v = np.repeat(v, n_heads // n_kv, axis=1)
+            scores = np.einsum("thd,shd->hts", q, k) * scaling
+            if attn_cap:
+                scores = soft_cap(scores, attn_cap)
+            scores = np.where(visible[None, :, :], scores, -np.inf)
+            if mt == "gpt_oss":
+                # GptOss's sinks: one more logit per head in the softmax, dropped after it.
+                sinks = np.broadcast_to(W[a + "sinks"][:, None, None], (n_heads, T, 1))
+                probs = softmax(np.concatenate([scores, sinks], axis=-1), axis=-1)[..., :-1]
+            else:
+                probs = softmax(scores, axis=-1)
+            attn = np.einsum("hts,shd->thd", probs, v).reshape(T, n_heads * hd)
+            out = linear(attn, W[a + "o_proj.weight"], get(a + "o_proj.bias"))
         if gemma:
             x = x + norm(out, p + "post_attention_layernorm.weight")
             h = norm(x, p + "pre_feedforward_layernorm.weight")
@@ -262,7 +280,9 @@ def forward(cfg, W, tokens, positions):
             x = x + moe_block(cfg, W, p, h)
         elif mt == "gpt_oss":
             x = x + gpt_oss_moe(cfg, W, p, h)
-        else:
+        elif mt in DEEPSEEK and deepseek_moe_layer(cfg, layer):
+            x = x + deepseek_moe(cfg, W, p, h)
+        else:  # DeepSeek's dense layers too: DeepseekV2MLP of intermediate_size
             gate = linear(h, W[p + "mlp.gate_proj.weight"], get(p + "mlp.gate_proj.bias"))
             up = linear(h, W[p + "mlp.up_proj.weight"], get(p + "mlp.up_proj.bias"))
             act = gelu_tanh(gate) if gemma else silu(gate)
@@ -324,4 +344,136 @@ def moe_block(cfg, W, p, h):
             weights = weights / weights.sum()
         for e, w in zip(selected, weights):
             out[t] += w * expert(int(e), h[t : t + 1])[0]
+    return out
+
+
+# ---- DeepSeek-V2 / V3 (DeepSeek's modeling_deepseek.py; Hugging Face's modeling_deepseek_v2 / v3 agree on these
+# test configurations, see the notes at deepseek_route) ---------------------------------------------------------
+
+# The latent norms (q_a_layernorm, kv_a_layernorm) are built without an eps argument in DeepSeek's code and in
+# Hugging Face's, so they keep DeepseekV2RMSNorm's default rather than rms_norm_eps.
+LATENT_NORM_EPS = 1e-6
+
+
+def deinterleave(x):
+    """DeepSeek's apply_rotary_pos_emb views the rotated part as pairs (2i, 2i+1) and moves them to (i, i + d/2)
+    before the half-split rotation: each consecutive pair turns by frequency i. q and k are permuted alike, so
+    their dot products need no inverse permutation."""
+    return np.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1)
+
+
+def deepseek_softmax_scale(cfg):
+    """(qk_nope_head_dim + qk_rope_head_dim)^-1/2, times mscale^2 for YaRN's mscale_all_dim: DeepSeek moves that
+    part of YaRN's attention temperature from cos/sin (which carry only mscale / mscale_all_dim) onto the scores."""
+    scale = (cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]) ** -0.5
+    rope_scaling = cfg.get("rope_scaling")
+    if rope_scaling and rope_scaling.get("mscale_all_dim"):
+        m = get_mscale(rope_scaling["factor"], rope_scaling["mscale_all_dim"])
+        scale *= m * m
+    return scale
+
+
+def mla_attention(cfg, W, p, h, positions, visible, rope):
+    """DeepseekV2Attention (V3's is the same), multi-head latent attention computed without weight absorption:
+    q from q_proj or the low-rank q_a -> norm -> q_b path; one compressed kv latent and one rotated key part k_pe
+    shared by every head; kv_b expands the normed latent into each head's unrotated key and value."""
+    T = h.shape[0]
+    n_heads = cfg["num_attention_heads"]
+    nope, rot, v_dim, rank = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"], cfg["kv_lora_rank"]
+    a = p + "self_attn."
+    get = W.get
+    if cfg.get("q_lora_rank") is None:
+        q = linear(h, W[a + "q_proj.weight"], get(a + "q_proj.bias"))
+    else:
+        q_latent = linear(h, W[a + "q_a_proj.weight"], get(a + "q_a_proj.bias"))
+        q = linear(rms_norm(q_latent, W[a + "q_a_layernorm.weight"], LATENT_NORM_EPS), W[a + "q_b_proj.weight"])
+    q = q.reshape(T, n_heads, nope + rot)
+    kv_a = linear(h, W[a + "kv_a_proj_with_mqa.weight"], get(a + "kv_a_proj_with_mqa.bias"))
+    compressed, k_pe = kv_a[:, :rank], kv_a[:, None, rank:]  # k_pe: [T, 1, rot], one head for all
+    kv = linear(rms_norm(compressed, W[a + "kv_a_layernorm.weight"], LATENT_NORM_EPS), W[a + "kv_b_proj.weight"])
+    kv = kv.reshape(T, n_heads, nope + v_dim)
+    k_nope, v = kv[..., :nope], kv[..., nope:]
+    inv_freq, attention_scaling, dim = rope
+    assert dim == rot
+    q_pe = apply_rotary(deinterleave(q[..., nope:]), positions, inv_freq, attention_scaling, dim)
+    k_pe = apply_rotary(deinterleave(k_pe), positions, inv_freq, attention_scaling, dim)
+    query = np.concatenate([q[..., :nope], q_pe], axis=-1)
+    key = np.concatenate([k_nope, np.broadcast_to(k_pe, (T, n_heads, rot))], axis=-1)
+    scores = np.einsum("thd,shd->hts", query, key) * deepseek_softmax_scale(cfg)
+    probs = softmax(np.where(visible[None, :, :], scores, -np.inf), axis=-1)
+    attn = np.einsum("hts,shd->thd", probs, v).reshape(T, n_heads * v_dim)
+    return linear(attn, W[a + "o_proj.weight"], get(a + "o_proj.bias"))
+
+
+def deepseek_moe_layer(cfg, layer):
+    """DeepseekV2DecoderLayer's choice: MoE when routed experts exist, past the first dense layers, every
+    moe_layer_freq-th layer."""
+    return (cfg.get("n_routed_experts") is not None and layer >= cfg.get("first_k_dense_replace", 0)
+            and layer % cfg.get("moe_layer_freq", 1) == 0)
+
+
+def deepseek_route(cfg, logits, bias=None):
+    """MoEGate for one token's router logits [experts] -> (expert ids, weights).
+
+    Scores: softmax or sigmoid. Selection: "greedy" = top-k of the scores; "group_limited_greedy" (V2) keeps the
+    topk_group groups with the largest max score; "noaux_tc" (V3) chooses on scores + e_score_correction_bias,
+    ranks groups by the sum of their two largest choice scores, and weights with the unbiased scores. Experts of
+    dropped groups are -inf here, as in Hugging Face's DeepseekV3TopkRouter; DeepSeek's own code (and Hugging
+    Face's DeepseekV2TopkRouter) fill them with 0, which differs only when fewer than top_k kept experts have a
+    positive choice score (a kept noaux_tc score can be negative through its bias): then 0 picks a dropped expert,
+    which the group limit means to exclude.
+    Weights: V3 normalizes (norm_topk_prob, top_k > 1) and then always multiplies by routed_scaling_factor; V2
+    (DeepSeek's code) multiplies only when it does not normalize. Hugging Face's DeepseekV2TopkRouter ignores
+    norm_topk_prob and always multiplies; the cases here do not normalize on V2, where both agree."""
+    v3 = cfg["model_type"] == "deepseek_v3"
+    top_k = cfg["num_experts_per_tok"]
+    if cfg.get("scoring_func", "sigmoid" if v3 else "softmax") == "softmax":
+        scores = softmax(logits)
+    else:
+        scores = 1.0 / (1.0 + np.exp(-logits))
+    method = cfg.get("topk_method", "noaux_tc" if v3 else "greedy")
+    choice = scores + bias if method == "noaux_tc" and bias is not None else scores
+    if method in ("group_limited_greedy", "noaux_tc"):
+        groups = choice.reshape(cfg.get("n_group") or 1, -1)
+        if method == "group_limited_greedy":
+            group_scores = groups.max(axis=-1)
+        else:
+            group_scores = np.sort(groups, axis=-1)[:, -2:].sum(axis=-1)
+        kept = np.zeros(groups.shape[0], dtype=bool)
+        kept[np.argsort(-group_scores, kind="stable")[: cfg.get("topk_group") or groups.shape[0]]] = True
+        choice = np.where(np.repeat(kept, groups.shape[1]), choice, -np.inf)
+    elif method != "greedy":
+        raise ValueError("topk_method " + method)
+    selected = np.argsort(-choice, kind="stable")[:top_k]
+    weights = scores[selected]
+    normalize = top_k > 1 and cfg.get("norm_topk_prob", v3)
+    if normalize:
+        weights = weights / weights.sum()
+    if v3 or not normalize:
+        weights = weights * cfg.get("routed_scaling_factor", 1.0)
+    return selected, weights
+
+
+def deepseek_moe(cfg, W, p, h):
+    """DeepseekV2MoE / DeepseekV3MoE: the routed experts' weighted SwiGLU outputs plus the shared experts' (one
+    SwiGLU MLP of moe_intermediate_size * n_shared_experts)."""
+    m = p + "mlp."
+
+    def swiglu(prefix, x):
+        return linear(silu(linear(x, W[prefix + "gate_proj.weight"])) * linear(x, W[prefix + "up_proj.weight"]),
+                      W[prefix + "down_proj.weight"])
+
+    router = W[m + "gate.weight"]
+    assert router.shape[0] == cfg["n_routed_experts"]
+    logits = h @ router.T
+    bias = W.get(m + "gate.e_score_correction_bias")
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        selected, weights = deepseek_route(cfg, logits[t], bias)
+        for e, w in zip(selected, weights):
+            out[t] += w * swiglu(m + "experts.%d." % e, h[t : t + 1])[0]
+    if cfg.get("n_shared_experts"):
+        width = W[m + "shared_experts.gate_proj.weight"].shape[0]
+        assert width == cfg["moe_intermediate_size"] * cfg["n_shared_experts"], width
+        out = out + swiglu(m + "shared_experts.", h)
     return out

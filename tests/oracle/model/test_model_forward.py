@@ -4,16 +4,19 @@
 For random tiny models of every supported architecture (llama with Llama 3 / linear rope scaling, tied
 embeddings, biases and MQA; mistral with a sliding window shorter than the sequence; qwen2 with biases and
 with a sliding window; qwen3 with q/k norms and an explicit head_dim; mixtral and qwen3-moe with 4 experts,
-top-2, with and without renormalization, and YaRN) this script writes a Hugging Face checkpoint (safetensors +
-config.json), runs qrt_model_forward, and compares the logits of every position with the float64 reference,
-within 1e-4 relative:
+top-2, with and without renormalization, and YaRN; DeepSeek-V2 / V3 with multi-head latent attention, grouped
+routing and shared experts) this script writes a Hugging Face checkpoint
+(safetensors + config.json), runs qrt_model_forward, and compares the logits of every position with the float64
+reference, within 1e-4 relative:
   * with the prompt as one batch, then the prompt as a batch followed by single tokens through the KV cache,
     and at positions that do not start at 0;
   * with F32 weights and with quantized weights (every matrix in each listed format, and a per-tensor mix):
     the tool dumps the dequantized weights it used and the reference runs on them, isolating the forward pass;
   * in GGUF layout: GGUF tensor names, Q/K rows permuted for interleaved RoPE (llama family), stacked expert
     tensors, rope_freqs factors instead of Llama 3 scaling metadata, and a GGUF metadata description of the
-    config; the logits must equal those of the Hugging Face layout.
+    config; the logits must equal those of the Hugging Face layout. DeepSeek's deepseek2 files come in llama.cpp's
+    two forms: kv_b whole (older converters) or split per head into k_b (transposed) and v_b (its current one,
+    GGUF_MLA_SPLIT); a split layout's quantized k_b is not kv_b's, so its reference runs on its own dump.
 
 usage: test_model_forward.py <qrt_model_forward> <work dir>
 """
@@ -129,9 +132,56 @@ CASES = {
                                      rope_scaling={"rope_type": "yarn", "factor": 4.0,
                                                    "original_max_position_embeddings": 8}),
 }
+
+
+def deepseek_config(model_type, **overrides):
+    """A tiny DeepSeek: multi-head latent attention (32 + 32 query/key dims per head, 32 value dims, a 64-wide kv
+    latent), layer 0 dense, layers 1-2 MoE with 8 experts of 32, top-2, shared experts. rms_norm_eps 1e-6: the
+    latent norms' eps in DeepSeek's code, which llama.cpp replaces by rms_norm_eps, so the GGUF layout agrees."""
+    fields = dict(num_hidden_layers=3, num_key_value_heads=4, qk_nope_head_dim=32, qk_rope_head_dim=32,
+                  v_head_dim=32, kv_lora_rank=64, q_lora_rank=None, n_routed_experts=8, num_experts_per_tok=2,
+                  moe_intermediate_size=32, n_shared_experts=1, first_k_dense_replace=1, moe_layer_freq=1,
+                  attention_bias=False, rms_norm_eps=1e-6)
+    fields.update(overrides)
+    return base_config(model_type, **fields)
+
+
+CASES.update({
+    # DeepSeek-V2-Lite's form: q_proj without a q latent, softmax scores, plain top-k, weights scaled by
+    # routed_scaling_factor (not normalized); YaRN with mscale == mscale_all_dim (cos/sin unscaled) and the
+    # softmax scale times mscale(4, 0.707)^2. An original context of 16 puts YaRN's correction range at [-4.4, 1.6]
+    # before DeepSeek floors/ceils it (at 8 the truncated and exact ranges give the same ramp), and
+    # max_position_embeddings = factor x original as in DeepSeek's configs (some Hugging Face versions take YaRN's
+    # factor from that ratio when the original context is given).
+    "deepseek_v2_lite": deepseek_config(
+        "deepseek_v2", scoring_func="softmax", topk_method="greedy", norm_topk_prob=False, routed_scaling_factor=1.5,
+        rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16, "beta_fast": 32,
+                      "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707}),
+    # DeepSeek-V2's form: the q latent (q_a -> norm -> q_b), group-limited routing (the experts of the group with
+    # the largest max score only: with max as the group score, keeping 2 groups would never exclude either of the
+    # top-2 experts, so routing would equal plain top-k), two shared experts (width 64).
+    "deepseek_v2": deepseek_config(
+        "deepseek_v2", q_lora_rank=64, scoring_func="softmax", topk_method="group_limited_greedy", n_group=4,
+        topk_group=1, norm_topk_prob=False, routed_scaling_factor=2.0, n_shared_experts=2),
+    # DeepSeek-V3's form: sigmoid scores, noaux_tc routing (bias-corrected choice, groups ranked by the sum of their
+    # two best), normalized weights times routed_scaling_factor; YaRN with mscale == mscale_all_dim = 1.
+    "deepseek_v3": deepseek_config(
+        "deepseek_v3", q_lora_rank=64, scoring_func="sigmoid", topk_method="noaux_tc", n_group=4, topk_group=2,
+        norm_topk_prob=True, routed_scaling_factor=2.5,
+        rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16, "beta_fast": 32,
+                      "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}),
+})
 # Cases GGUF cannot describe: llama.cpp derives Gemma's q·k scale from the model size, not a key, and always
-# truncates YaRN's correction range.
+# truncates YaRN's correction range. (The DeepSeek cases all have a GGUF form: rms_norm_eps equal to the latent
+# norms' 1e-6, YaRN with mscale == mscale_all_dim, which llama.cpp's unscaled cos/sin assume, and V2 without
+# norm_topk_prob, whose weights llama.cpp would scale where DeepSeek's code does not. A DeepSeek case that breaks
+# one of these belongs here.)
 HF_ONLY = {"gemma2_scalar_untied", "gpt_oss"}
+# The DeepSeek cases whose GGUF layout is llama.cpp's current one (kv_b split per head into k_b, transposed, and
+# v_b; the latent-width key/value lengths with the per-head ones in *_mla keys; one KV head); the others get the
+# older one (kv_b whole, per-head key/value lengths, a KV head per query head). Split: one case without a q latent
+# and one with, both with YaRN; whole: the one with a q latent and no YaRN.
+GGUF_MLA_SPLIT = {"deepseek_v2_lite", "deepseek_v3"}
 WIDE_CASES = {
     "wide_llama": base_config("llama", hidden_size=256, intermediate_size=256, num_hidden_layers=1),
     "wide_qwen3moe": base_config("qwen3_moe", hidden_size=256, intermediate_size=256, num_hidden_layers=1,
@@ -175,6 +225,9 @@ def make_weights(cfg, rng):
         if gemma:
             W[p + "pre_feedforward_layernorm.weight"] = norm(hidden)
             W[p + "post_feedforward_layernorm.weight"] = norm(hidden)
+        if mt in ref.DEEPSEEK:
+            W.update(deepseek_layer_weights(cfg, layer, rng, mat, norm))
+            continue
         for name, rows in (("q_proj", n_heads * hd), ("k_proj", n_kv * hd), ("v_proj", n_kv * hd)):
             W[p + "self_attn.%s.weight" % name] = mat(rows, hidden)
             if qkv_bias:
@@ -230,6 +283,46 @@ def make_weights(cfg, rng):
     return {k: v.astype(np.float32) for k, v in W.items()}
 
 
+def deepseek_layer_weights(cfg, layer, rng, mat, norm):
+    """One DeepSeek layer's attention and MLP tensors (Hugging Face names); the layer norms are the caller's."""
+    p = "model.layers.%d." % layer
+    hidden, n_heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    q_dim = cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]
+    rank = cfg["kv_lora_rank"]
+    W = {}
+    a = p + "self_attn."
+    if cfg.get("q_lora_rank") is None:
+        W[a + "q_proj.weight"] = mat(n_heads * q_dim, hidden)
+    else:
+        W[a + "q_a_proj.weight"] = mat(cfg["q_lora_rank"], hidden)
+        W[a + "q_a_layernorm.weight"] = norm(cfg["q_lora_rank"])
+        W[a + "q_b_proj.weight"] = mat(n_heads * q_dim, cfg["q_lora_rank"])
+    W[a + "kv_a_proj_with_mqa.weight"] = mat(rank + cfg["qk_rope_head_dim"], hidden)
+    W[a + "kv_a_layernorm.weight"] = norm(rank)
+    W[a + "kv_b_proj.weight"] = mat(n_heads * (cfg["qk_nope_head_dim"] + cfg["v_head_dim"]), rank)
+    W[a + "o_proj.weight"] = mat(hidden, n_heads * cfg["v_head_dim"])
+
+    def swiglu(prefix, ffn):
+        W[prefix + "gate_proj.weight"] = mat(ffn, hidden)
+        W[prefix + "up_proj.weight"] = mat(ffn, hidden)
+        W[prefix + "down_proj.weight"] = mat(hidden, ffn)
+
+    m = p + "mlp."
+    if not ref.deepseek_moe_layer(cfg, layer):
+        swiglu(m, cfg["intermediate_size"])
+        return W
+    # Router logits of standard deviation ~2: scores spread enough that the top-k and group choices are clear.
+    W[m + "gate.weight"] = 2.0 * mat(cfg["n_routed_experts"], hidden)
+    if cfg.get("topk_method") == "noaux_tc":
+        # Small against the sigmoid scores' spread, as trained biases are, yet enough to reorder close experts.
+        W[m + "gate.e_score_correction_bias"] = 0.05 * rng.standard_normal(cfg["n_routed_experts"])
+    for e in range(cfg["n_routed_experts"]):
+        swiglu(m + "experts.%d." % e, cfg["moe_intermediate_size"])
+    if cfg.get("n_shared_experts"):
+        swiglu(m + "shared_experts.", cfg["moe_intermediate_size"] * cfg["n_shared_experts"])
+    return W
+
+
 # ---- GGUF layout (spec/ggml.md §4) ---------------------------------------------------------------------------
 
 HF_TO_GGUF_LAYER = {
@@ -249,12 +342,22 @@ HF_TO_GGUF_LAYER = {
     "self_attn.qkv_proj": "attn_qkv",
     "mlp.gate_up_proj": "ffn_gate_up",  # qrt's canonical name; llama.cpp's GGUF calls the fused tensor ffn_up
     "mlp.router": "ffn_gate_inp",  # gpt-oss
+    # DeepSeek's multi-head latent attention and shared experts (llama.cpp's deepseek2 names)
+    "self_attn.q_a_proj": "attn_q_a",
+    "self_attn.q_a_layernorm": "attn_q_a_norm",
+    "self_attn.q_b_proj": "attn_q_b",
+    "self_attn.kv_a_proj_with_mqa": "attn_kv_a_mqa",
+    "self_attn.kv_a_layernorm": "attn_kv_a_norm",
+    "self_attn.kv_b_proj": "attn_kv_b",
+    "mlp.shared_experts.gate_proj": "ffn_gate_shexp",
+    "mlp.shared_experts.up_proj": "ffn_up_shexp",
+    "mlp.shared_experts.down_proj": "ffn_down_shexp",
 }
 EXPERT_PROJ = {"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps", "down_proj": "ffn_down_exps",
                "w1": "ffn_gate_exps", "w3": "ffn_up_exps", "w2": "ffn_down_exps"}
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
              "qwen3_moe": "qwen3moe", "phi3": "phi3", "gemma2": "gemma2", "gemma3_text": "gemma3",
-             "gpt_oss": "gpt-oss"}
+             "gpt_oss": "gpt-oss", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2"}
 # Gemma's norms before and after each block (llama.cpp's names).
 SANDWICH_LAYER = {"post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
                   "post_feedforward_layernorm": "post_ffw_norm"}
@@ -265,6 +368,21 @@ def permute_for_interleaved_rope(w, n_head):
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def split_kv_b(kv_b, n_heads, nope):
+    """llama.cpp's converter for MLA: kv_b_proj [heads * (nope + v), kv_lora] -> k_b [heads, kv_lora, nope] (each
+    head's key rows transposed, for the query absorption q_nope · K_h) and v_b [heads, v, kv_lora]."""
+    per_head = kv_b.reshape(n_heads, -1, kv_b.shape[1])
+    return (np.ascontiguousarray(np.swapaxes(per_head[:, :nope], 1, 2)),
+            np.ascontiguousarray(per_head[:, nope:]))
+
+
+def merge_kv_b(k_b, v_b):
+    """split_kv_b's inverse: k_b [heads, kv_lora, nope], v_b [heads, v, kv_lora] -> kv_b [heads * (nope + v),
+    kv_lora]."""
+    per_head = np.concatenate([np.swapaxes(k_b, 1, 2), v_b], axis=1)
+    return per_head.reshape(-1, per_head.shape[2])
+
+
 def hf_to_canonical(name, sandwich=False):
     """Hugging Face name -> (GGUF base name without .weight/.bias, expert index or None, is_bias). `sandwich`:
     Gemma's names, where post_attention_layernorm is the attention output's norm."""
@@ -272,6 +390,8 @@ def hf_to_canonical(name, sandwich=False):
     is_bias = kind == "bias"
     if kind == "sinks":  # gpt-oss's self_attn.sinks, a parameter without .weight
         return "blk.%d.attn_sinks" % int(name.split(".")[2]), None, False
+    if kind == "e_score_correction_bias":  # DeepSeek-V3's router bias: llama.cpp's exp_probs_b.bias
+        return "blk.%d.exp_probs_b" % int(name.split(".")[2]), None, True
     if base == "model.embed_tokens":
         return "token_embd", None, is_bias
     if base == "model.norm":
@@ -312,7 +432,8 @@ def gpt_oss_expert_from_canonical(hf, get):
 
 
 def canonical_to_hf_weights(hf_names, dumped):
-    """The tool's dump (canonical names, stacked experts) back to Hugging Face names for the reference."""
+    """The tool's dump (canonical names, stacked experts) back to Hugging Face names for the reference. A dump of
+    the GGUF layout may hold DeepSeek's kv_b split (attn_k_b, attn_v_b): it is reassembled."""
     out = {}
     sandwich = any(".pre_feedforward_layernorm." in n for n in hf_names)
     for hf in hf_names:
@@ -321,13 +442,19 @@ def canonical_to_hf_weights(hf_names, dumped):
             continue
         base, expert, is_bias = hf_to_canonical(hf, sandwich)
         key = base + (".bias" if is_bias else "")
+        if base.endswith(".attn_kv_b") and key not in dumped:
+            blk = base[: -len("kv_b")]
+            out[hf] = merge_kv_b(dumped[blk + "k_b"], dumped[blk + "v_b"]).astype(np.float64)
+            continue
         out[hf] = (dumped[key] if expert is None else dumped[key][expert]).astype(np.float64)
     return out
 
 
-def to_gguf_layout(cfg, W):
+def to_gguf_layout(cfg, W, mla_split=False):
     """Hugging Face weights -> GGUF names, stacked experts, (llama family) permuted Q/K rows and (Gemma) norms
-    stored as 1 + w, as llama.cpp's converter writes them."""
+    stored as 1 + w, as llama.cpp's converter writes them; `mla_split` (DeepSeek): kv_b split into k_b and v_b as
+    its current converter does, instead of kv_b whole as older ones did. deepseek2's rotated q/k rows keep their
+    order: llama.cpp rotates adjacent pairs (rope type NORM) there, as DeepSeek's code does."""
     llama_family = GGUF_ARCH[cfg["model_type"]] == "llama"
     gemma = cfg["model_type"] in ref.GEMMA
     n_heads = cfg["num_attention_heads"]
@@ -365,6 +492,12 @@ def to_gguf_layout(cfg, W):
             stacked.setdefault(base + suffix, {})[expert] = w
     for name, experts in stacked.items():
         G[name] = np.stack([experts[e] for e in range(len(experts))])
+    if mla_split:
+        assert cfg["model_type"] in ref.DEEPSEEK, cfg["model_type"]
+        for layer in range(cfg["num_hidden_layers"]):
+            blk = "blk.%d." % layer
+            G[blk + "attn_k_b.weight"], G[blk + "attn_v_b.weight"] = split_kv_b(
+                G.pop(blk + "attn_kv_b.weight"), n_heads, cfg["qk_nope_head_dim"])
     rope = cfg.get("rope_scaling") or {}
     if rope.get("rope_type", rope.get("type")) == "llama3":
         G["rope_freqs.weight"] = llama3_rope_factors(cfg).astype(np.float32)
@@ -396,8 +529,9 @@ def llama3_rope_factors(cfg):
     return np.array(factors)
 
 
-def gguf_metadata(cfg, variant):
-    """GGUF metadata keys (spec/ggml.md §4.1) describing cfg."""
+def gguf_metadata(cfg, variant, mla_split=False):
+    """GGUF metadata keys (spec/ggml.md §4.1) describing cfg; `mla_split`: DeepSeek's attention sizes as llama.cpp's
+    converter writes them with kv_b split (to_gguf_layout)."""
     arch = GGUF_ARCH[cfg["model_type"]]
     a = arch + "."
     n_heads = cfg["num_attention_heads"]
@@ -464,6 +598,51 @@ def gguf_metadata(cfg, variant):
         md[a + "rope.scaling.type"] = "yarn"
         md[a + "rope.scaling.factor"] = rope["factor"]
         md[a + "rope.scaling.original_context_length"] = rope["original_max_position_embeddings"]
+    if cfg["model_type"] in ref.DEEPSEEK:
+        md.update(deepseek_gguf_metadata(cfg, a, mla_split))
+    return md
+
+
+def deepseek_gguf_metadata(cfg, a, mla_split):
+    """llama.cpp's deepseek2 keys (DeepseekV2Model.set_gguf_parameters; V3 is the same architecture), replacing the
+    generic key/value lengths and KV head count."""
+    n_heads = cfg["num_attention_heads"]
+    nope, rot, v_dim, rank = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"], cfg["kv_lora_rank"]
+    v3 = cfg["model_type"] == "deepseek_v3"
+    md = {a + "attention.kv_lora_rank": rank, a + "rope.dimension_count": rot}
+    if mla_split:
+        # The absorbed form: one head of [rope key | latent] serves every query head, its values the latent.
+        md.update({a + "attention.head_count_kv": 1, a + "attention.key_length": rank + rot,
+                   a + "attention.value_length": rank, a + "attention.key_length_mla": nope + rot,
+                   a + "attention.value_length_mla": v_dim})
+    else:
+        md.update({a + "attention.head_count_kv": n_heads, a + "attention.key_length": nope + rot,
+                   a + "attention.value_length": v_dim})
+    if cfg.get("q_lora_rank") is not None:
+        md[a + "attention.q_lora_rank"] = cfg["q_lora_rank"]
+    # The same defaults as reference_forward.deepseek_route's.
+    scoring = cfg.get("scoring_func", "sigmoid" if v3 else "softmax")
+    md.update({
+        a + "leading_dense_block_count": cfg.get("first_k_dense_replace", 0),
+        a + "expert_count": cfg["n_routed_experts"],
+        a + "expert_used_count": cfg["num_experts_per_tok"],
+        a + "expert_feed_forward_length": cfg["moe_intermediate_size"],
+        a + "expert_shared_count": cfg.get("n_shared_experts") or 0,
+        a + "expert_weights_scale": cfg.get("routed_scaling_factor", 1.0),
+        a + "expert_weights_norm": cfg.get("norm_topk_prob", v3),
+        a + "expert_gating_func": {"softmax": 1, "sigmoid": 2}[scoring],  # llama.cpp's LLAMA_EXPERT_GATING_FUNC_*
+    })
+    # Groups only where the routing uses them: the Hugging Face code ignores n_group under "greedy".
+    grouped = cfg.get("topk_method", "noaux_tc" if v3 else "greedy") in ("group_limited_greedy", "noaux_tc")
+    if grouped and (cfg.get("n_group") or 1) > 1:
+        md[a + "expert_group_count"] = cfg["n_group"]
+        md[a + "expert_group_used_count"] = cfg["topk_group"]
+    rope = cfg.get("rope_scaling") or {}
+    if rope.get("rope_type", rope.get("type")) == "yarn":
+        # llama.cpp's softmax scale (1 + yarn_log_multiplier ln factor)^2 / sqrt(nope + rope) is DeepSeek's
+        # mscale(factor, mscale_all_dim)^2 factor; its cos/sin stay unscaled, as mscale == mscale_all_dim gives.
+        assert rope.get("mscale", 1.0) == rope.get("mscale_all_dim", 0.0), "llama.cpp cannot express this YaRN"
+        md[a + "rope.scaling.yarn_log_multiplier"] = 0.1 * rope["mscale_all_dim"]
     return md
 
 
@@ -514,7 +693,9 @@ def run_case(tool, work, case, cfg, seed, format_args, failures, gguf=True, sche
     fmt_tag = "_".join(a.replace("--", "").replace("=", "-") for a in format_args) or "f32"
     dump = os.path.join(case_dir, "dequant_%s.safetensors" % fmt_tag)
     config_out = os.path.join(case_dir, "config_%s.json" % fmt_tag)
-    for stale in (dump, config_out):
+    mla_split = case in GGUF_MLA_SPLIT
+    gguf_dump = os.path.join(case_dir, "dequant_gguf_%s.safetensors" % fmt_tag)
+    for stale in (dump, config_out, gguf_dump):
         if os.path.exists(stale):
             os.remove(stale)
     if schedules is None:
@@ -530,11 +711,15 @@ def run_case(tool, work, case, cfg, seed, format_args, failures, gguf=True, sche
             source = ["--weights", weights, "--hf-config", config_path]
         else:
             gw = os.path.join(case_dir, "gguf_layout.safetensors")
-            save_file(to_gguf_layout(cfg, W), gw)
+            save_file(to_gguf_layout(cfg, W, mla_split), gw)
             md_path = os.path.join(case_dir, "gguf_metadata.json")
             with open(md_path, "w") as f:
-                json.dump(gguf_metadata(cfg, seed), f)
+                json.dump(gguf_metadata(cfg, seed, mla_split), f)
             source = ["--weights", gw, "--gguf-metadata", md_path]
+        # DeepSeek's split layout: a format quantizes k_b in rows of qk_nope_head_dim where kv_b has rows of
+        # kv_lora_rank, so its reference runs on the weights this layout's own run used. Every other layout holds
+        # the Hugging Face layout's rows (or permutes whole rows), quantized alike.
+        layout_dump = gguf_dump if layout == "gguf" and mla_split else dump
         for sched_name, chunks, offset in schedules:
             positions = np.arange(SEQ_LEN) + (offset or 0)
             out = os.path.join(case_dir, "logits_%s_%s_%s.f32" % (layout, fmt_tag, sched_name.replace("+", "_")))
@@ -544,17 +729,26 @@ def run_case(tool, work, case, cfg, seed, format_args, failures, gguf=True, sche
                 args += ["--chunks", chunks]
             if layout == "hf" and not os.path.exists(dump):
                 args += ["--dump-weights", dump, "--print-config", config_out]
+            new_layout_dump = layout_dump != dump and not os.path.exists(layout_dump)
+            if new_layout_dump:
+                args += ["--dump-weights", layout_dump]
             run_tool(tool, args)
+            if new_layout_dump and not format_args:
+                # Unquantized, the split layout read back (k_b / v_b reassembled) must be the checkpoint exactly.
+                back = canonical_to_hf_weights(W.keys(), load_file(layout_dump))
+                differ = [k for k in W if not np.array_equal(back[k], W[k].astype(np.float64))]
+                failures.check(not differ, "%s: GGUF layout weights read back differ: %s" % (case, differ[:3]))
             if layout == "hf" and "--format" in format_args:
                 # The format must really have been applied (to the q projection at least).
                 wanted = format_args[format_args.index("--format") + 1]
                 applied = json.load(open(config_out))["tensor_formats"]
-                k = "blk.0.attn_k" if "blk.0.attn_k" in applied else "blk.0.attn_qkv"  # Phi-3: fused
+                # Phi-3: the fused attn_qkv; DeepSeek: the latent's expansion attn_kv_b.
+                k = next((n for n in ("blk.0.attn_k", "blk.0.attn_kv_b") if n in applied), "blk.0.attn_qkv")
                 failures.check(applied[k] == wanted, "%s: %s is %s, not %s" % (case, k, applied[k], wanted))
             got = np.fromfile(out, dtype=np.float32).reshape(SEQ_LEN, cfg["vocab_size"]).astype(np.float64)
-            key = tuple(positions)
+            key = (layout_dump, tuple(positions))
             if key not in reference_cache:
-                used = canonical_to_hf_weights(W.keys(), load_file(dump))
+                used = canonical_to_hf_weights(W.keys(), load_file(layout_dump))
                 reference_cache[key] = ref.forward(cfg, used, tokens, positions)
             name = "%s [%s, %s, %s]" % (case, layout, fmt_tag, sched_name)
             worst = max(worst, compare(name, got, reference_cache[key], failures))
@@ -564,7 +758,8 @@ def run_case(tool, work, case, cfg, seed, format_args, failures, gguf=True, sche
 def check_gguf_config_matches(tool, work, failures):
     """config_from_gguf and config_from_hf must agree on the transformer's flags (all but the RoPE layout)."""
     for case in ("llama", "tinyllama_mqa_linear_bias", "qwen2", "qwen3", "mixtral", "qwen3moe_norm_yarn",
-                 "phi3_longrope", "phi3_longrope_short_swa", "gemma2", "gemma3", "gpt_oss_truncated"):
+                 "phi3_longrope", "phi3_longrope_short_swa", "gemma2", "gemma3", "gpt_oss_truncated",
+                 "deepseek_v2_lite", "deepseek_v2", "deepseek_v3"):
         d = os.path.join(work, case)
         hf = json.load(open(os.path.join(d, "config_f32.json")))
         probe = os.path.join(d, "config_gguf.json")
@@ -572,11 +767,15 @@ def check_gguf_config_matches(tool, work, failures):
                         os.path.join(d, "gguf_metadata.json"), "--tokens", "1", "--logits",
                         os.path.join(d, "probe.f32"), "--print-config", probe])
         gg = json.load(open(probe))
-        want_layout = "interleaved" if GGUF_ARCH[CASES[case]["model_type"]] == "llama" else "half_split"
+        # DeepSeek rotates adjacent pairs in both layouts (its code de-interleaves before a half-split rotation).
+        deepseek = CASES[case]["model_type"] in ref.DEEPSEEK
+        want_hf = "interleaved" if deepseek else "half_split"
+        want_layout = "interleaved" if deepseek or GGUF_ARCH[CASES[case]["model_type"]] == "llama" else "half_split"
         failures.check(gg["rope_layout"] == want_layout, "%s: GGUF rope layout %s" % (case, gg["rope_layout"]))
-        failures.check(hf["rope_layout"] == "half_split", "%s: HF rope layout %s" % (case, hf["rope_layout"]))
+        failures.check(hf["rope_layout"] == want_hf, "%s: HF rope layout %s" % (case, hf["rope_layout"]))
         for key in hf:
-            # Gemma's norm offset is 1 in config.json checkpoints and 0 in GGUF, whose converter stored 1 + w.
+            # Gemma's norm offset is 1 in config.json checkpoints and 0 in GGUF, whose converter stored 1 + w;
+            # DeepSeek-V3 is deepseek3 from config.json and deepseek2 (llama.cpp's one name for both) from GGUF.
             if key in ("rope_layout", "architecture", "rope_attn_factor", "tensor_formats", "norm_weight_offset"):
                 continue
             same = abs(hf[key] - gg[key]) <= 1e-6 * abs(hf[key]) if isinstance(hf[key], float) else hf[key] == gg[key]
@@ -608,6 +807,21 @@ def check_sensitivity(failures):
         ("gpt_oss", {"sliding_window": None}),
         ("gpt_oss", {"rope_scaling": dict(CASES["gpt_oss"]["rope_scaling"], truncate=True)}),
         ("gpt_oss_truncated", {"swiglu_limit": 1000.0}),
+        # DeepSeek: the routing method, the weights' scaling and V2's normalize-or-scale rule, the shared experts,
+        # YaRN's mscale_all_dim (softmax scale and cos/sin) and its floored/ceiled correction range.
+        ("deepseek_v2_lite", {"routed_scaling_factor": 1.0}),
+        ("deepseek_v2_lite", {"n_shared_experts": None}),
+        ("deepseek_v2_lite", {"rope_scaling": dict(CASES["deepseek_v2_lite"]["rope_scaling"], mscale_all_dim=0)}),
+        ("deepseek_v2_lite", {"rope_scaling": dict(CASES["deepseek_v2_lite"]["rope_scaling"], truncate=False)}),
+        ("deepseek_v2", {"topk_method": "greedy"}),
+        ("deepseek_v2", {"routed_scaling_factor": 1.0}),
+        ("deepseek_v2", {"norm_topk_prob": True}),
+        ("deepseek_v2", {"n_shared_experts": None}),
+        ("deepseek_v3", {"topk_group": 4}),
+        ("deepseek_v3", {"routed_scaling_factor": 1.0}),
+        ("deepseek_v3", {"norm_topk_prob": False}),
+        ("deepseek_v3", {"n_shared_experts": None}),
+        ("deepseek_v3", {"rope_scaling": dict(CASES["deepseek_v3"]["rope_scaling"], mscale_all_dim=0)}),
     ]
     for case, change in ablations:
         cfg = CASES[case]
@@ -629,6 +843,26 @@ def check_sensitivity(failures):
     b = ref.forward(cfg, no_sinks, tokens, np.arange(SEQ_LEN))
     diff = np.max(np.abs(a - b)) / np.max(np.abs(a))
     failures.check(diff > 100 * TOLERANCE, "gpt_oss: the sinks change the logits by only %.2g" % diff)
+    # DeepSeek-V3's e_score_correction_bias: it must change which experts are chosen.
+    cfg = CASES["deepseek_v3"]
+    rng = np.random.default_rng(9)
+    W = {k: v.astype(np.float64) for k, v in make_weights(cfg, rng).items()}
+    tokens = rng.integers(0, cfg["vocab_size"], size=SEQ_LEN)
+    no_bias = {k: (0.0 * v if k.endswith("e_score_correction_bias") else v) for k, v in W.items()}
+    a = ref.forward(cfg, W, tokens, np.arange(SEQ_LEN))
+    b = ref.forward(cfg, no_bias, tokens, np.arange(SEQ_LEN))
+    diff = np.max(np.abs(a - b)) / np.max(np.abs(a))
+    failures.check(diff > 100 * TOLERANCE, "deepseek_v3: the router bias changes the logits by only %.2g" % diff)
+    # DeepSeek rotates pairs (2i, 2i+1): q_pe / k_pe rows regrouped into halves must give different logits.
+    for case in ("deepseek_v2_lite", "deepseek_v3"):
+        cfg = CASES[case]
+        rng = np.random.default_rng(10)
+        W = {k: v.astype(np.float64) for k, v in make_weights(cfg, rng).items()}
+        tokens = rng.integers(0, cfg["vocab_size"], size=SEQ_LEN)
+        a = ref.forward(cfg, W, tokens, np.arange(SEQ_LEN))
+        b = ref.forward(cfg, deepseek_rope_rows_halved(cfg, W), tokens, np.arange(SEQ_LEN))
+        diff = np.max(np.abs(a - b)) / np.max(np.abs(a))
+        failures.check(diff > 100 * TOLERANCE, "%s: regrouped rope rows change the logits by only %.2g" % (case, diff))
     # Interleaved pairs on GGUF-permuted Q/K rows are what makes the GGUF layout agree: the same rows under
     # half-split RoPE must give different logits.
     cfg = CASES["llama"]
@@ -644,6 +878,24 @@ def check_sensitivity(failures):
     b = ref.forward(cfg, P, tokens, np.arange(SEQ_LEN))
     diff = np.max(np.abs(a - b)) / np.max(np.abs(a))
     failures.check(diff > 100 * TOLERANCE, "permuted Q/K rows under half-split RoPE change the logits by only %.2g" % diff)
+
+
+def deepseek_rope_rows_halved(cfg, W):
+    """W with the rows that make q_pe (each head's tail) and k_pe (kv_a_proj_with_mqa's tail) reordered from
+    interleaved pairs to halves, as a half-split rotation would want them."""
+    rot, nope = cfg["qk_rope_head_dim"], cfg["qk_nope_head_dim"]
+    order = np.concatenate([np.arange(0, rot, 2), np.arange(1, rot, 2)])
+    out = dict(W)
+    for layer in range(cfg["num_hidden_layers"]):
+        a = "model.layers.%d.self_attn." % layer
+        q_name = a + ("q_proj.weight" if cfg.get("q_lora_rank") is None else "q_b_proj.weight")
+        q = W[q_name].reshape(cfg["num_attention_heads"], nope + rot, -1).copy()
+        q[:, nope:] = q[:, nope + order]
+        out[q_name] = q.reshape(W[q_name].shape)
+        kv = W[a + "kv_a_proj_with_mqa.weight"].copy()
+        kv[-rot:] = kv[-rot:][order]
+        out[a + "kv_a_proj_with_mqa.weight"] = kv
+    return out
 
 
 E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])

@@ -535,7 +535,8 @@ def phi3_checks():
 # not derive from the file, a gpt-oss clamp other than llama.cpp's 7.
 GGUF_REFUSED = {"gemma2_scalar_untied": "query_pre_attn_scalar", "gpt_oss": "swiglu_limit"}
 # GGUF files convert-model does not turn into UQFF exports yet, and the word its refusal names.
-UQFF_FROM_GGUF_REFUSED = {"gpt_oss_truncated": "gpt-oss"}
+UQFF_FROM_GGUF_REFUSED = {"gpt_oss_truncated": "gpt-oss", "deepseek_v2_lite": "deepseek2", "deepseek_v2": "deepseek2",
+                          "deepseek_v3": "deepseek2"}
 
 
 def every_architecture_checks():
@@ -559,8 +560,10 @@ def every_architecture_checks():
             shutil.copy(os.path.join(stories, name), os.path.join(d, name))
         out = os.path.join(WORK, f"arch-{case}.gguf")
         r = run([QUANTIZE, d, "-o", out, "--type", "q8_0", "--quiet", "--force"])
-        moe = cfg.get("num_local_experts", cfg.get("num_experts", 0)) > 0
-        routers = [f"--tensor-format=blk.{i}.ffn_gate_inp=f32" for i in range(cfg["num_hidden_layers"]) if moe]
+        moe = cfg.get("num_local_experts", cfg.get("num_experts", cfg.get("n_routed_experts", 0))) > 0
+        first_moe = cfg.get("first_k_dense_replace", 0)  # DeepSeek's leading dense layers have no router
+        routers = [f"--tensor-format=blk.{i}.ffn_gate_inp=f32" for i in range(first_moe, cfg["num_hidden_layers"])
+                   if moe]
         if cfg["model_type"] == "gpt_oss":  # expert biases stay F32 in GGUF, as every bias
             routers += [f"--tensor-format=blk.{i}.ffn_{p}_exps.bias=f32" for i in range(cfg["num_hidden_layers"])
                         for p in ("gate", "up", "down")]

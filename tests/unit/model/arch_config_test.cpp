@@ -180,9 +180,9 @@ TEST(ArchConfig, Gguf) {
   json wrong_type = llama;
   wrong_type["llama.block_count"] = "five";
   EXPECT_EQ(config_from_gguf(JsonMetadataView(wrong_type)).status().code(), ErrorCode::kFormatError);
-  json deepseek = llama;
-  deepseek["general.architecture"] = "deepseek2";
-  EXPECT_EQ(config_from_gguf(JsonMetadataView(deepseek)).status().code(), ErrorCode::kUnsupported);
+  json mamba = llama;
+  mamba["general.architecture"] = "mamba";
+  EXPECT_EQ(config_from_gguf(JsonMetadataView(mamba)).status().code(), ErrorCode::kUnsupported);
 
   json mixtral = llama;
   mixtral["llama.expert_count"] = 8;

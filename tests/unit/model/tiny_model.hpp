@@ -91,10 +91,27 @@ inline TinyModel make_tiny_model(ModelConfig c) {
     auto n = [&](LayerTensor t) { return names::layer_tensor(l, t); };
     m.add(n(LayerTensor::kAttnNorm), {h}, 0.1f, 1.0f);
     m.add(n(LayerTensor::kFfnNorm), {h}, 0.1f, 1.0f);
-    mat(n(LayerTensor::kAttnQ), q, h);
-    mat(n(LayerTensor::kAttnK), kv, h);
-    mat(n(LayerTensor::kAttnV), kv, h);
-    mat(n(LayerTensor::kAttnOutput), h, q);
+    if (c.kv_lora_rank > 0) {
+      // DeepSeek's latent attention (set_deepseek): q directly or through its latent, [latent | RoPE key] rows, the
+      // latent's expansion to every head's keys and values.
+      const int64_t qk = int64_t{c.heads} * (c.qk_nope_dim + c.qk_rope_dim);
+      if (c.q_lora_rank > 0) {
+        mat(n(LayerTensor::kAttnQA), c.q_lora_rank, h);
+        m.add(n(LayerTensor::kAttnQANorm), {c.q_lora_rank}, 0.1f, 1.0f);
+        mat(n(LayerTensor::kAttnQB), qk, c.q_lora_rank);
+      } else {
+        mat(n(LayerTensor::kAttnQ), qk, h);
+      }
+      mat(n(LayerTensor::kAttnKvAMqa), c.kv_lora_rank + c.qk_rope_dim, h);
+      m.add(n(LayerTensor::kAttnKvANorm), {c.kv_lora_rank}, 0.1f, 1.0f);
+      mat(n(LayerTensor::kAttnKvB), int64_t{c.heads} * (c.qk_nope_dim + c.v_head_dim), c.kv_lora_rank);
+      mat(n(LayerTensor::kAttnOutput), h, int64_t{c.heads} * c.v_head_dim);
+    } else {
+      mat(n(LayerTensor::kAttnQ), q, h);
+      mat(n(LayerTensor::kAttnK), kv, h);
+      mat(n(LayerTensor::kAttnV), kv, h);
+      mat(n(LayerTensor::kAttnOutput), h, q);
+    }
     if (c.attention_bias) {
       m.add(names::bias_of(n(LayerTensor::kAttnQ)), {q}, 0.1f);
       m.add(names::bias_of(n(LayerTensor::kAttnK)), {kv}, 0.1f);
@@ -115,7 +132,14 @@ inline TinyModel make_tiny_model(ModelConfig c) {
       m.add(names::bias_of(n(LayerTensor::kFfnUpExps)), {c.experts, c.expert_ffn}, 0.5f);
       m.add(names::bias_of(n(LayerTensor::kFfnDownExps)), {c.experts, h}, 0.5f);
     }
-    if (c.experts > 0) {
+    const bool moe = c.experts > 0 && l >= c.leading_dense_layers;
+    if (moe && c.expert_choice_bias) m.add(names::bias_of(n(LayerTensor::kExpProbsB)), {c.experts}, 0.05f);
+    if (moe && c.shared_expert_ffn > 0) {
+      mat(n(LayerTensor::kFfnGateShexp), c.shared_expert_ffn, h);
+      mat(n(LayerTensor::kFfnUpShexp), c.shared_expert_ffn, h);
+      mat(n(LayerTensor::kFfnDownShexp), h, c.shared_expert_ffn);
+    }
+    if (moe) {
       mat(n(LayerTensor::kFfnGateInp), c.experts, h);
       const float s = 1.0f / std::sqrt(static_cast<float>(h));
       m.add(n(LayerTensor::kFfnGateExps), {c.experts, c.expert_ffn, h}, s);
@@ -208,6 +232,35 @@ inline void set_gpt_oss(ModelConfig* c) {
   c->rope.factor = 8.0f;
   c->rope.original_context = 16;
   c->rope.yarn_truncate = false;
+}
+
+// DeepSeek's features on a MoE config (experts a multiple of 4): latent attention with nope and RoPE parts of
+// head_dim / 2 each, values of head_dim, a kv latent of 4 head_dim (and a q latent as wide for V3), interleaved RoPE
+// on the RoPE part; the first layer dense; shared experts as wide as ffn / 2; routing by groups (V2: softmax, the
+// best of 4 groups, weights scaled by 1.5; V3: sigmoid with a choice bias, the best 2 of 4 groups by their two best,
+// renormalized and scaled by 2.5), YaRN with DeepSeek's softmax scale.
+inline void set_deepseek(ModelConfig* c, bool v3) {
+  c->architecture = v3 ? "deepseek3" : "deepseek2";
+  const int hd = c->head_dim > 0 ? c->head_dim : c->hidden / c->heads;
+  c->qk_nope_dim = c->qk_rope_dim = hd / 2;
+  c->head_dim = hd;
+  c->v_head_dim = hd;
+  c->kv_lora_rank = 4 * hd;
+  c->q_lora_rank = v3 ? 4 * hd : 0;
+  c->kv_heads = c->heads;
+  c->rope.rot_dim = hd / 2;
+  c->rope.layout = RopeLayout::kInterleaved;
+  c->rope.scaling = RopeScaling::kYarn;
+  c->rope.factor = 4.0f;
+  c->rope.original_context = 16;
+  c->attention_scale = 1.3f / std::sqrt(static_cast<float>(hd));
+  c->leading_dense_layers = 1;
+  c->shared_expert_ffn = c->ffn / 2;
+  c->expert_groups = 4;
+  c->router_sigmoid = c->expert_choice_bias = c->group_score_top2 = v3;
+  c->expert_groups_used = v3 ? 2 : 1;
+  c->normalize_topk = v3;
+  c->routed_scale = v3 ? 2.5f : 1.5f;
 }
 
 // The tiny llama turned into a mixture of experts (4 experts, 2 per token) with per-head q/k norms.

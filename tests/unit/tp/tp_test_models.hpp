@@ -156,6 +156,17 @@ inline std::vector<Case> cases() {
   out.push_back({"gpt_oss_split_experts_q8_0", gpt_oss, FormatId::kQ8_0, 0});
   gpt_oss.expert_ffn = 96;
   out.push_back({"gpt_oss_replicated_experts_q8_0", gpt_oss, FormatId::kQ8_0, 0});
+  // Latent attention: q and o sliced by heads, the latent whole on every rank, each rank's per-head stacks; shared
+  // experts sliced like a dense MLP, added before the all-reduce (split experts) or after their own (replicated).
+  ModelConfig deepseek = base_config("deepseek2");
+  deepseek.experts = 8;
+  deepseek.experts_used = 2;
+  deepseek.expert_ffn = 128;
+  set_deepseek(&deepseek, false);
+  out.push_back({"deepseek2_split_experts_q8_0", deepseek, FormatId::kQ8_0, 0});
+  set_deepseek(&deepseek, true);
+  deepseek.expert_ffn = 96;
+  out.push_back({"deepseek3_replicated_experts_q8_0", deepseek, FormatId::kQ8_0, 0});
   return out;
 }
 
