@@ -17,6 +17,7 @@
 #include "models/arch/gguf_metadata_view.hpp"
 #include "models/tensor_names.hpp"
 #include "models/tokenizer/tokenizer.hpp"
+#include "tools/convert/deepseek_convert.hpp"
 #include "tools/convert/mxfp4_repack.hpp"
 #include "tools/convert/progress.hpp"
 #include "tools/convert/rope_freqs.hpp"
@@ -146,6 +147,7 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
   }
   if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
   if (c.eos_token_id >= 0) j["eos_token_id"] = c.eos_token_id;
+  if (c.kv_lora_rank > 0) QRT_TRY(deepseek_hf_config(c, c.expert_choice_bias, &j));
   // The file must describe the same model: read it back as a loader would.
   QRT_ASSIGN_OR_RETURN(ModelConfig back, arch::config_from_hf(nlohmann::json::parse(j.dump())));
   auto same = [&](auto a, auto b, const char* what) -> Status {
@@ -171,6 +173,21 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
       back.final_softcap != c.final_softcap || back.rope_local_theta != c.rope_local_theta)
     return unsupported("config.json cannot express this model's attention scale, soft-capping or local RoPE base");
   QRT_TRY(same(c.normalize_topk, back.normalize_topk, "router normalization"));
+  if (c.kv_lora_rank > 0) {  // DeepSeek's latent attention and routing
+    QRT_TRY(same(c.q_lora_rank, back.q_lora_rank, "q latent"));
+    QRT_TRY(same(c.kv_lora_rank, back.kv_lora_rank, "kv latent"));
+    QRT_TRY(same(c.qk_nope_dim, back.qk_nope_dim, "key dims without RoPE"));
+    QRT_TRY(same(c.v_head_dim, back.v_head_dim, "value dims"));
+    QRT_TRY(same(c.shared_expert_ffn, back.shared_expert_ffn, "shared experts"));
+    QRT_TRY(same(c.leading_dense_layers, back.leading_dense_layers, "leading dense layers"));
+    QRT_TRY(same(c.expert_groups, back.expert_groups, "expert groups"));
+    QRT_TRY(same(c.expert_groups_used, back.expert_groups_used, "expert groups used"));
+    QRT_TRY(same(c.router_sigmoid, back.router_sigmoid, "sigmoid routing"));
+    QRT_TRY(same(c.group_score_top2, back.group_score_top2, "group scores"));
+    QRT_TRY(same(c.expert_choice_bias, back.expert_choice_bias, "choice bias"));
+    if (back.routed_scale != c.routed_scale)
+      return unsupported("config.json cannot express this model's routed_scaling_factor");
+  }
   QRT_TRY(same(static_cast<int>(c.rope.scaling), static_cast<int>(back.rope.scaling), "RoPE scaling"));
   if (c.rope.scaling == RopeScaling::kYarn &&
       (back.rope.factor != c.rope.factor || back.rope.attn_factor != c.rope.attn_factor ||
@@ -330,12 +347,16 @@ Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const s
   const GgufMetadata& md = *source.gguf_metadata;
   QRT_ASSIGN_OR_RETURN(ModelConfig c, arch::config_from_gguf(arch::GgufMetadataView(md)));
   if (!llama_family(c) && c.architecture != "qwen2" && c.architecture != "qwen3" && c.architecture != "qwen3moe" &&
-      c.architecture != "phi3" && c.architecture != "gemma2" && c.architecture != "gemma3")
+      c.architecture != "phi3" && c.architecture != "gemma2" && c.architecture != "gemma3" &&
+      c.architecture != "deepseek2")
     return unsupported("convert-model does not write UQFF exports of " + c.architecture +
-                       " GGUF models yet (llama, mistral, mixtral, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3)");
+                       " GGUF models yet (llama, mistral, mixtral, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, "
+                       "deepseek2)");
   QRT_ASSIGN_OR_RETURN(names::CanonicalTensors canonical,
                        names::canonicalize(source.tensors, names::NameScheme::kGguf));
   arch::apply_tensor_presence(canonical.tensors, &c);
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> merged;  // kv_b_proj rebuilt from split files
+  if (c.kv_lora_rank > 0) QRT_TRY(merge_deepseek_kv_b(c, &canonical.tensors, &merged));
   const bool gemma = c.architecture == "gemma2" || c.architecture == "gemma3";
   // LongRoPE's factor tensors (llama.cpp's phi3) go into config.json's rope_scaling, as Phi3Config holds them.
   const bool has_long = canonical.tensors.count(std::string(names::kRopeFactorsLong)) != 0;

@@ -535,8 +535,7 @@ def phi3_checks():
 # not derive from the file, a gpt-oss clamp other than llama.cpp's 7.
 GGUF_REFUSED = {"gemma2_scalar_untied": "query_pre_attn_scalar", "gpt_oss": "swiglu_limit"}
 # GGUF files convert-model does not turn into UQFF exports yet, and the word its refusal names.
-UQFF_FROM_GGUF_REFUSED = {"gpt_oss_truncated": "gpt-oss", "deepseek_v2_lite": "deepseek2", "deepseek_v2": "deepseek2",
-                          "deepseek_v3": "deepseek2"}
+UQFF_FROM_GGUF_REFUSED = {"gpt_oss_truncated": "gpt-oss"}
 
 
 def every_architecture_checks():
@@ -680,6 +679,42 @@ def gpt_oss_mxfp4_checks():
 
 
 phi3_checks()
+def deepseek_split_checks():
+    """llama.cpp's current deepseek2 files split attn_kv_b into attn_k_b (transposed per head) and attn_v_b:
+    the every-architecture GGUFs rewritten that way give the same logits, and convert-model turns them into a UQFF
+    export (kv_b_proj rebuilt) with the same logits again."""
+    from deepseek_split_gguf import split_kv_b
+    tokens = "1,5,99,300,7,42,511,3,250,17,88"
+    for case in ("deepseek_v2_lite", "deepseek_v3"):
+        src = os.path.join(WORK, f"arch-{case}.gguf")
+        if not os.path.isfile(src):
+            check(f"{case}: the every-architecture GGUF to split", False, src)
+            continue
+        split = os.path.join(WORK, f"arch-{case}-split.gguf")
+        split_kv_b(src, split)
+        names = {t.name for t in GGUFReader(split).tensors}
+        check(f"{case}: the split file holds attn_k_b / attn_v_b, not attn_kv_b",
+              "blk.1.attn_k_b.weight" in names and "blk.1.attn_kv_b.weight" not in names, sorted(names))
+        a, b, c = (os.path.join(WORK, f"arch-{case}-split.{k}.f32") for k in ("whole", "split", "uqff"))
+        ra = run([FORWARD, "--model", src, "--tokens", tokens, "--logits", a])
+        rb = run([FORWARD, "--model", split, "--tokens", tokens, "--logits", b])
+        ok = ra.returncode == rb.returncode == 0
+        check(f"{case}: the split GGUF runs", ok, ra.stderr + rb.stderr)
+        if ok:
+            err = logits_error(b, a)
+            check(f"{case}: the split GGUF's logits equal the whole one's ({err:.2e})", err < 1e-5)
+        back = os.path.join(WORK, f"arch-{case}-split-uqff")
+        shutil.rmtree(back, ignore_errors=True)
+        r = run([CONVERT, split, "-o", back, "--quiet"])
+        rc = run([FORWARD, "--model", back, "--tokens", tokens, "--logits", c]) if r.returncode == 0 else r
+        check(f"{case}: convert-model of the split GGUF -> UQFF runs", r.returncode == rc.returncode == 0,
+              r.stderr + rc.stderr)
+        if r.returncode == rc.returncode == 0 and ok:
+            err = logits_error(c, a)
+            check(f"{case}: that export's logits equal the GGUF's ({err:.2e})", err < 1e-5)
+
+
 every_architecture_checks()
+deepseek_split_checks()
 gpt_oss_mxfp4_checks()
 finish()
