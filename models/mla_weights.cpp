@@ -7,37 +7,12 @@
 
 #include "kernels/cpu/quant_reference.hpp"
 #include "models/tensor_names.hpp"
+#include "models/tensor_values.hpp"
 
 namespace qrt {
 namespace {
 
 using names::LayerTensor;
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-Result<std::vector<float>> decoded(const TensorTable& tensors, const std::string& name,
-                                   const std::vector<int64_t>& shape) {
-  auto it = tensors.find(name);
-  if (it == tensors.end()) return not_found("tensor " + name + " " + shape_string(shape) + " is missing");
-  const QuantTensor& t = it->second;
-  if (t.shape != shape)
-    return invalid_argument("tensor " + name + " (" + t.name + "): expected shape " + shape_string(shape) +
-                            ", found " + shape_string(t.shape));
-  auto parts = cpu::part_sizes(t.format, t.rows(), t.cols(), t.params);
-  if (!parts.ok()) return parts.status().with_context("tensor " + t.name);
-  if (parts->data != t.data.size || parts->scales != t.scales.size || parts->biases != t.biases.size ||
-      (t.data.size && !t.data.data))
-    return format_error("tensor " + t.name + ": part sizes do not match its format and shape");
-  std::vector<float> values(static_cast<size_t>(t.numel()));
-  quant::QuantView view = t.view();
-  view.rows = t.rows();
-  QRT_TRY(cpu::dequantize(t.format, view, values.data()));
-  return values;
-}
 
 Result<SlicedTensor> stack_tensor(const std::string& name, std::vector<float> values, std::vector<int64_t> shape,
                                   quant::FormatId format) {
@@ -76,7 +51,7 @@ Result<MlaStacks> build_mla_stacks(const TensorTable& tensors, int layer, const 
   quant::FormatId source = quant::FormatId::kF32;
   std::function<float(int64_t, int64_t, int64_t)> key, value;
   if (tensors.count(kv_b)) {
-    QRT_ASSIGN_OR_RETURN(k_values, decoded(tensors, kv_b, {all * (nope + v), lora}));
+    QRT_ASSIGN_OR_RETURN(k_values, tensor_values(tensors, kv_b, {all * (nope + v), lora}));
     consumed->push_back(kv_b);
     source = tensors.at(kv_b).format;
     key = [&](int64_t h, int64_t d, int64_t j) {
@@ -86,8 +61,8 @@ Result<MlaStacks> build_mla_stacks(const TensorTable& tensors, int layer, const 
       return k_values[static_cast<size_t>((h * (nope + v) + nope + i) * lora + j)];
     };
   } else if (tensors.count(k_b) || tensors.count(v_b)) {
-    QRT_ASSIGN_OR_RETURN(k_values, decoded(tensors, k_b, {all, lora, nope}));
-    QRT_ASSIGN_OR_RETURN(v_values, decoded(tensors, v_b, {all, v, lora}));
+    QRT_ASSIGN_OR_RETURN(k_values, tensor_values(tensors, k_b, {all, lora, nope}));
+    QRT_ASSIGN_OR_RETURN(v_values, tensor_values(tensors, v_b, {all, v, lora}));
     consumed->push_back(k_b);
     consumed->push_back(v_b);
     source = tensors.at(k_b).format == tensors.at(v_b).format ? tensors.at(k_b).format : quant::FormatId::kF32;

@@ -11,6 +11,7 @@
 #include "kernels/quant/slicing.hpp"
 #include "models/fused_tensors.hpp"
 #include "models/mla_weights.hpp"
+#include "models/tensor_values.hpp"
 #include "models/transformer_layer.hpp"
 #include "models/transformer_scratch.hpp"
 #include "loader/tensor_slice.hpp"
@@ -152,23 +153,9 @@ Status Transformer::load(const TensorTable& given, const TransformerOptions& opt
   };
   // A small tensor's values on the host (sinks, expert biases), consumed; and floats uploaded to a device buffer.
   auto host_values = [&](const std::string& name, std::vector<int64_t> shape) -> Result<std::vector<float>> {
-    auto it = tensors.find(name);
-    if (it == tensors.end()) return not_found("tensor " + name + " " + shape_string(shape) + " is missing");
-    const QuantTensor& t = it->second;
-    if (t.shape != shape)
-      return invalid_argument("tensor " + name + " (" + t.name + "): expected shape " + shape_string(shape) +
-                              ", found " + shape_string(t.shape));
-    auto parts = cpu::part_sizes(t.format, t.rows(), t.cols(), t.params);
-    if (!parts.ok()) return parts.status().with_context("tensor " + t.name);
-    if (parts->data != t.data.size || parts->scales != t.scales.size || parts->biases != t.biases.size ||
-        (t.data.size && !t.data.data))
-      return format_error("tensor " + t.name + ": part sizes do not match its format and shape");
-    std::vector<float> values(static_cast<size_t>(t.numel()));
-    quant::QuantView view = t.view();
-    view.rows = t.rows();
-    QRT_TRY(cpu::dequantize(t.format, view, values.data()));
+    QRT_ASSIGN_OR_RETURN(std::vector<float> values, tensor_values(tensors, name, shape));
     consumed.insert(name);
-    if (options.on_tensor_loaded) options.on_tensor_loaded(t.bytes());
+    if (options.on_tensor_loaded) options.on_tensor_loaded(tensors.at(name).bytes());
     return values;
   };
   auto upload_floats = [&](const std::vector<float>& values) -> Result<ScopedBuffer> {

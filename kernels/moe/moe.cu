@@ -17,6 +17,19 @@ __device__ __forceinline__ bool better(double p, int id, double best_p, int best
   return p > best_p || (p == best_p && id < best_id);
 }
 
+// Every lane ends with the warp's best (p, id) pair.
+__device__ __forceinline__ void warp_best(double& best_p, int& best_id) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const double other_p = __shfl_xor_sync(kFullWarpMask, best_p, offset);
+    const int other_id = __shfl_xor_sync(kFullWarpMask, best_id, offset);
+    if (better(other_p, other_id, best_p, best_id)) {
+      best_p = other_p;
+      best_id = other_id;
+    }
+  }
+}
+
 // One warp per token. Lane l owns experts l, l + 32, ..., and marks the ones already selected in a bit mask
 // (bit i = expert l + 32 i). Probabilities are recomputed from the logits whenever needed: the same expression
 // on the same inputs gives the same double, so ties are seen exactly as the reference sees them.
@@ -50,16 +63,7 @@ __global__ void moe_route_kernel(const float* __restrict__ logits, int64_t token
           best_id = e;
         }
       }
-#pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1) {
-        const double other_p = __shfl_xor_sync(kFullWarpMask, best_p, offset);
-        const int other_id = __shfl_xor_sync(kFullWarpMask, best_id, offset);
-        if (better(other_p, other_id, best_p, best_id)) {
-          best_p = other_p;
-          best_id = other_id;
-        }
-      }
-      // Every lane now holds the same winner.
+      warp_best(best_p, best_id);  // every lane now holds the same winner
       if (best_id != kNoExpert && best_id % 32 == lane) taken |= 1u << (best_id / 32);
       if (best_id != kNoExpert) selected_sum += best_p;
       if (lane == 0) {
@@ -147,15 +151,7 @@ __global__ void moe_route_grouped_kernel(const float* __restrict__ logits, int64
           best_id = e;
         }
       }
-#pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1) {
-        const double other_c = __shfl_xor_sync(kFullWarpMask, best_c, offset);
-        const int other_id = __shfl_xor_sync(kFullWarpMask, best_id, offset);
-        if (other_id != kNoExpert && better(other_c, other_id, best_c, best_id)) {
-          best_c = other_c;
-          best_id = other_id;
-        }
-      }
+      warp_best(best_c, best_id);
       if (lane == 0) ids_t[s] = best_id != kNoExpert ? best_id : -1;
       if (best_id != kNoExpert) {
         selected_sum += score[best_id];

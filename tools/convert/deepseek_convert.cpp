@@ -4,22 +4,10 @@
 #include <cstring>
 #include <string>
 
-#include "kernels/cpu/quant_reference.hpp"
 #include "models/tensor_names.hpp"
+#include "models/tensor_values.hpp"
 
 namespace qrt::convert {
-namespace {
-
-Result<std::vector<float>> decoded(const QuantTensor& t) {
-  std::vector<float> values(static_cast<size_t>(t.numel()));
-  quant::QuantView view = t.view();
-  view.rows = t.rows();
-  QRT_TRY(cpu::dequantize(t.format, view, values.data()));
-  return values;
-}
-
-}  // namespace
-
 Status deepseek_hf_config(const ModelConfig& c, bool has_choice_bias, nlohmann::ordered_json* j) {
   if (c.latent_norm_eps != 1e-6f)
     return unsupported("config.json cannot express DeepSeek's latent norm epsilon " +
@@ -85,8 +73,8 @@ Status merge_deepseek_kv_b(const ModelConfig& c, TensorTable* tensors,
       return invalid_argument(kt.name + " / " + vt.name + ": expected [" + std::to_string(heads) + ", " +
                               std::to_string(lora) + ", " + std::to_string(nope) + "] and [" + std::to_string(heads) +
                               ", " + std::to_string(v) + ", " + std::to_string(lora) + "]");
-    QRT_ASSIGN_OR_RETURN(const std::vector<float> kv, decoded(kt));
-    QRT_ASSIGN_OR_RETURN(const std::vector<float> vv, decoded(vt));
+    QRT_ASSIGN_OR_RETURN(const std::vector<float> kv, tensor_values(kt));
+    QRT_ASSIGN_OR_RETURN(const std::vector<float> vv, tensor_values(vt));
     auto bytes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(heads * (nope + v) * lora) * 4);
     float* out = reinterpret_cast<float*>(bytes->data());
     for (int64_t h = 0; h < heads; ++h) {
