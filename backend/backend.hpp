@@ -95,6 +95,9 @@ struct AttentionParams {
   int sliding_window = 0;    // 0 = full causal attention; else q_pos - k_pos < sliding_window
   float softcap = 0.0f;      // > 0: each score s = scale * q·k becomes softcap * tanh(s / softcap) (Gemma 2)
   const float* sinks = nullptr;  // [heads] backend memory, or null: one more logit per head, value zero (gpt-oss)
+  // The cache's values are its keys (KvLayerView's v is k, one KV head: DeepSeek's latent cache), so a backend may
+  // read each row once for both.
+  bool values_are_keys = false;
 };
 
 // One layer's KV cache: slot s holds the key and value rows of the token at position positions[s].

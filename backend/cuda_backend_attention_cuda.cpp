@@ -8,6 +8,7 @@
 #include "backend/cuda_backend.hpp"
 #include "backend/op_checks.hpp"
 #include "kernels/attention/attention.hpp"
+#include "kernels/attention/attention_latent.hpp"
 #include "kernels/attention/attention_prefill_tc.hpp"
 #include "kernels/attention/attention_split.hpp"
 #include "kernels/rope/rope.hpp"
@@ -86,6 +87,17 @@ Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const Kv
   shape.softcap = p.softcap;
   shape.sinks = p.sinks;
   if (p.sinks != nullptr) QRT_TRY(check_range(p.sinks, uint64_t(p.heads) * sizeof(float), op, "sinks"));
+  if (p.values_are_keys && cache.v.data == cache.k.data) {
+    // DeepSeek's latent cache: every row once per block of query heads (attention_latent.hpp), when the workspace
+    // was sized for it (decode steps; a prompt's rows go to the kernels below).
+    const kernels::AttentionLatentPlan latent = kernels::plan_attention_latent(shape);
+    const DeviceBuffer& ws = cache.attention_workspace;
+    if (latent.splits > 0 && ws.ptr != nullptr && ws.bytes >= latent.workspace_bytes) {
+      QRT_TRY(check_range(ws.ptr, latent.workspace_bytes, op, "attention workspace"));
+      return kernels::attention_latent(q.data, q_positions.data, cache.k.data, cache.positions.data, keys.data, shape,
+                                       latent, static_cast<float*>(ws.ptr), out.data, ctx_->compute_stream());
+    }
+  }
   // A prompt over a 16-bit cache: tensor cores, FlashAttention-2 style.
   if (kernels::attention_prefill_tc_applies(shape, ctx_->props().shared_mem_per_block_optin))
     return kernels::attention_prefill_tc(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data,
@@ -121,6 +133,19 @@ Status CudaBackend::attention_batch(ConstF32View q, ConstI32View q_positions, co
   if (q.rows == 0) return ok_status();
   const kernels::AttentionShape shape = batch_attention_shape(q.rows, p, tables.cols * pool.block_size, pool.k.type,
                                                               tables.data, pool.block_size, tables.cols);
+  if (p.values_are_keys && pool.v.data == pool.k.data) {
+    const kernels::AttentionLatentPlan latent = kernels::plan_attention_latent(shape);
+    const DeviceBuffer& ws = pool.attention_workspace;
+    if (latent.splits > 0 && ws.ptr != nullptr && ws.bytes >= latent.workspace_bytes) {
+      QRT_TRY(check_attention_views(op, q, q_positions, keys, out, pool));
+      QRT_TRY(check_view(tables, op, "tables"));
+      QRT_TRY(check_range(ws.ptr, latent.workspace_bytes, op, "attention workspace"));
+      if (p.sinks != nullptr) QRT_TRY(check_range(p.sinks, uint64_t(p.heads) * sizeof(float), op, "sinks"));
+      QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+      return kernels::attention_latent(q.data, q_positions.data, pool.k.data, pool.positions.data, keys.data, shape,
+                                       latent, static_cast<float*>(ws.ptr), out.data, ctx_->compute_stream());
+    }
+  }
   const kernels::AttentionSplitPlan plan = kernels::plan_attention_split(shape);
   const DeviceBuffer& ws = pool.attention_workspace;
   if (plan.splits <= 0 || ws.ptr == nullptr || ws.bytes < plan.workspace_bytes ||
@@ -151,6 +176,11 @@ Status CudaBackend::attention_split(ConstF32View q, ConstI32View q_positions, co
 
 uint64_t CudaBackend::attention_batch_workspace_bytes(int64_t items, const AttentionParams& p, int64_t slots) const {
   const kernels::AttentionShape shape = batch_attention_shape(items, p, slots, KvType::kF32, nullptr, 1, 1);
+  if (p.values_are_keys) {
+    const kernels::AttentionLatentPlan latent = kernels::plan_attention_latent(shape);
+    const uint64_t one_row = attention_workspace_bytes(1, p, slots);
+    if (latent.splits > 0) return std::max(latent.workspace_bytes, one_row);
+  }
   const kernels::AttentionSplitPlan plan = kernels::plan_attention_split(shape);
   // Room for the row-by-row fallback as well (Backend::attention_batch reuses the workspace for every row).
   const uint64_t one_row = attention_workspace_bytes(1, p, slots);
@@ -161,6 +191,10 @@ uint64_t CudaBackend::attention_batch_workspace_bytes(int64_t items, const Atten
 uint64_t CudaBackend::attention_workspace_bytes(int64_t tokens, const AttentionParams& p, int64_t capacity) const {
   const kernels::AttentionShape shape{tokens,  capacity,         p.heads,         p.kv_heads, p.head_dim,
                                       p.scale, p.sliding_window, KvType::kF32, {}};
+  if (p.values_are_keys) {
+    const kernels::AttentionLatentPlan latent = kernels::plan_attention_latent(shape);
+    if (latent.splits > 0) return latent.workspace_bytes;
+  }
   const kernels::AttentionSplitPlan plan = kernels::plan_attention_split(shape);
   return plan.splits > 0 && plan.shared_bytes <= ctx_->props().shared_mem_per_block ? plan.workspace_bytes : 0;
 }

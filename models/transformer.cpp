@@ -679,9 +679,14 @@ AttentionParams Transformer::attention_params(int layer_index) const {
   const bool windowed = layers_[static_cast<size_t>(layer_index)].windowed;
   const float scale = c.attention_scale > 0.0f ? c.attention_scale : static_cast<float>(1.0 / std::sqrt(head_dim_));
   const ScopedBuffer& sinks = layers_[static_cast<size_t>(layer_index)].sinks;
-  return {heads_,         kv_heads_,    head_dim_,
-          scale,          windowed ? c.sliding_window : 0,
-          c.attn_softcap, sinks.buffer().ptr ? static_cast<const float*>(sinks.buffer().ptr) : nullptr};
+  return {heads_,
+          kv_heads_,
+          head_dim_,
+          scale,
+          windowed ? c.sliding_window : 0,
+          c.attn_softcap,
+          sinks.buffer().ptr ? static_cast<const float*>(sinks.buffer().ptr) : nullptr,
+          values_are_keys()};
 }
 
 Status Transformer::run_layer(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int layer_index,

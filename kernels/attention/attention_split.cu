@@ -1,4 +1,5 @@
 #include "kernels/attention/attention_split.hpp"
+#include "kernels/attention/attention_rows.cuh"
 #include "kernels/attention/kv_element.cuh"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kernel_utils.cuh"
@@ -30,27 +31,6 @@ constexpr uint64_t kReduceBytes = uint64_t{kReduceHeads} * kThreads * kMaxSlice 
 __host__ __device__ __forceinline__ int value_slice(int head_dim) {
   if (head_dim % 4 == 0) return 4;
   return head_dim % 2 == 0 ? 2 : 1;
-}
-
-__device__ __forceinline__ int64_t clamp_keys(const int32_t* key_count, int64_t capacity) {
-  const int64_t n = *key_count;
-  return n < 0 ? 0 : (n > capacity ? capacity : n);
-}
-
-// Query row t's key count and block table: its own when the rows are many sequences (AttentionShape::table_stride).
-__device__ __forceinline__ const int32_t* row_key_count(const int32_t* key_count, const AttentionShape& s, int64_t t) {
-  return s.table_stride > 0 ? key_count + t : key_count;
-}
-__device__ __forceinline__ KvPages row_pages(const AttentionShape& s, int64_t t) {
-  KvPages pages = s.pages;
-  if (s.table_stride > 0) pages.table += t * s.table_stride;
-  return pages;
-}
-
-// Keys per split for the current count: the count spread evenly over the splits, in whole warps' worth of keys.
-__device__ __forceinline__ int64_t split_chunk(int64_t keys, int splits) {
-  const int64_t per = (keys + splits - 1) / splits;
-  return per < 32 ? 32 : (per + 31) / 32 * 32;
 }
 
 // Shared memory: q_s[group][hd], scores then probabilities p[group][chunk_capacity], visible[chunk_capacity], the

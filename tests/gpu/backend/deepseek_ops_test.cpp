@@ -8,6 +8,9 @@
 #include <string>
 
 #include "backend_pair.hpp"
+#if defined(QRT_SIMT)
+#include "simt/simt.hpp"
+#endif
 
 namespace qrt {
 namespace {
@@ -118,7 +121,9 @@ TEST_F(DeepseekOps, LatentCacheStoresTheRotatedKeyOnce) {
     for (int i = 0; i < row; ++i) {
       const size_t at = static_cast<size_t>(slot * row + i), from = static_cast<size_t>(t * row + i);
       ASSERT_NEAR(got[at], rotated[from], 1e-6) << "slot " << slot << " dim " << i;
-      if (i == 0) ASSERT_NE(rotated[from], unrotated[from]) << "position " << t + 3 << " must rotate dim 0";
+      if (i == 0) {
+        ASSERT_NE(rotated[from], unrotated[from]) << "position " << t + 3 << " must rotate dim 0";
+      }
     }
   }
   EXPECT_EQ(gpu_values(cache_pos.gpu), (std::vector<int32_t>{-1, 3, 4, -1, 5}));
@@ -129,7 +134,9 @@ TEST_F(DeepseekOps, LatentCacheStoresTheRotatedKeyOnce) {
   EXPECT_EQ(written[static_cast<size_t>(4 * row + 7)], source[static_cast<size_t>(2 * row + 7)]);
 }
 
-// Attention over a latent cache: multi-query heads of width 576 whose values are the keys.
+// Attention over a latent cache: multi-query heads of width 576 whose values are the keys. Decode steps with a
+// workspace take the latent kernel and its merge (blocks of 16 query heads: 16, 40 = 16 + 16 + 8), whatever the
+// cache type; a prompt without one the per-head kernel.
 TEST_F(DeepseekOps, AttentionAtTheLatentShape) {
   struct Case {
     const char* kernel;
@@ -137,13 +144,17 @@ TEST_F(DeepseekOps, AttentionAtTheLatentShape) {
     KvType type;
     int64_t tokens, keys;
     bool workspace;
+    uint64_t launches;
   };
-  for (const Case& c : {Case{"split decode", 16, KvType::kF16, 1, 70, true},
-                        Case{"per-head prompt", 16, KvType::kF32, 6, 40, false},
-                        Case{"decode, group of 32", 32, KvType::kF16, 1, 45, true}}) {
+  for (const Case& c : {Case{"latent decode", 16, KvType::kF16, 1, 70, true, 2},
+                        Case{"per-head prompt", 16, KvType::kF32, 6, 40, false, 1},
+                        Case{"latent decode, 40 heads", 40, KvType::kBF16, 1, 45, true, 2},
+                        Case{"latent decode, q8_0, 300 keys", 16, KvType::kQ8_0, 1, 300, true, 2},
+                        Case{"latent, 3 rows", 16, KvType::kF32, 3, 33, true, 2}}) {
     const int row = 576;
     const int64_t capacity = c.keys + 3;
-    const AttentionParams params{c.heads, 1, row, 0.08f};
+    AttentionParams params{c.heads, 1, row, 0.08f};
+    params.values_are_keys = true;
     const std::vector<float> k = test::random_normal(static_cast<size_t>(capacity * row), 40 + c.keys);
     const auto kd = input_values(test::kv_type_bits(c.type, k, k.size()), capacity, kv_row_bytes(c.type, row));
     const KvView kc{kd.cpu.data, capacity, row, c.type}, kg{kd.gpu.data, capacity, row, c.type};
@@ -163,10 +174,68 @@ TEST_F(DeepseekOps, AttentionAtTheLatentShape) {
     const ConstI32View gpu_q = positions.gpu.row_range(c.keys - c.tokens, c.tokens);
     const auto out = output(c.tokens, c.heads * row);
     ASSERT_TRUE(cpu_.attention(q.cpu, cpu_q, cpu_cache, key_count.cpu, params, out.cpu).ok());
+#if defined(QRT_SIMT)
+    const simt::StreamCounters before = simt::device_counters(0);
+#endif
     const Status s = gpu_->attention(q.gpu, gpu_q, gpu_cache, key_count.gpu, params, out.gpu);
     ASSERT_TRUE(s.ok()) << c.kernel << ": " << s.to_string();
-    expect_close(out, 1e-5, c.kernel);
+#if defined(QRT_SIMT)
+    EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, c.launches) << c.kernel;
+#endif
+    expect_close(out, c.type == KvType::kQ8_0 ? 1e-4 : 1e-5, c.kernel);
   }
+}
+
+// A decode step of several sequences of one paged latent pool (attention_batch): their blocks shuffled in the pool,
+// slots past each sequence's keys holding NaN; each row against the CPU's attention of that sequence alone.
+TEST_F(DeepseekOps, BatchedLatentDecodeOverAPagedPool) {
+  const int heads = 16, row = 288, block = 16;
+  const std::vector<int32_t> keys = {5, 40, 17};
+  const int64_t widest = 3, items = static_cast<int64_t>(keys.size()), pool_rows = items * widest * block;
+  std::vector<int32_t> order(static_cast<size_t>(items * widest));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>((i * 5 + 2) % order.size());
+  std::vector<float> values = test::random_normal(static_cast<size_t>(pool_rows * row), 61);
+  std::vector<int32_t> positions(static_cast<size_t>(pool_rows), 1 << 20);
+  for (int64_t i = 0; i < items; ++i)
+    for (int64_t j = 0; j < widest * block; ++j) {
+      const int64_t pool_row = int64_t{order[static_cast<size_t>(i * widest + j / block)]} * block + j % block;
+      if (j < keys[static_cast<size_t>(i)]) {
+        positions[static_cast<size_t>(pool_row)] = static_cast<int32_t>(j);
+      } else {
+        for (int d = 0; d < row; ++d) values[static_cast<size_t>(pool_row * row + d)] = NAN;  // not written yet
+      }
+    }
+  const auto pool = input_values(values, pool_rows, row);
+  const auto pos = input_values(positions, pool_rows, 1);
+  const auto tables = input_values(order, items, widest);
+  const auto counts = input_values(keys, items, 1);
+  std::vector<int32_t> q_positions;
+  for (int32_t k : keys) q_positions.push_back(k - 1);
+  const auto q_pos = input_values(q_positions, items, 1);
+  const auto q = input(items, heads * row, 62);
+  AttentionParams params{heads, 1, row, 0.1f};
+  params.values_are_keys = true;
+  const auto want = output(items, heads * row), out = output(items, heads * row);
+  for (int64_t i = 0; i < items; ++i) {
+    const KvLayerView alone{KvView(pool.cpu), KvView(pool.cpu), pos.cpu, {},
+                            tables.cpu.row_range(i, 1).reshaped(widest, 1), block};
+    ASSERT_TRUE(cpu_.attention(q.cpu.row_range(i, 1), q_pos.cpu.row_range(i, 1), alone, counts.cpu.row_range(i, 1),
+                               params, want.cpu.row_range(i, 1))
+                    .ok());
+  }
+  auto ws = allocate_scoped(*gpu_, gpu_->attention_batch_workspace_bytes(items, params, widest * block));
+  ASSERT_TRUE(ws.ok());
+  const KvLayerView gpu_pool{KvView(pool.gpu), KvView(pool.gpu), pos.gpu, ws->buffer(), {}, block};
+#if defined(QRT_SIMT)
+  const simt::StreamCounters before = simt::device_counters(0);
+#endif
+  const Status s = gpu_->attention_batch(q.gpu, q_pos.gpu, gpu_pool, tables.gpu, counts.gpu, params, out.gpu);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+#if defined(QRT_SIMT)
+  EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, 2u) << "the latent kernel and its merge";
+#endif
+  const std::vector<float> want_v = cpu_values(want.cpu), got = gpu_values(out.gpu);
+  EXPECT_LE(test::relative_l2(got.data(), want_v.data(), want_v.size()), 1e-5);
 }
 
 }  // namespace
