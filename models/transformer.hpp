@@ -10,7 +10,9 @@
 //     x += a·Woᵀ (+bo)
 //     h = rms_norm(x, ffn_norm)
 //     dense: x += (silu(h·Wgᵀ) * h·Wuᵀ)·Wdᵀ
-//     MoE:   route = top_k(softmax(h·Wrᵀ)); x += sum_s w_s * expert_{id_s}(h)
+//     MoE:   route = top_k(softmax(h·Wrᵀ)); x += sum_s w_s * expert_{id_s}(h) (+ shared experts' dense MLP)
+//   DeepSeek's latent attention replaces q/k/v with a low-rank q and a cache of [RoPE key | latent] rows
+//   (transformer_mla.cpp, models/mla_weights.hpp); its first layers keep a dense MLP.
 //   logits = rms_norm(x, output_norm)·Woutᵀ                  (Wout = token_embd when "output" is absent)
 //
 // Weights are uploaded once in Transformer::create; a Sequence holds the KV cache and scratch buffers on the
@@ -371,7 +373,8 @@ class Transformer {
   // partial sum in proj (transformer_mla.cpp).
   Status mla_attention(std::vector<ScopedBuffer>& scratch, std::span<const CacheRows> groups, int layer_index,
                        int64_t n, const DecodeRows& decode, F32View proj);
-  // The MLP of an MoE layer (routed experts, and DeepSeek's shared experts) into proj, summed over the ranks.
+  // The MLP of an MoE layer (routed experts, and DeepSeek's shared experts) into proj: this rank's partial sum,
+  // which run_layer all-reduces unless the experts are replicated (transformer_moe.cpp).
   Status moe_mlp(std::vector<ScopedBuffer>& scratch, int layer_index, int64_t n, F32View proj);
   // Latent attention: the cache holds one row of [RoPE key | latent] per token whose values are the keys, so no V
   // cache is kept (KvLayerView's v is k).
