@@ -10,7 +10,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMergeThreads = 128;
-constexpr int kMergeWarps = kMergeThreads / 32;
+constexpr int kMergeWarps = kMergeThreads / 32;  // merge_weights' scratch
 constexpr int kHeads = kLatentHeadsPerBlock;
 constexpr int kTargetBlocks = 1024;  // as the split kernel: about eight per SM of an H100
 constexpr int kMaxSplits = 256;
@@ -76,24 +76,8 @@ __global__ void __launch_bounds__(kThreads) attention_latent_kernel(
   }
   __syncthreads();
 
-  // 2. per-head max and sum over the split (exp(-inf - m) = 0 for invisible rows)
-  for (int g = warp; g < heads; g += kWarps) {
-    float* pg = p + g * chunk_capacity;
-    float m = -INFINITY;
-    for (int c = lane; c < n; c += 32) m = fmaxf(m, pg[c]);
-    m = warp_max(m);
-    float sum = 0.0f;
-    for (int c = lane; c < n; c += 32) {
-      const float e = m == -INFINITY ? 0.0f : expf(pg[c] - m);
-      pg[c] = e;
-      sum += e;
-    }
-    sum = warp_sum(sum);
-    if (lane == 0) {
-      head_max[g] = m;
-      head_sum[g] = sum;
-    }
-  }
+  // 2. per-head max and sum over the split
+  split_softmax<kWarps>(p, n, chunk_capacity, heads, head_max, head_sum);
   __syncthreads();
 
   // 3. the rows again, as values
@@ -132,32 +116,9 @@ __global__ void __launch_bounds__(kMergeThreads) attention_latent_merge_kernel(
   const int64_t keys = clamp_keys(row_key_count(key_count, s, item / s.heads), s.capacity);
   const int64_t chunk = split_chunk(keys, splits);
   const int used = static_cast<int>((keys + chunk - 1) / chunk);
-  const float* m = ws_max + item * splits;
-  const float* l = ws_sum + item * splits;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float top = -INFINITY;
-  for (int b = threadIdx.x; b < used; b += kMergeThreads) top = fmaxf(top, m[b]);
-  top = warp_max(top);
-  if (lane == 0) warp_top[warp] = top;
-  __syncthreads();
-  top = warp_top[0];
-  for (int w = 1; w < kMergeWarps; ++w) top = fmaxf(top, warp_top[w]);
   const float sink = s.sinks != nullptr ? s.sinks[item % s.heads] : -INFINITY;
-  top = fmaxf(top, sink);
-  float denom = 0.0f;
-  for (int b = threadIdx.x; b < used; b += kMergeThreads) {
-    const float e = (m[b] == -INFINITY || top == -INFINITY) ? 0.0f : expf(m[b] - top);
-    weight[b] = e;
-    denom += l[b] * e;
-  }
-  denom = warp_sum(denom);
-  if (lane == 0) warp_denom[warp] = denom;
-  __syncthreads();
-  denom = sink == -INFINITY ? 0.0f : expf(sink - top);
-  for (int w = 0; w < kMergeWarps; ++w) denom += warp_denom[w];
-  __syncthreads();  // every thread has read the warps' sums before the weights are scaled
-  for (int b = threadIdx.x; b < used; b += kMergeThreads) weight[b] = denom > 0.0f ? weight[b] / denom : 0.0f;
-  __syncthreads();
+  merge_weights<kMergeThreads>(ws_max + item * splits, ws_sum + item * splits, used, sink, weight, warp_top,
+                               warp_denom);
   const float* partial = ws_out + item * splits * hd;
   for (int d = threadIdx.x; d < hd; d += kMergeThreads) {
     float total = 0.0f;

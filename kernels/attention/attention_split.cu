@@ -118,24 +118,8 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
   }
   __syncthreads();
 
-  // 2. per-head max and sum over the split (exp(-inf - m) = 0 for invisible keys)
-  for (int g = warp; g < group; g += kWarps) {
-    float* pg = p + g * chunk_capacity;
-    float m = -INFINITY;
-    for (int c = lane; c < n; c += 32) m = fmaxf(m, pg[c]);
-    m = warp_max(m);
-    float sum = 0.0f;
-    for (int c = lane; c < n; c += 32) {
-      const float e = m == -INFINITY ? 0.0f : expf(pg[c] - m);
-      pg[c] = e;
-      sum += e;
-    }
-    sum = warp_sum(sum);
-    if (lane == 0) {
-      head_max[g] = m;
-      head_sum[g] = sum;
-    }
-  }
+  // 2. per-head max and sum over the split
+  split_softmax<kWarps>(p, n, chunk_capacity, group, head_max, head_sum);
   __syncthreads();
 
   // 3. values. The split's keys are dealt round-robin to kThreads / (hd / slice) groups of threads (one warp per
@@ -224,32 +208,10 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const int32_t
   const int64_t keys = clamp_keys(row_key_count(key_count, s, item / s.heads), s.capacity);
   const int64_t chunk = split_chunk(keys, splits);
   const int used = static_cast<int>((keys + chunk - 1) / chunk);
-  const float* m = ws_max + item * splits;
-  const float* l = ws_sum + item * splits;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float top = -INFINITY;
-  for (int b = threadIdx.x; b < used; b += kThreads) top = fmaxf(top, m[b]);
-  top = warp_max(top);
-  if (lane == 0) warp_top[warp] = top;
-  __syncthreads();
-  top = warp_top[0];
-  for (int w = 1; w < kWarps; ++w) top = fmaxf(top, warp_top[w]);
   // The sink joins the merge as one more logit with a zero value (it adds to the denominator only).
   const float sink = s.sinks != nullptr ? s.sinks[item % s.heads] : -INFINITY;
-  top = fmaxf(top, sink);
-  float denom = 0.0f;
-  for (int b = threadIdx.x; b < used; b += kThreads) {
-    const float e = (m[b] == -INFINITY || top == -INFINITY) ? 0.0f : expf(m[b] - top);
-    weight[b] = e;
-    denom += l[b] * e;
-  }
-  denom = warp_sum(denom);
-  if (lane == 0) warp_denom[warp] = denom;
-  __syncthreads();
-  denom = sink == -INFINITY ? 0.0f : expf(sink - top);
-  for (int w = 0; w < kWarps; ++w) denom += warp_denom[w];
-  for (int b = threadIdx.x; b < used; b += kThreads) weight[b] = denom > 0.0f ? weight[b] / denom : 0.0f;
-  __syncthreads();
+  merge_weights<kThreads>(ws_max + item * splits, ws_sum + item * splits, used, sink, weight, warp_top, warp_denom);
   const float* partial = ws_out + item * splits * hd;
   float acc[kMaxDimsPerLane];
 #pragma unroll
