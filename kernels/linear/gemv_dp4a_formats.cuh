@@ -76,6 +76,17 @@ __device__ __forceinline__ float limb_dot(const float4& s, int dot_hi, int dot_l
   return s.x * static_cast<float>(dot_hi) + s.y * static_cast<float>(dot_lo);
 }
 
+// 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K super-block from its 12 scale bytes as three little-endian
+// words s0, s1, s2 (quant::k4_scale_min's layout).
+__device__ __forceinline__ void k4_scale_min_words(uint32_t s0, uint32_t s1, uint32_t s2, int j, float* sc, float* m) {
+  const unsigned sh = 8u * static_cast<unsigned>(j & 3);
+  const uint32_t low_sc = (s0 >> sh) & 63u, low_m = (s1 >> sh) & 63u;
+  const uint32_t high_sc = ((s2 >> sh) & 15u) | (((s0 >> sh) >> 6 & 3u) << 4);
+  const uint32_t high_m = ((s2 >> sh) >> 4 & 15u) | (((s1 >> sh) >> 6 & 3u) << 4);
+  *sc = static_cast<float>(j < 4 ? low_sc : high_sc);
+  *m = static_cast<float>(j < 4 ? low_m : high_m);
+}
+
 // ---- Q4_K and Q5_K: 256-column super-blocks {f16 d, f16 dmin, 12 bytes of 6-bit scales and mins, [Q5_K: 32 bytes
 // of fifth bits], 128 bytes of nibbles}. Item k = 0..7 of a block is the 16 nibble bytes at 16k of qs: with
 // pair p = k / 2 and half h = k % 2, low nibbles are columns 64p + 16h + 0..15 (sub-block 2p), high nibbles the same
@@ -115,14 +126,8 @@ struct KQuant4 {
     return {load_x16(codes, scales, a, 16 * (k & 1)), load_x16(codes, scales, a + 1, 16 * (k & 1))};
   }
 
-  // 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes as three words (k4_scale_min's layout).
   __device__ static void scale_min(const W& w, int j, float* sc, float* m) {
-    const unsigned sh = 8u * static_cast<unsigned>(j & 3);
-    const uint32_t low_sc = (w.s0 >> sh) & 63u, low_m = (w.s1 >> sh) & 63u;
-    const uint32_t high_sc = ((w.s2 >> sh) & 15u) | (((w.s0 >> sh) >> 6 & 3u) << 4);
-    const uint32_t high_m = ((w.s2 >> sh) >> 4 & 15u) | (((w.s1 >> sh) >> 6 & 3u) << 4);
-    *sc = static_cast<float>(j < 4 ? low_sc : high_sc);
-    *m = static_cast<float>(j < 4 ? low_m : high_m);
+    k4_scale_min_words(w.s0, w.s1, w.s2, j, sc, m);
   }
 
   __device__ static float dot(const W& w, const X& x, int it) {

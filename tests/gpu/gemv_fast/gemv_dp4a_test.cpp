@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gemv_test_weights.hpp"
+#include "q8_test_support.hpp"
 #include "kernels/cpu/quant_reference.hpp"
 #include "kernels/linear/gemv_dp4a.hpp"
 #include "kernels/linear/q8_activations.hpp"
@@ -30,64 +31,11 @@ namespace {
 using namespace qrt::quant;
 using namespace qrt::kernels;
 
-struct CudaFree {
-  void operator()(void* p) const { cudaFree(p); }
-};
-using DevicePtr = std::unique_ptr<void, CudaFree>;
-
-DevicePtr device_copy(const void* host, size_t bytes) {
-  void* p = nullptr;
-  if (cudaMalloc(&p, bytes == 0 ? 1 : bytes) != cudaSuccess) return DevicePtr();
-  if (bytes != 0 && cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
-    cudaFree(p);
-    return DevicePtr();
-  }
-  return DevicePtr(p);
-}
-
-struct HostQ8 {
-  std::vector<int8_t> codes;
-  std::vector<float> scales;
-  std::vector<float> values;  // what the limbs hold: d_hi · q_hi + d_lo · q_lo
-};
-
-HostQ8 quantize_on_host(const std::vector<float>& x) {
-  const size_t blocks = x.size() / kQ8BlockCols;
-  HostQ8 h{std::vector<int8_t>(blocks * kQ8BlockCodeBytes), std::vector<float>(blocks * kQ8BlockScaleFloats),
-           std::vector<float>(x.size())};
-  for (size_t b = 0; b < blocks; ++b) {
-    quantize_q8_block(x.data() + b * kQ8BlockCols, h.codes.data() + b * kQ8BlockCodeBytes,
-                      h.scales.data() + b * kQ8BlockScaleFloats);
-    const float* s = h.scales.data() + b * kQ8BlockScaleFloats;
-    for (int j = 0; j < kQ8BlockCols; ++j)
-      h.values[b * kQ8BlockCols + j] =
-          static_cast<float>(static_cast<double>(s[0]) * h.codes[b * kQ8BlockCodeBytes + j] +
-                             static_cast<double>(s[1]) * h.codes[b * kQ8BlockCodeBytes + kQ8BlockCols + j]);
-  }
-  return h;
-}
-
-// Runs the device quantizer on x [m, cols]; fills `out` with its codes and scales.
-::testing::AssertionResult quantize_on_device(const std::vector<float>& x, int64_t m, int64_t cols, HostQ8* out,
-                                              DevicePtr* keep = nullptr) {
-  DevicePtr dx = device_copy(x.data(), x.size() * 4);
-  void* raw = nullptr;
-  const uint64_t bytes = q8_activation_bytes(m, cols);
-  if (!dx || cudaMalloc(&raw, bytes) != cudaSuccess) return ::testing::AssertionFailure() << "cudaMalloc";
-  DevicePtr dq(raw);
-  cudaMemset(raw, 0x5A, bytes);
-  const Q8Activations q = q8_activations_at(raw, m, cols);
-  const Status s = kernels::quantize_q8_activations(static_cast<const float*>(dx.get()), m, cols, q, nullptr);
-  if (!s.ok()) return ::testing::AssertionFailure() << s.to_string();
-  const size_t blocks = static_cast<size_t>(m * cols / kQ8BlockCols);
-  out->codes.resize(blocks * kQ8BlockCodeBytes);
-  out->scales.resize(blocks * kQ8BlockScaleFloats);
-  if (cudaMemcpy(out->codes.data(), q.codes, out->codes.size(), cudaMemcpyDeviceToHost) != cudaSuccess ||
-      cudaMemcpy(out->scales.data(), q.scales, out->scales.size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess)
-    return ::testing::AssertionFailure() << "copy back: " << cudaGetErrorString(cudaGetLastError());
-  if (keep != nullptr) *keep = std::move(dq);
-  return ::testing::AssertionSuccess();
-}
+using test::device_copy;
+using test::DevicePtr;
+using test::HostQ8;
+using test::quantize_on_device;
+using test::quantize_on_host;
 
 TEST(Q8Activations, DeviceQuantizerEqualsTheHostDefinitionBitForBit) {
   QRT_REQUIRE_GPU();

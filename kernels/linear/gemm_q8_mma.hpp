@@ -1,0 +1,55 @@
+// Small-batch GEMM on the int8 tensor cores: y[m, rows] = x[m, cols] · Wᵀ for 1 <= m <= 64 with x quantized to two
+// int8 limbs per 32 columns (q8_activations.hpp) and W in Q4_0, Q8_0, Q4_K or Q5_K, each 32-column block of W taken
+// as int8 codes times one float scale (minus a minimum times Σx for the K-quants), as the CPU reference defines them.
+//
+// Why: the integer-dot GEMV (gemv_dp4a.hpp) multiplies every weight once per batch row, so at 8 rows it runs about
+// 5x longer than at one (measured on an H200: 212 µs against 43 µs for the 8B gate/up), and above 8 rows the
+// backend dequantizes every weight to fp16 for cuBLAS on each decode step. Here one mma.sync m16n8k32 multiplies 16
+// weight rows by 8 batch rows over a 32-column block (mma_int8.cuh): the weights are read once from DRAM whatever m,
+// the multiplications cost a few instructions per 4096 products, and decode batches of 2..64 sequences (continuous
+// batching) stay bound by the weight bytes.
+//
+// Activations are first rearranged (q8_to_mma_tiles) into the B fragments' order: for each 8-row batch tile and
+// 32-column block, 640 bytes = the 32 lanes' 8 bytes of hi codes, the same of lo codes, then the 8 rows' scale
+// quadruples {d_hi, d_lo, Σx, 0}; rows past m are zeros. A warp then reads each fragment as one contiguous 256-byte
+// load instead of 8 scattered rows.
+//
+// Work split: a block of 8 warps owns 32 weight rows (two 16-row m16 tiles; the A fragments of rows g and g + 8 are
+// one row's bytes each, loaded once per step); warp w takes the row's 256-column steps w, w + 8, ... (K split
+// inside the block, so a 4096-row matrix still spreads over 128 blocks), every batch tile in turn; the eight warps'
+// float sums meet in shared memory in a fixed order, so results repeat bit for bit.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/linear/q8_activations.hpp"
+#include "kernels/quant/format_list.hpp"
+#include "qrt/status.hpp"
+
+namespace qrt::kernels {
+
+constexpr int kMmaMaxBatch = 64;
+constexpr int kMmaTileRows = 8;  // batch rows per B fragment
+constexpr int kMmaTileBytes = 640;
+
+// Device bytes of the rearranged activations for m rows of cols columns (cols a multiple of 32).
+inline uint64_t q8_mma_tile_bytes(int64_t m, int64_t cols) {
+  const uint64_t tiles = static_cast<uint64_t>((m + kMmaTileRows - 1) / kMmaTileRows);
+  return tiles * static_cast<uint64_t>(cols / kQ8BlockCols) * kMmaTileBytes;
+}
+
+// x's q8 activations (m rows of cols columns) into the fragment order above, at `tiles` (16-byte aligned,
+// q8_mma_tile_bytes(m, cols) long).
+Status q8_to_mma_tiles(Q8ConstActivations x, int64_t m, int64_t cols, void* tiles, cudaStream_t stream);
+
+// Whether gemm_q8_mma handles this format and W (a policy for the format; W's data 16-byte aligned; cols a whole
+// number of the policy's steps).
+bool gemm_q8_mma_applies(quant::FormatId format, const quant::QuantView& w);
+
+// y [m, w.rows] = x · Wᵀ from the rearranged activations.
+Status gemm_q8_mma(quant::FormatId format, const quant::QuantView& w, const void* tiles, int m, float* y,
+                   cudaStream_t stream);
+
+}  // namespace qrt::kernels
