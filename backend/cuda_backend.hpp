@@ -23,6 +23,8 @@
 #include "backend/op_checks.hpp"
 #include "backend/pinned_staging.hpp"
 #include "kernels/attention/attention_split.hpp"
+#include "kernels/linear/gemm_q8_mma.hpp"
+#include "kernels/linear/gemv_batch.hpp"
 #include "kernels/linear/q8_activations.hpp"
 
 namespace qrt {
@@ -132,6 +134,11 @@ class CudaBackend final : public Backend {
   // they are, at no extra cost). Off by default; QRT_CUDA_HALF_WEIGHTS=1 sets it at creation. Applies to the
   // weights uploaded after it is set.
   void set_half_weights(bool on) { half_weights_ = on; }
+  // Batches of 2..kernels::kMmaMaxBatch rows on Q4_0, Q8_0, Q4_K and Q5_K weights through the int8 tensor-core GEMM
+  // (kernels/linear/gemm_q8_mma.hpp: W read once per 32 batch rows, x in two int8 limbs as for the integer-dot
+  // GEMV) instead of the GEMV (up to 8 rows) or fp16 tiles + cuBLAS (above). Off by default until a GPU has
+  // compared them; QRT_CUDA_MMA=1 sets it at creation. Set it before uploading weights (their buffers are sized then).
+  void set_mma_gemm(bool on) { mma_gemm_ = on; }
 
  private:
   struct Weight;
@@ -159,11 +166,17 @@ class CudaBackend final : public Backend {
   // Whether linear() above the GEMV batch takes the fused dequantize + wmma kernel for w.
   bool fused_gemm_applies(const Weight& w) const;
   Status copy_weight_part(const ByteSpan& span, uint8_t* device);
-  // Grows the quantized-activation buffer to hold kGemvMaxBatch rows of `cols` columns (at weight upload, so that
-  // no linear() inside a graph capture allocates).
+  // Grows the quantized-activation buffer (and with set_mma_gemm the tiles) to hold q8_batch_rows() rows of `cols`
+  // columns (at weight upload, so that no linear() inside a graph capture allocates).
   Status reserve_q8_activations(int64_t cols);
   // Quantizes x and runs the integer-dot GEMV when the format and buffer allow; *done says whether it ran.
   Status linear_dp4a(const Weight& w, ConstF32View x, F32View y, bool* done);
+  // The same for the int8 tensor-core GEMM (set_mma_gemm), rearranging the quantized x once per input.
+  Status linear_mma(const Weight& w, ConstF32View x, F32View y, bool* done);
+  // Whether linear() takes the tensor-core GEMM for this weight and batch.
+  bool mma_applies(const Weight& w, int64_t rows) const;
+  // The most rows whose quantized activations the buffer is sized for.
+  int64_t q8_batch_rows() const { return mma_gemm_ ? kernels::kMmaMaxBatch : kernels::kGemvMaxBatch; }
   // The quantized x for the integer-dot GEMV (quantized now unless the buffer already holds it).
   Result<kernels::Q8Activations> quantized_input(ConstF32View x, int64_t cols);
   // After a linear wrote y: its bias, and the quantized input forgotten when y overwrote (part of) its source.
@@ -185,6 +198,12 @@ class CudaBackend final : public Backend {
   bool integer_gemv_ = true;
   bool fused_gemm_ = false;
   bool half_weights_ = false;
+  bool mma_gemm_ = false;
+  // The quantized x rearranged for gemm_q8_mma (grown with q8_buffer_), valid while mma_tiles_ready_: any new
+  // quantization or forgotten source clears it.
+  void* mma_tiles_ = nullptr;
+  uint64_t mma_tiles_bytes_ = 0;
+  bool mma_tiles_ready_ = false;
   // The x whose quantization q8_buffer_ holds, so that the projections sharing an input (q, k, v; gate, up) quantize
   // it once. rms_norm and silu_mul (the producers of most GEMV inputs) write it as they write their output when it
   // fits the buffer; every other op forgets it (any of them may write x), as does a linear() whose output overlaps
@@ -192,7 +211,10 @@ class CudaBackend final : public Backend {
   const float* q8_source_ = nullptr;
   int64_t q8_source_rows_ = 0;
   int64_t q8_source_cols_ = 0;
-  void forget_q8_source() { q8_source_ = nullptr; }
+  void forget_q8_source() {
+    q8_source_ = nullptr;
+    mma_tiles_ready_ = false;
+  }
   void remember_q8_source(ConstF32View x);
   // Where a fused producer should write the quantized copy of `out` (nothing when it does not fit).
   kernels::Q8Activations fused_q8_output(F32View out) const;

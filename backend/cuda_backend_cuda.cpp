@@ -109,6 +109,12 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, Communicato
       return invalid_argument("QRT_CUDA_GEMM=" + choice + ": expected fused or cublas");
     backend->fused_gemm_ = choice == "fused";
   }
+  // QRT_CUDA_MMA=1 runs batches of 2..64 rows on the int8 tensor cores where the format has a policy.
+  if (const char* mma = std::getenv("QRT_CUDA_MMA"); mma != nullptr && *mma != '\0') {
+    const std::string choice(mma);
+    if (choice != "0" && choice != "1") return invalid_argument("QRT_CUDA_MMA=" + choice + ": expected 0 or 1");
+    backend->mma_gemm_ = choice == "1";
+  }
   // QRT_CUDA_HALF_WEIGHTS=1 keeps an fp16 copy of every matrix for the GEMMs above the GEMV batch.
   if (const char* half = std::getenv("QRT_CUDA_HALF_WEIGHTS"); half != nullptr && *half != '\0') {
     const std::string choice(half);
@@ -134,6 +140,7 @@ CudaBackend::~CudaBackend() {
   weights_.clear();
   for (void* p : q8_retired_) cudaFree(p);
   cudaFree(q8_buffer_);
+  cudaFree(mma_tiles_);
   // The pool (in ctx_) frees the scratch block with every other block it owns.
 }
 
@@ -230,17 +237,25 @@ Result<float*> CudaBackend::dequant_scratch(uint64_t bytes) {
 }
 
 Status CudaBackend::reserve_q8_activations(int64_t cols) {
-  const uint64_t bytes = kernels::q8_activation_bytes(kernels::kGemvMaxBatch, cols);
-  if (bytes <= q8_bytes_) return ok_status();
-  void* p = nullptr;
-  const cudaError_t err = cudaMalloc(&p, bytes);
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    return cuda_status(err, "cudaMalloc").with_context("quantized activations (" + std::to_string(bytes) + " bytes)");
+  // Grows one buffer to `bytes`, keeping the old one (captured graphs may name it).
+  const auto grow = [this](void** buffer, uint64_t* size, uint64_t bytes, const char* what) -> Status {
+    if (bytes <= *size) return ok_status();
+    void* p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, bytes);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return cuda_status(err, "cudaMalloc").with_context(std::string(what) + " (" + std::to_string(bytes) + " bytes)");
+    }
+    if (*buffer != nullptr) q8_retired_.push_back(*buffer);
+    *buffer = p;
+    *size = bytes;
+    return ok_status();
+  };
+  QRT_TRY(grow(&q8_buffer_, &q8_bytes_, kernels::q8_activation_bytes(q8_batch_rows(), cols), "quantized activations"));
+  if (mma_gemm_) {
+    QRT_TRY(grow(&mma_tiles_, &mma_tiles_bytes_, kernels::q8_mma_tile_bytes(kernels::kMmaMaxBatch, cols),
+                 "tensor-core activation tiles"));
   }
-  if (q8_buffer_ != nullptr) q8_retired_.push_back(q8_buffer_);
-  q8_buffer_ = p;
-  q8_bytes_ = bytes;
   return ok_status();
 }
 
@@ -431,6 +446,11 @@ Status CudaBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bia
   if (x.rows == 0) return ok_status();
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   const cudaStream_t stream = ctx_->compute_stream();
+  if (mma_applies(*w, x.rows)) {
+    bool done = false;
+    QRT_TRY(linear_mma(*w, x, y, &done));
+    if (done) return finish_linear(b, y);
+  }
   if (x.rows <= kernels::kGemvMaxBatch) {
     bool done = false;
     QRT_TRY(linear_dp4a(*w, x, y, &done));
@@ -468,6 +488,8 @@ Status CudaBackend::linear_same_input(ConstF32View x, std::span<const LinearPart
   for (const LinearPart& part : parts) {
     QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(part.w, op, "weight"));
     if (w->format != (weights.empty() ? w->format : weights[0]->format)) return Backend::linear_same_input(x, parts);
+    // The tensor-core GEMM takes the parts one by one (each linear() reuses the rearranged x).
+    if (mma_applies(*w, x.rows)) return Backend::linear_same_input(x, parts);
     weights.push_back(w);
     gemv_parts.push_back({w->view(), part.y.data});
   }
@@ -512,13 +534,14 @@ bool CudaBackend::fused_gemm_applies(const Weight& w) const {
 }
 
 kernels::Q8Activations CudaBackend::fused_q8_output(F32View out) const {
-  if (!integer_gemv_ || out.rows < 1 || out.rows > kernels::kGemvMaxBatch || out.cols % kernels::kQ8BlockCols != 0 ||
+  if (!integer_gemv_ || out.rows < 1 || out.rows > q8_batch_rows() || out.cols % kernels::kQ8BlockCols != 0 ||
       kernels::q8_activation_bytes(out.rows, out.cols) > q8_bytes_)
     return {};
   return kernels::q8_activations_at(q8_buffer_, out.rows, out.cols);
 }
 
 void CudaBackend::remember_q8_source(ConstF32View x) {
+  mma_tiles_ready_ = false;  // the buffer holds a new quantization, whatever its source
   q8_source_ = x.data;
   q8_source_rows_ = x.rows;
   q8_source_cols_ = x.cols;
@@ -533,6 +556,27 @@ Status CudaBackend::linear_dp4a(const Weight& w, ConstF32View x, F32View y, bool
   QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, view.cols));
   QRT_TRY(kernels::gemv_dp4a(w.format, view, {q.codes, q.scales}, static_cast<int>(x.rows), y.data,
                              ctx_->compute_stream()));
+  *done = true;
+  return ok_status();
+}
+
+bool CudaBackend::mma_applies(const Weight& w, int64_t rows) const {
+  return mma_gemm_ && integer_gemv_ && rows >= 2 && rows <= kernels::kMmaMaxBatch && w.shape.size() == 2 &&
+         kernels::gemm_q8_mma_applies(w.format, w.view());
+}
+
+Status CudaBackend::linear_mma(const Weight& w, ConstF32View x, F32View y, bool* done) {
+  *done = false;
+  const quant::QuantView view = w.view();
+  if (kernels::q8_activation_bytes(x.rows, view.cols) > q8_bytes_ ||
+      kernels::q8_mma_tile_bytes(x.rows, view.cols) > mma_tiles_bytes_)
+    return ok_status();  // buffers sized before set_mma_gemm: the other kernels
+  QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, view.cols));
+  if (!mma_tiles_ready_) {
+    QRT_TRY(kernels::q8_to_mma_tiles({q.codes, q.scales}, x.rows, view.cols, mma_tiles_, ctx_->compute_stream()));
+    mma_tiles_ready_ = true;
+  }
+  QRT_TRY(kernels::gemm_q8_mma(w.format, view, mma_tiles_, static_cast<int>(x.rows), y.data, ctx_->compute_stream()));
   *done = true;
   return ok_status();
 }
