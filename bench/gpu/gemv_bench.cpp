@@ -1,9 +1,6 @@
 // Decode-shaped GEMV for every format at the Llama-3-8B shapes and batch 1, 2, 4, 8: time, GB/s and the fraction of
-// the measured copy bandwidth; the label names the kernel gemv() ran. Weights are real quantizer output: a
-// [256, cols] tile quantized on the CPU and repeated down the rows on the device (distinct addresses; CPU
-// quantization of full 8B-sized matrices would take minutes). Several copies of the weights, together at least three
-// times the L2 size, are used in turn so that no run finds its weights in L2 (a 4-bit 4096x14336 matrix is 33 MB,
-// an H100's L2 50 MB).
+// the measured copy bandwidth; the label names the kernel gemv() ran (the float-x kernels; the integer-dot and
+// tensor-core ones are in gemm_q8_mma_bench.cpp). Weights: bench_weights.hpp (real quantizer output, never in L2).
 //
 // gemv_generic/<format>/... times the generic kernel on the same inputs for the formats that have a fast kernel:
 // the before/after of the per-family kernels.
@@ -13,8 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "gpu_bench_util.hpp"
-#include "kernels/cpu/quant_reference.hpp"
+#include "bench_weights.hpp"
 #include "kernels/linear/gemv.hpp"
 #include "kernels/linear/gemv_fast.hpp"
 #include "kernels/linear/gemv_generic.hpp"
@@ -23,85 +19,17 @@ namespace qrt::bench {
 namespace {
 using namespace qrt::quant;
 
-constexpr int64_t kTileRows = 256;
-
-QuantParams bench_params(const FormatInfo& info) {
-  QuantParams p;
-  p.group_size = info.block_elems == 0 ? 64 : 0;
-  p.scale_type = ScalarType::kBF16;
-  return p;
-}
-
-const QuantBuffers* host_tile(FormatId id, int64_t cols) {
-  static std::map<std::pair<FormatId, int64_t>, QuantBuffers> cache;
-  auto key = std::make_pair(id, cols);
-  if (auto it = cache.find(key); it != cache.end()) return &it->second;
-  std::vector<float> w(kTileRows * cols);
-  std::mt19937 gen(static_cast<uint32_t>(cols) + static_cast<uint32_t>(id));
-  std::normal_distribution<float> dist(0.0f, 0.02f);
-  for (float& v : w) v = dist(gen);
-  auto q = cpu::quantize(id, w.data(), kTileRows, cols, bench_params(format_info(id)));
-  if (!q.ok()) return nullptr;
-  return &cache.emplace(key, std::move(*q)).first->second;
-}
-
-// Uploads `part` repeated rows/kTileRows times.
-const uint8_t* upload_tiled(const std::vector<uint8_t>& part, int64_t reps, DeviceBuffer& dst) {
-  if (part.empty()) return nullptr;
-  dst = DeviceBuffer(part.size() * reps);
-  for (int64_t r = 0; r < reps; ++r)
-    QRT_BENCH_CUDA(cudaMemcpy(dst.as<uint8_t>() + r * part.size(), part.data(), part.size(), cudaMemcpyHostToDevice));
-  return dst.as<uint8_t>();
-}
-
-int64_t l2_bytes() {
-  static const int64_t bytes = [] {
-    int device = 0, l2 = 0;
-    QRT_BENCH_CUDA(cudaGetDevice(&device));
-    QRT_BENCH_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-    return static_cast<int64_t>(l2);
-  }();
-  return bytes;
-}
-
-// One copy of the weights' parts on the device.
-struct WeightCopy {
-  DeviceBuffer data, scales, biases;
-  QuantView view;
-};
-
 enum class Kernel { kDispatch, kGeneric };
 
 void BM_Gemv(benchmark::State& state, FormatId id, int64_t rows, int64_t cols, Kernel which) {
   const int m = static_cast<int>(state.range(0));
-  const QuantBuffers* tile = host_tile(id, cols);
-  if (!tile) {
+  BenchWeights bw = bench_weights(id, rows, cols);
+  if (bw.copies.empty()) {
     state.SkipWithError("quantizer rejected the shape");
     return;
   }
-  const FormatInfo info = format_info(id);
-  const QuantView host_view = cpu::view_of(*tile, rows, cols, bench_params(info));
-  const int64_t weight_bytes =
-      static_cast<int64_t>(tile->data.size() + tile->scales.size() + tile->biases.size()) * (rows / kTileRows);
-  const int64_t copies = std::clamp<int64_t>((3 * l2_bytes() + weight_bytes - 1) / weight_bytes, 1, 64);
-  std::vector<WeightCopy> weights(static_cast<size_t>(copies));
-  weights[0].view = host_view;
-  weights[0].view.data = upload_tiled(tile->data, rows / kTileRows, weights[0].data);
-  weights[0].view.scales = upload_tiled(tile->scales, rows / kTileRows, weights[0].scales);
-  weights[0].view.biases = upload_tiled(tile->biases, rows / kTileRows, weights[0].biases);
-  auto clone = [](const DeviceBuffer& from, DeviceBuffer& to) -> const uint8_t* {
-    if (from.ptr == nullptr) return nullptr;
-    to = DeviceBuffer(from.bytes);
-    QRT_BENCH_CUDA(cudaMemcpy(to.ptr, from.ptr, from.bytes, cudaMemcpyDeviceToDevice));
-    return to.as<uint8_t>();
-  };
-  for (size_t k = 1; k < weights.size(); ++k) {
-    WeightCopy& c = weights[k];
-    c.view = host_view;
-    c.view.data = clone(weights[0].data, c.data);
-    c.view.scales = clone(weights[0].scales, c.scales);
-    c.view.biases = clone(weights[0].biases, c.biases);
-  }
+  const std::vector<WeightCopy>& weights = bw.copies;
+  const int64_t weight_bytes = bw.weight_bytes;
   DeviceBuffer x(m * cols * 4), y(m * rows * 4);
   std::vector<float> hx(m * cols);
   std::mt19937 gen(5);

@@ -1,0 +1,81 @@
+// The decode kernels on quantized x at the Llama-3-8B shapes, head to head per batch size: the integer-dot GEMV
+// (gemv_dp4a, batches 1..8) and the int8 tensor-core GEMM (gemm_q8_mma, batches 1..64), on Q4_K and Q8_0 weights
+// (bench_weights.hpp: real quantizer output, never in L2). x is quantized (and for the tensor cores rearranged) once
+// before timing: in a model the norms write it. Bytes are W + x's limbs + y, each once; pct_of_copy_bw compares them
+// with the measured copy bandwidth. Which kernel wins at which batch decides CudaBackend::set_mma_gemm's default.
+#include <random>
+#include <string>
+
+#include "bench_weights.hpp"
+#include "kernels/linear/gemm_q8_mma.hpp"
+#include "kernels/linear/gemv_dp4a.hpp"
+#include "kernels/linear/q8_activations.hpp"
+
+namespace qrt::bench {
+namespace {
+using namespace qrt::quant;
+
+enum class Kernel { kDp4a, kMma };
+
+void BM_QuantizedX(benchmark::State& state, FormatId id, int64_t rows, int64_t cols, Kernel which) {
+  const int m = static_cast<int>(state.range(0));
+  BenchWeights bw = bench_weights(id, rows, cols);
+  if (bw.copies.empty()) {
+    state.SkipWithError("quantizer rejected the shape");
+    return;
+  }
+  DeviceBuffer x(m * cols * 4), y(m * rows * 4), q8(kernels::q8_activation_bytes(m, cols)),
+      tiles(kernels::q8_mma_tile_bytes(m, cols));
+  std::vector<float> hx(static_cast<size_t>(m * cols));
+  std::mt19937 gen(7);
+  std::normal_distribution<float> dist;
+  for (float& v : hx) v = dist(gen);
+  QRT_BENCH_CUDA(cudaMemcpy(x.ptr, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
+  const kernels::Q8Activations q = kernels::q8_activations_at(q8.ptr, m, cols);
+  Status prepared = kernels::quantize_q8_activations(x.as<float>(), m, cols, q, nullptr);
+  if (prepared.ok() && which == Kernel::kMma)
+    prepared = kernels::q8_to_mma_tiles({q.codes, q.scales}, m, cols, tiles.ptr, nullptr);
+  if (!prepared.ok()) {
+    state.SkipWithError(prepared.to_string().c_str());
+    return;
+  }
+  auto run = [&](const QuantView& w) {
+    return which == Kernel::kMma ? kernels::gemm_q8_mma(id, w, tiles.ptr, m, y.as<float>(), nullptr)
+                                 : kernels::gemv_dp4a(id, w, {q.codes, q.scales}, m, y.as<float>(), nullptr);
+  };
+  const Status first = run(bw.copies[0].view);
+  if (!first.ok()) {
+    state.SkipWithError(first.to_string().c_str());
+    return;
+  }
+  size_t next = 0;
+  time_with_events(state, nullptr, [&] {
+    (void)run(bw.copies[next].view);
+    next = next + 1 == bw.copies.size() ? 0 : next + 1;
+  });
+  const double bytes = static_cast<double>(bw.weight_bytes) +
+                       static_cast<double>(kernels::q8_activation_bytes(m, cols)) + 4.0 * m * rows;
+  state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
+  state.SetLabel(which == Kernel::kMma ? "gemm_q8_mma" : "gemv_dp4a");
+  state.counters["pct_of_copy_bw"] = benchmark::Counter(bytes * state.iterations() / measured_copy_bandwidth() * 100.0,
+                                                        benchmark::Counter::kIsRate);
+}
+
+const bool registered = [] {
+  const std::pair<int64_t, int64_t> shapes[] = {{4096, 4096}, {1024, 4096}, {14336, 4096}, {4096, 14336}};
+  for (FormatId id : {FormatId::kQ4_K, FormatId::kQ8_0}) {
+    for (auto [rows, cols] : shapes) {
+      const std::string shape = std::string(format_name(id)) + "/" + std::to_string(rows) + "x" + std::to_string(cols);
+      benchmark::RegisterBenchmark(("dp4a/" + shape).c_str(), BM_QuantizedX, id, rows, cols, Kernel::kDp4a)
+          ->ArgName("batch")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->UseManualTime()->MinTime(0.05)
+          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("mma/" + shape).c_str(), BM_QuantizedX, id, rows, cols, Kernel::kMma)
+          ->ArgName("batch")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(64)->UseManualTime()
+          ->MinTime(0.05)->Unit(benchmark::kMicrosecond);
+    }
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace qrt::bench
