@@ -134,8 +134,8 @@ class CudaBackend final : public Backend {
   // they are, at no extra cost). Off by default; QRT_CUDA_HALF_WEIGHTS=1 sets it at creation. Applies to the
   // weights uploaded after it is set.
   void set_half_weights(bool on) { half_weights_ = on; }
-  // Batches of 2..kernels::kMmaMaxBatch rows on Q4_0, Q8_0, Q4_K and Q5_K weights through the int8 tensor-core GEMM
-  // (kernels/linear/gemm_q8_mma.hpp: W read once per 32 batch rows, x in two int8 limbs as for the integer-dot
+  // Batches of 2..kernels::kMmaMaxBatch rows on Q4_0, Q8_0, Q4_K, Q5_K and Q6_K weights through the int8 tensor-core
+  // GEMM (kernels/linear/gemm_q8_mma.hpp: W read once per 32 batch rows, x in two int8 limbs as for the integer-dot
   // GEMV) instead of the GEMV (up to 8 rows) or fp16 tiles + cuBLAS (above). Off by default until a GPU has
   // compared them; QRT_CUDA_MMA=1 sets it at creation. Set it before uploading weights (their buffers are sized then).
   void set_mma_gemm(bool on) { mma_gemm_ = on; }

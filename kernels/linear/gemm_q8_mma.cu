@@ -94,11 +94,18 @@ __global__ void __launch_bounds__(kThreads) gemm_q8_mma_kernel(const MmaParams p
 #pragma unroll
     for (int j = 0; j < P::kStepBlocks; ++j) {
       uint32_t a[kMTiles][4];
-      float d[kMTiles][2], mn[kMTiles][2];
+      float d[kMTiles][2], d16[kMTiles][2], mn[kMTiles][2];
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) P::block(raw[mt][h], j, a[mt][h], a[mt][2 + h], d[mt][h], mn[mt][h]);
+        for (int h = 0; h < 2; ++h) {
+          if constexpr (P::kHalfScales) {
+            P::block(raw[mt][h], j, a[mt][h], a[mt][2 + h], d[mt][h], d16[mt][h], mn[mt][h]);
+          } else {
+            P::block(raw[mt][h], j, a[mt][h], a[mt][2 + h], d[mt][h], mn[mt][h]);
+            d16[mt][h] = d[mt][h];
+          }
+        }
       const int64_t kb = s * P::kStepBlocks + j;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
@@ -109,14 +116,31 @@ __global__ void __launch_bounds__(kThreads) gemm_q8_mma_kernel(const MmaParams p
                               __ldg(reinterpret_cast<const float4*>(tile + 512) + 2 * t + 1)};
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
-          int c_hi[4] = {0, 0, 0, 0}, c_lo[4] = {0, 0, 0, 0};
-          mma_s8_16832(c_hi, a[mt], hi.x, hi.y);
-          mma_s8_16832(c_lo, a[mt], lo.x, lo.y);
+          if constexpr (P::kHalfScales) {
+            // Two products per limb, each over one half of the block's columns (the other half's codes zero).
+            const uint32_t first[4] = {a[mt][0], a[mt][1], 0u, 0u}, second[4] = {0u, 0u, a[mt][2], a[mt][3]};
+            int c_hi[4] = {0, 0, 0, 0}, c_lo[4] = {0, 0, 0, 0}, c_hi16[4] = {0, 0, 0, 0}, c_lo16[4] = {0, 0, 0, 0};
+            mma_s8_16832(c_hi, first, hi.x, hi.y);
+            mma_s8_16832(c_lo, first, lo.x, lo.y);
+            mma_s8_16832(c_hi16, second, hi.x, hi.y);
+            mma_s8_16832(c_lo16, second, lo.x, lo.y);
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float4& x = sx[e & 1];
-            const float dot = fmaf(x.x, static_cast<float>(c_hi[e]), x.y * static_cast<float>(c_lo[e]));
-            acc[mt][nt][e] += fmaf(d[mt][e >> 1], dot, -mn[mt][e >> 1] * x.z);
+            for (int e = 0; e < 4; ++e) {
+              const float4& x = sx[e & 1];
+              const float dot = fmaf(x.x, static_cast<float>(c_hi[e]), x.y * static_cast<float>(c_lo[e]));
+              const float dot16 = fmaf(x.x, static_cast<float>(c_hi16[e]), x.y * static_cast<float>(c_lo16[e]));
+              acc[mt][nt][e] += fmaf(d[mt][e >> 1], dot, fmaf(d16[mt][e >> 1], dot16, -mn[mt][e >> 1] * x.z));
+            }
+          } else {
+            int c_hi[4] = {0, 0, 0, 0}, c_lo[4] = {0, 0, 0, 0};
+            mma_s8_16832(c_hi, a[mt], hi.x, hi.y);
+            mma_s8_16832(c_lo, a[mt], lo.x, lo.y);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const float4& x = sx[e & 1];
+              const float dot = fmaf(x.x, static_cast<float>(c_hi[e]), x.y * static_cast<float>(c_lo[e]));
+              acc[mt][nt][e] += fmaf(d[mt][e >> 1], dot, -mn[mt][e >> 1] * x.z);
+            }
           }
         }
       }
@@ -145,24 +169,33 @@ __global__ void __launch_bounds__(kThreads) gemm_q8_mma_kernel(const MmaParams p
   }
 }
 
-// At most kLaunchTiles batch tiles per launch (32 batch rows): above that the accumulators and the hoisted activation
-// loads outgrow the registers (ptxas spilled at 5–8 tiles), so m = 33..64 runs as two launches, reading W twice.
-constexpr int kLaunchTiles = 4;
+// At most 4 batch tiles per launch (32 batch rows): above that the accumulators and the hoisted activation loads
+// outgrow the registers (ptxas spilled at 5–8 tiles), so m = 33..64 runs as two launches, reading W twice. Q6_K, with
+// its larger raw bytes and twice the products, spills from 3 tiles: 2 per launch.
+template <class P>
+constexpr int launch_tiles() {
+  return P::kHalfScales ? 2 : 4;
+}
 
 template <class P>
 Status launch(const quant::QuantView& w, const void* tiles, int m, float* y, cudaStream_t stream) {
   const int64_t x_blocks = w.cols / kQ8BlockCols;
   const unsigned blocks = static_cast<unsigned>((w.rows + kBlockRows - 1) / kBlockRows);
-  for (int first = 0; first < m; first += kLaunchTiles * kMmaTileRows) {
-    const int rows_here = m - first < kLaunchTiles * kMmaTileRows ? m - first : kLaunchTiles * kMmaTileRows;
+  constexpr int kRowsPerLaunch = launch_tiles<P>() * kMmaTileRows;
+  for (int first = 0; first < m; first += kRowsPerLaunch) {
+    const int rows_here = m - first < kRowsPerLaunch ? m - first : kRowsPerLaunch;
     const MmaParams p{w.data, w.rows, w.cols / P::kStepCols * P::kStepBytes, w.cols / P::kStepCols, x_blocks,
                       static_cast<const uint8_t*>(tiles) + first / kMmaTileRows * x_blocks * kMmaTileBytes, rows_here,
                       y + static_cast<int64_t>(first) * w.rows};
     switch ((rows_here + kMmaTileRows - 1) / kMmaTileRows) {
       case 1: gemm_q8_mma_kernel<P, 1><<<blocks, kThreads, 0, stream>>>(p); break;
       case 2: gemm_q8_mma_kernel<P, 2><<<blocks, kThreads, 0, stream>>>(p); break;
-      case 3: gemm_q8_mma_kernel<P, 3><<<blocks, kThreads, 0, stream>>>(p); break;
-      default: gemm_q8_mma_kernel<P, 4><<<blocks, kThreads, 0, stream>>>(p); break;
+      case 3:
+        if constexpr (launch_tiles<P>() >= 3) gemm_q8_mma_kernel<P, 3><<<blocks, kThreads, 0, stream>>>(p);
+        break;
+      default:
+        if constexpr (launch_tiles<P>() >= 4) gemm_q8_mma_kernel<P, 4><<<blocks, kThreads, 0, stream>>>(p);
+        break;
     }
     QRT_TRY(cuda_launch_status("gemm_q8_mma_kernel"));
   }
@@ -176,6 +209,7 @@ int step_cols(quant::FormatId format) {
     case quant::FormatId::kQ8_0: return mma_q8::Q8_0::kStepCols;
     case quant::FormatId::kQ4_K: return mma_q8::Q4K::kStepCols;
     case quant::FormatId::kQ5_K: return mma_q8::Q5K::kStepCols;
+    case quant::FormatId::kQ6_K: return mma_q8::Q6K::kStepCols;
     default: return 0;
   }
 }
@@ -217,7 +251,8 @@ Status gemm_q8_mma(quant::FormatId format, const quant::QuantView& w, const void
     case quant::FormatId::kQ4_0: return launch<mma_q8::Q4_0>(w, tiles, m, y, stream);
     case quant::FormatId::kQ8_0: return launch<mma_q8::Q8_0>(w, tiles, m, y, stream);
     case quant::FormatId::kQ4_K: return launch<mma_q8::Q4K>(w, tiles, m, y, stream);
-    default: return launch<mma_q8::Q5K>(w, tiles, m, y, stream);  // gemm_q8_mma_applies left only Q5_K
+    case quant::FormatId::kQ5_K: return launch<mma_q8::Q5K>(w, tiles, m, y, stream);
+    default: return launch<mma_q8::Q6K>(w, tiles, m, y, stream);  // gemm_q8_mma_applies left only Q6_K
   }
 }
 

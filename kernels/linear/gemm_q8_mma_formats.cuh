@@ -6,7 +6,9 @@
 //   kStepCols, kStepBytes         columns and bytes per step (the row width must be a whole number of steps)
 //   Raw load(row, step, t)        the lane's bytes of the step
 //   block(raw, j, k0, k16, d, m)  block j's two code words, scale and minimum
-// Steps are sized so that a lane holds 8–32 bytes of each row at once (more bytes in flight per load).
+// Formats with a scale per 16 columns (Q6_K) set kHalfScales and give two: d for columns 0..15 of the block (k0's),
+// d16 for 16..31 (k16's): block(raw, j, k0, k16, d, d16, m); the kernel then multiplies each half by itself.
+// Steps are sized so that a lane holds 8–48 bytes of each row at once (more bytes in flight per load).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -27,6 +29,7 @@ using dp4a::ldg_u32_a2;
 // Q4_0: 18-byte blocks {f16 d, 16 bytes}; column c < 16 is the low nibble of byte c, c + 16 its high nibble;
 // w = d (q - 8). The nibbles become signed bytes q - 8, so m = 0.
 struct Q4_0 {
+  static constexpr bool kHalfScales = false;
   static constexpr int kStepBlocks = 8;
   static constexpr int kStepCols = 32 * kStepBlocks;
   static constexpr int kBlockBytes = 18;
@@ -54,6 +57,7 @@ struct Q4_0 {
 
 // Q8_0: 34-byte blocks {f16 d, 32 int8 codes}.
 struct Q8_0 {
+  static constexpr bool kHalfScales = false;
   static constexpr int kStepBlocks = 4;
   static constexpr int kStepCols = 32 * kStepBlocks;
   static constexpr int kBlockBytes = 34;
@@ -86,6 +90,7 @@ struct Q8_0 {
 // A lane reads the qs words at 32p + 4t and 32p + 16 + 4t of every pair p: each gives two sub-blocks' codes.
 template <int BlockBytes, bool HasQh>
 struct KQuant {
+  static constexpr bool kHalfScales = false;
   static constexpr int kStepBlocks = 8;
   static constexpr int kStepCols = 256;
   static constexpr int kStepBytes = BlockBytes;
@@ -128,5 +133,56 @@ struct KQuant {
 };
 using Q4K = KQuant<144, false>;
 using Q5K = KQuant<176, true>;
+
+// Q6_K: 210-byte super-blocks {ql[128], qh[64], int8 scales[16], f16 d}; 32-column block j = 4h + k (half h of
+// 128 columns, k = 0..3) has column c's code (ql[64h + 32(k & 1) + c] >> (k < 2 ? 0 : 4)) & 15 | ((qh[32h + c] >> 2k)
+// & 3) << 4, w = d · scales[8h + 2k + c / 16] · (code − 32). Blocks sit at 2-byte boundaries: every word is read
+// through ldg_u32_a2.
+struct Q6K {
+  static constexpr bool kHalfScales = true;
+  static constexpr int kStepBlocks = 8;
+  static constexpr int kStepCols = 256;
+  static constexpr int kStepBytes = 210;
+  struct Raw {
+    uint32_t ql[2][2][2];  // [h][k & 1][columns 4t.. / 16 + 4t..]
+    uint32_t qh[2][2];     // [h][columns 4t.. / 16 + 4t..]
+    uint32_t scales[4];
+    uint32_t d;
+  };
+  __device__ static Raw load(const uint8_t* row, int64_t step, int t) {
+    Raw r;
+    const uint8_t* b = row + step * kStepBytes;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int odd = 0; odd < 2; ++odd)
+#pragma unroll
+        for (int part = 0; part < 2; ++part)
+          r.ql[h][odd][part] = ldg_u32_a2(b + 64 * h + 32 * odd + 16 * part + 4 * t);
+#pragma unroll
+      for (int part = 0; part < 2; ++part) r.qh[h][part] = ldg_u32_a2(b + 128 + 32 * h + 16 * part + 4 * t);
+    }
+#pragma unroll
+    for (int w = 0; w < 4; ++w) r.scales[w] = ldg_u32_a2(b + 192 + 4 * w);
+    r.d = ldg_u16(b + 208);
+    return r;
+  }
+  __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& d16, float& m) {
+    const int h = j >> 2, k = j & 3, shift = k < 2 ? 0 : 4;
+    const auto code = [&](int part) {
+      const uint32_t low = (r.ql[h][k & 1][part] >> shift) & 0x0F0F0F0Fu;
+      const uint32_t high = ((r.qh[h][part] >> (2 * k)) & 0x03030303u) << 4;
+      return __vsub4(low | high, 0x20202020u);
+    };
+    k0 = code(0);
+    k16 = code(1);
+    const int s = 8 * h + 2 * k;  // scales s (columns 0..15) and s + 1
+    const uint32_t word = r.scales[s >> 2];
+    const float super = half_at(r.d);
+    d = super * static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(word >> (8 * (s & 3)))));
+    d16 = super * static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(word >> (8 * ((s & 3) + 1)))));
+    m = 0.0f;
+  }
+};
 
 }  // namespace qrt::kernels::mma_q8
