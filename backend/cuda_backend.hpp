@@ -138,7 +138,11 @@ class CudaBackend final : public Backend {
   // GEMM (kernels/linear/gemm_q8_mma.hpp: W read once per 32 batch rows, x in two int8 limbs as for the integer-dot
   // GEMV) instead of the GEMV (up to 8 rows) or fp16 tiles + cuBLAS (above). Off by default until a GPU has
   // compared them; QRT_CUDA_MMA=1 sets it at creation. Set it before uploading weights (their buffers are sized then).
-  void set_mma_gemm(bool on) { mma_gemm_ = on; }
+  // min_rows 1 (QRT_CUDA_MMA=all) takes single rows too, to measure it against the GEMV at batch 1.
+  void set_mma_gemm(bool on, int64_t min_rows = 2) {
+    mma_gemm_ = on;
+    mma_min_rows_ = min_rows;
+  }
 
  private:
   struct Weight;
@@ -199,6 +203,7 @@ class CudaBackend final : public Backend {
   bool fused_gemm_ = false;
   bool half_weights_ = false;
   bool mma_gemm_ = false;
+  int64_t mma_min_rows_ = 2;
   // The quantized x rearranged for gemm_q8_mma (grown with q8_buffer_), valid while mma_tiles_ready_: any new
   // quantization or forgotten source clears it.
   void* mma_tiles_ = nullptr;

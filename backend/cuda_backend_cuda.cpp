@@ -109,11 +109,12 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, Communicato
       return invalid_argument("QRT_CUDA_GEMM=" + choice + ": expected fused or cublas");
     backend->fused_gemm_ = choice == "fused";
   }
-  // QRT_CUDA_MMA=1 runs batches of 2..64 rows on the int8 tensor cores where the format has a policy.
+  // QRT_CUDA_MMA=1 runs batches of 2..64 rows on the int8 tensor cores where the format has a policy; all: 1..64.
   if (const char* mma = std::getenv("QRT_CUDA_MMA"); mma != nullptr && *mma != '\0') {
     const std::string choice(mma);
-    if (choice != "0" && choice != "1") return invalid_argument("QRT_CUDA_MMA=" + choice + ": expected 0 or 1");
-    backend->mma_gemm_ = choice == "1";
+    if (choice != "0" && choice != "1" && choice != "all")
+      return invalid_argument("QRT_CUDA_MMA=" + choice + ": expected 0, 1 or all");
+    backend->set_mma_gemm(choice != "0", choice == "all" ? 1 : 2);
   }
   // QRT_CUDA_HALF_WEIGHTS=1 keeps an fp16 copy of every matrix for the GEMMs above the GEMV batch.
   if (const char* half = std::getenv("QRT_CUDA_HALF_WEIGHTS"); half != nullptr && *half != '\0') {
@@ -561,7 +562,7 @@ Status CudaBackend::linear_dp4a(const Weight& w, ConstF32View x, F32View y, bool
 }
 
 bool CudaBackend::mma_applies(const Weight& w, int64_t rows) const {
-  return mma_gemm_ && integer_gemv_ && rows >= 2 && rows <= kernels::kMmaMaxBatch && w.shape.size() == 2 &&
+  return mma_gemm_ && integer_gemv_ && rows >= mma_min_rows_ && rows <= kernels::kMmaMaxBatch && w.shape.size() == 2 &&
          kernels::gemm_q8_mma_applies(w.format, w.view());
 }
 

@@ -77,6 +77,21 @@ TEST_F(CudaMmaGemm, EveryBatchAndFormatMatchesCpu) {
   }
 }
 
+// With min_rows 1 (QRT_CUDA_MMA=all) a single row takes the tensor cores too, with the GEMV's result within the
+// integer-dot tolerance of the CPU.
+TEST_F(CudaMmaGemm, SingleRowsWhenAsked) {
+  gpu_->set_mma_gemm(true, 1);
+  const test::DualWeight w = make(quant::FormatId::kQ4_K, 50, 512, 3700);
+  const auto x = input(1, 512, 3701);
+  const auto y = output(1, 50);
+  ASSERT_TRUE(cpu_.linear(x.cpu, w.cpu, {}, y.cpu).ok());
+  const uint64_t ran = launches([&] { ASSERT_TRUE(gpu_->linear(x.gpu, w.gpu, {}, y.gpu).ok()); });
+  if (kCounted) {
+    EXPECT_EQ(ran, 3u) << "quantize, rearrange, GEMM (the GEMV path is 2 launches)";
+  }
+  expect_close(y, kIntegerGemvTolerance, "one row on the tensor cores");
+}
+
 // q, k and v from one input: one quantization and one rearrangement, then a GEMM per projection (biases added
 // after), each close to the CPU.
 TEST_F(CudaMmaGemm, ProjectionsSharingAnInputRearrangeItOnce) {
@@ -142,7 +157,7 @@ TEST_F(CudaMmaGemm, BuffersSizedBeforeItFallBackAndTheEnvironmentChooses) {
   ASSERT_TRUE(gpu_->linear(x.gpu, w.gpu, {}, y.gpu).ok());
   expect_close(y, kGemmTolerance, "64 rows through cuBLAS");
 
-  for (const char* value : {"0", "1"}) {
+  for (const char* value : {"0", "1", "all"}) {
     setenv("QRT_CUDA_MMA", value, 1);
     auto backend = CudaBackend::create(0);
     unsetenv("QRT_CUDA_MMA");
@@ -152,7 +167,7 @@ TEST_F(CudaMmaGemm, BuffersSizedBeforeItFallBackAndTheEnvironmentChooses) {
   auto refused = CudaBackend::create(0);
   unsetenv("QRT_CUDA_MMA");
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().to_string().find("QRT_CUDA_MMA=yes: expected 0 or 1"), std::string::npos)
+  EXPECT_NE(refused.status().to_string().find("QRT_CUDA_MMA=yes: expected 0, 1 or all"), std::string::npos)
       << refused.status().to_string();
 }
 
