@@ -1,5 +1,6 @@
 // The decode kernels on quantized x at the Llama-3-8B shapes, head to head per batch size: the integer-dot GEMV
-// (gemv_dp4a, batches 1..8) and the int8 tensor-core GEMM (gemm_q8_mma, batches 1..64), on Q4_K and Q8_0 weights
+// (gemv_dp4a, batches 1..8; dp4a_r4: 4 rows per block at batch 1, gemv_dp4a_rows) and the int8 tensor-core GEMM
+// (gemm_q8_mma, batches 1..64), on Q4_K and Q8_0 weights
 // (bench_weights.hpp: real quantizer output, never in L2). x is quantized (and for the tensor cores rearranged) once
 // before timing: in a model the norms write it. Bytes are W + x's limbs + y, each once; pct_of_copy_bw compares them
 // with the measured copy bandwidth. Which kernel wins at which batch decides CudaBackend::set_mma_gemm's default.
@@ -15,7 +16,7 @@ namespace qrt::bench {
 namespace {
 using namespace qrt::quant;
 
-enum class Kernel { kDp4a, kMma };
+enum class Kernel { kDp4a, kDp4aRows4, kMma };
 
 void BM_QuantizedX(benchmark::State& state, FormatId id, int64_t rows, int64_t cols, Kernel which) {
   const int m = static_cast<int>(state.range(0));
@@ -40,8 +41,9 @@ void BM_QuantizedX(benchmark::State& state, FormatId id, int64_t rows, int64_t c
     return;
   }
   auto run = [&](const QuantView& w) {
-    return which == Kernel::kMma ? kernels::gemm_q8_mma(id, w, tiles.ptr, m, y.as<float>(), nullptr)
-                                 : kernels::gemv_dp4a(id, w, {q.codes, q.scales}, m, y.as<float>(), nullptr);
+    if (which == Kernel::kMma) return kernels::gemm_q8_mma(id, w, tiles.ptr, m, y.as<float>(), nullptr);
+    return kernels::gemv_dp4a_rows(id, w, {q.codes, q.scales}, m, y.as<float>(), nullptr,
+                                   which == Kernel::kDp4aRows4 ? 4 : 0);
   };
   const Status first = run(bw.copies[0].view);
   if (!first.ok()) {
@@ -56,7 +58,8 @@ void BM_QuantizedX(benchmark::State& state, FormatId id, int64_t rows, int64_t c
   const double bytes = static_cast<double>(bw.weight_bytes) +
                        static_cast<double>(kernels::q8_activation_bytes(m, cols)) + 4.0 * m * rows;
   state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
-  state.SetLabel(which == Kernel::kMma ? "gemm_q8_mma" : "gemv_dp4a");
+  const char* label = which == Kernel::kMma ? "gemm_q8_mma" : "gemv_dp4a";
+  state.SetLabel(which == Kernel::kDp4aRows4 ? "gemv_dp4a 4 rows" : label);
   state.counters["pct_of_copy_bw"] = benchmark::Counter(bytes * state.iterations() / measured_copy_bandwidth() * 100.0,
                                                         benchmark::Counter::kIsRate);
 }
@@ -69,6 +72,8 @@ const bool registered = [] {
       benchmark::RegisterBenchmark(("dp4a/" + shape).c_str(), BM_QuantizedX, id, rows, cols, Kernel::kDp4a)
           ->ArgName("batch")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->UseManualTime()->MinTime(0.05)
           ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("dp4a_r4/" + shape).c_str(), BM_QuantizedX, id, rows, cols, Kernel::kDp4aRows4)
+          ->ArgName("batch")->Arg(1)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("mma/" + shape).c_str(), BM_QuantizedX, id, rows, cols, Kernel::kMma)
           ->ArgName("batch")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(64)->UseManualTime()
           ->MinTime(0.05)->Unit(benchmark::kMicrosecond);

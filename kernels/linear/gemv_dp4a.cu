@@ -58,15 +58,14 @@ bool gemv_dp4a_applies(quant::FormatId format, const quant::QuantView& w) {
   return w.cols / 8 < INT_MAX;  // items per row fit an int (8 columns per item at the least)
 }
 
-Status gemv_dp4a(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m, float* y,
-                 cudaStream_t stream) {
-  const GemvPart part{w, y};
-  return gemv_dp4a_parts(format, {&part, 1}, x, m, stream);
-}
+namespace {
 
-Status gemv_dp4a_parts(quant::FormatId format, std::span<const GemvPart> parts, Q8ConstActivations x, int m,
-                       cudaStream_t stream) {
+Status launch_parts(quant::FormatId format, std::span<const GemvPart> parts, Q8ConstActivations x, int m,
+                    cudaStream_t stream, int rows_per_block) {
   const std::string name = "gemv_dp4a " + std::string(quant::format_name(format));
+  if (rows_per_block != 0 && rows_per_block != 1 && rows_per_block != 2 && !(rows_per_block == 4 && m == 1))
+    return invalid_argument(name + ": " + std::to_string(rows_per_block) + " rows per block at batch " +
+                            std::to_string(m) + " (1 or 2, or 4 at batch 1)");
   if (m < 1 || m > kGemvMaxBatch)
     return invalid_argument(name + ": batch " + std::to_string(m) + " not in 1.." + std::to_string(kGemvMaxBatch));
   if (parts.empty() || parts.size() > static_cast<size_t>(kGemvMaxParts))
@@ -89,10 +88,30 @@ Status gemv_dp4a_parts(quant::FormatId format, std::span<const GemvPart> parts, 
   }
   if (blocks > INT_MAX) return invalid_argument(name + ": more rows than one grid holds");
   if (x.codes == nullptr || x.scales == nullptr) return invalid_argument(name + ": null activations");
+  const dp4a_launch::Dp4aLaunch launch{parts, x, m, stream, rows_per_block};
   for (auto family : {dp4a_launch::launch_ggml, dp4a_launch::launch_iq_grids, dp4a_launch::launch_tables_and_afq}) {
-    if (std::optional<Status> launched = family(format, parts, x, m, stream)) return *launched;
+    if (std::optional<Status> launched = family(format, launch)) return *launched;
   }
   return invalid_argument(name + ": no policy");  // unreachable: gemv_dp4a_applies checked
+}
+
+}  // namespace
+
+Status gemv_dp4a(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m, float* y,
+                 cudaStream_t stream) {
+  const GemvPart part{w, y};
+  return launch_parts(format, {&part, 1}, x, m, stream, 0);
+}
+
+Status gemv_dp4a_rows(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m, float* y,
+                      cudaStream_t stream, int rows_per_block) {
+  const GemvPart part{w, y};
+  return launch_parts(format, {&part, 1}, x, m, stream, rows_per_block);
+}
+
+Status gemv_dp4a_parts(quant::FormatId format, std::span<const GemvPart> parts, Q8ConstActivations x, int m,
+                       cudaStream_t stream) {
+  return launch_parts(format, parts, x, m, stream, 0);
 }
 
 }  // namespace qrt::kernels

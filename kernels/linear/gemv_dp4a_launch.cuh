@@ -83,10 +83,23 @@ __global__ void __launch_bounds__(kThreads) gemv_dp4a_kernel(const Dp4aParams p)
   store_row_sums<kThreads, R, M>(acc, partial, row0, part_rows, gemv_part_value(k, p.y));
 }
 
+// One launch's arguments (gemv_dp4a_parts checked them); rows_per_block 0: plan_part_grid's choice.
+struct Dp4aLaunch {
+  std::span<const GemvPart> parts;
+  Q8ConstActivations x;
+  int m;
+  cudaStream_t stream;
+  int rows_per_block;
+};
+
 // The parts agree on format, width and group parameters (gemv_dp4a_parts checked them); each gets its own blocks
-// (plan_part_grid: 2 rows per block when any part is tall).
+// (plan_part_grid: 2 rows per block when any part is tall, or the caller's 1, 2 or 4 (4 at batch 1 only)).
 template <class P>
-Status launch(std::span<const GemvPart> parts, Q8ConstActivations x, int m, cudaStream_t stream) {
+Status launch(const Dp4aLaunch& l) {
+  const std::span<const GemvPart> parts = l.parts;
+  const Q8ConstActivations x = l.x;
+  const cudaStream_t stream = l.stream;
+  const int m = l.m;
   const quant::QuantView& w = parts[0].w;
   const int64_t blocks_per_row = w.cols / P::kBlockCols;
   int64_t groups_per_row = 0;
@@ -98,7 +111,7 @@ Status launch(std::span<const GemvPart> parts, Q8ConstActivations x, int m, cuda
   const int scale_bytes = w.scales == nullptr ? 0 : quant::float_scale_bytes(w.params.scale_type);
   Dp4aParams params{groups_per_row, scale_bytes, group_shift, blocks_per_row * P::kBlockBytes,
                     static_cast<int>(blocks_per_row * P::kItemsPerBlock), w.cols / kQ8BlockCols,
-                    x.codes, x.scales, plan_part_grid(parts, kTallRows), {}, {}, {}, {}, {}};
+                    x.codes, x.scales, plan_part_grid(parts, kTallRows, l.rows_per_block), {}, {}, {}, {}, {}};
   for (size_t j = 0; j < parts.size(); ++j) {
     const quant::QuantView& v = parts[j].w;
     params.data[j] = v.data;
@@ -110,6 +123,12 @@ Status launch(std::span<const GemvPart> parts, Q8ConstActivations x, int m, cuda
   const unsigned blocks = static_cast<unsigned>(params.grid.blocks);
   return with_batch(m, [&](auto batch) -> Status {
     constexpr int M = decltype(batch)::value;
+    if constexpr (M == 1) {
+      if (params.grid.rows_per_block == 4) {
+        gemv_dp4a_kernel<P, 1, 4><<<blocks, kThreads, 0, stream>>>(params);
+        return cuda_launch_status("gemv_dp4a_kernel");
+      }
+    }
     if (params.grid.rows_per_block == 2) {
       gemv_dp4a_kernel<P, M, 2><<<blocks, kThreads, 0, stream>>>(params);
     } else {
@@ -121,11 +140,8 @@ Status launch(std::span<const GemvPart> parts, Q8ConstActivations x, int m, cuda
 
 // The per-family entry points (one translation unit each): the launch's status for the family's formats (gemv_dp4a
 // checked gemv_dp4a_applies), nullopt for any other format.
-std::optional<Status> launch_ggml(quant::FormatId format, std::span<const GemvPart> parts, Q8ConstActivations x,
-                                  int m, cudaStream_t stream);
-std::optional<Status> launch_iq_grids(quant::FormatId format, std::span<const GemvPart> parts, Q8ConstActivations x,
-                                      int m, cudaStream_t stream);
-std::optional<Status> launch_tables_and_afq(quant::FormatId format, std::span<const GemvPart> parts,
-                                            Q8ConstActivations x, int m, cudaStream_t stream);
+std::optional<Status> launch_ggml(quant::FormatId format, const Dp4aLaunch& l);
+std::optional<Status> launch_iq_grids(quant::FormatId format, const Dp4aLaunch& l);
+std::optional<Status> launch_tables_and_afq(quant::FormatId format, const Dp4aLaunch& l);
 
 }  // namespace qrt::kernels::dp4a_launch

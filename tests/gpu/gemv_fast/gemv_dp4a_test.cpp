@@ -185,6 +185,15 @@ TEST_P(GemvDp4a, MatchesTheCpuReference) {
               << "y[" << i << ", " << r << "] against the float x";
         }
       EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 4), 0) << "two runs differ: a race";
+      // The rows per block forced (gemv_dp4a_rows): a thread's items and the reduction order do not depend on it.
+      for (int rows_per_block : m == 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2}) {
+        ASSERT_EQ(cudaMemset(y_raw, 0xFF, want.size() * 4), cudaSuccess);
+        const Status s = kernels::gemv_dp4a_rows(c.id, dv, {qa.codes, qa.scales}, m, static_cast<float*>(y_raw),
+                                                 nullptr, rows_per_block);
+        ASSERT_TRUE(s.ok()) << s.to_string();
+        ASSERT_EQ(cudaMemcpy(second.data(), y_raw, want.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 4), 0) << rows_per_block << " rows per block";
+      }
     }
   }
 }
@@ -258,6 +267,8 @@ TEST(GemvDp4aInputs, AppliesOnlyWhereItCanRun) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.to_string().find("gemv_dp4a q4_k"), std::string::npos) << s.to_string();
   EXPECT_FALSE(kernels::gemv_dp4a(FormatId::kQ8_0, w, {}, 9, nullptr, nullptr).ok());  // batch past 8
+  const Status four_rows = kernels::gemv_dp4a_rows(FormatId::kQ8_0, w, {}, 2, nullptr, nullptr, 4);
+  EXPECT_NE(four_rows.to_string().find("4 rows per block at batch 2"), std::string::npos) << four_rows.to_string();
 
   // One launch over several matrices: same width and group parameters, 1 to 3 of them, each with an output.
   float* y = reinterpret_cast<float*>(fake + 2048);  // never written: every call below is refused
