@@ -55,17 +55,8 @@ TEST_P(CudaArchitectures, LogitsMatchTheCpuBackend) {
     SCOPED_TRACE(arch.name + " in " + std::string(quant::format_name(format)));
     test::TinyModel m = test::make_tiny_model(arch.config);
     // Every matrix in the format (stacks of experts one expert at a time); norms and biases stay F32.
-    std::list<std::unique_ptr<test::OwnedTensor>> packed;
-    for (auto& [name, t] : m.tensors) {
-      if (t.shape.size() < 2) continue;
-      const auto* values = reinterpret_cast<const float*>(t.data.data);
-      const std::vector<float> v(values, values + t.data.size / 4);
-      packed.push_back(test::quantized_tensor(format, t.shape, v, test::default_params(format)));
-      ASSERT_FALSE(HasFailure());
-      const std::string keep_name = t.name;
-      t = packed.back()->tensor;
-      t.name = keep_name;
-    }
+    const std::list<std::unique_ptr<test::OwnedTensor>> packed = test::quantize_matrices(m.tensors, format);
+    ASSERT_FALSE(HasFailure());
     // An f32 KV cache on both: with the CUDA default (f16), a key whose fp32 value differs by an ulp between the
     // backends can round to neighbouring f16 values (2^-11 apart), more than this bound allows; the 16-bit caches
     // are compared in kv_cache_types_test.cpp and model_test.cpp.

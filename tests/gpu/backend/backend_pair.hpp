@@ -107,6 +107,22 @@ inline std::unique_ptr<OwnedTensor> quantized_tensor(quant::FormatId format, std
   return o;
 }
 
+// Every matrix of a model's F32 tensor table (2-D, and stacks of experts one expert at a time) re-encoded in `format`
+// with its default parameters; norms and biases stay F32. The table then points into the returned tensors' bytes.
+inline std::list<std::unique_ptr<OwnedTensor>> quantize_matrices(TensorTable& tensors, quant::FormatId format) {
+  std::list<std::unique_ptr<OwnedTensor>> packed;
+  for (auto& [name, t] : tensors) {
+    if (t.shape.size() < 2) continue;
+    const auto* values = reinterpret_cast<const float*>(t.data.data);
+    packed.push_back(quantized_tensor(format, t.shape, std::vector<float>(values, values + t.data.size / 4),
+                                      default_params(format)));
+    const std::string keep_name = t.name;
+    t = packed.back()->tensor;
+    t.name = keep_name;
+  }
+  return packed;
+}
+
 class BackendPair : public testing::Test {
  protected:
   void SetUp() override {

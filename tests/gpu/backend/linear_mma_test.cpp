@@ -180,16 +180,8 @@ TEST_F(CudaMmaGemm, ModelsPrefillAndDecodeABatch) {
     for (quant::FormatId format : {quant::FormatId::kQ4_K, quant::FormatId::kQ8_0}) {
       SCOPED_TRACE(arch.name + " in " + std::string(quant::format_name(format)));
       test::TinyModel m = test::make_tiny_model(arch.config);
-      std::list<std::unique_ptr<test::OwnedTensor>> packed;
-      for (auto& [name, t] : m.tensors) {
-        if (t.shape.size() < 2) continue;
-        const auto* values = reinterpret_cast<const float*>(t.data.data);
-        packed.push_back(test::quantized_tensor(format, t.shape, std::vector<float>(values, values + t.data.size / 4),
-                                                test::default_params(format)));
-        const std::string keep_name = t.name;
-        t = packed.back()->tensor;
-        t.name = keep_name;
-      }
+      const std::list<std::unique_ptr<test::OwnedTensor>> packed = test::quantize_matrices(m.tensors, format);
+      ASSERT_FALSE(HasFailure());
       TransformerOptions options;
       options.kv_type = KvType::kF32;
       auto cpu_model = Transformer::create(cpu_, m.config, m.tensors, options);

@@ -26,7 +26,6 @@ namespace qrt {
 namespace {
 using namespace qrt::quant;
 using namespace qrt::kernels;
-using test::device_copy;
 using test::DevicePtr;
 using test::HostQ8;
 using test::quantize_on_device;
@@ -121,10 +120,9 @@ TEST_P(GemmQ8Mma, MatchesTheCpuReference) {
     auto q = test::make_test_weights(c.id, c.rows, c.cols, p, kind, seed);
     ASSERT_TRUE(q.ok()) << q.status().to_string();
     const QuantView hv = cpu::view_of(*q, c.rows, c.cols, p);
-    DevicePtr dw = device_copy(q->data.data(), q->data.size());
-    ASSERT_TRUE(dw);
-    QuantView dv = hv;
-    dv.data = static_cast<const uint8_t*>(dw.get());
+    const test::DeviceWeights device = test::upload_weights(*q, hv);
+    ASSERT_TRUE(device);
+    const QuantView& dv = device.view;
     ASSERT_TRUE(gemm_q8_mma_applies(c.id, dv));
     for (int m : c.batches) {
       SCOPED_TRACE("batch " + std::to_string(m));
@@ -161,9 +159,8 @@ TEST(GemmQ8MmaInputs, ANanInXReachesExactlyItsBatchRow) {
   const QuantParams p = test::gemv_test_params(FormatId::kQ4_K);
   auto q = test::make_test_weights(FormatId::kQ4_K, rows, cols, p, test::WeightKind::kQuantized, 5);
   ASSERT_TRUE(q.ok());
-  DevicePtr dw = device_copy(q->data.data(), q->data.size());
-  QuantView dv = cpu::view_of(*q, rows, cols, p);
-  dv.data = static_cast<const uint8_t*>(dw.get());
+  const test::DeviceWeights device = test::upload_weights(*q, cpu::view_of(*q, rows, cols, p));
+  const QuantView& dv = device.view;
   std::vector<float> x = test::random_normal(static_cast<size_t>(m * cols), 6);
   x[static_cast<size_t>(9 * cols + 300)] = std::numeric_limits<float>::quiet_NaN();
   DeviceTiles d;

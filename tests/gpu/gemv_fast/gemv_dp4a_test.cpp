@@ -31,7 +31,6 @@ namespace {
 using namespace qrt::quant;
 using namespace qrt::kernels;
 
-using test::device_copy;
 using test::DevicePtr;
 using test::HostQ8;
 using test::quantize_on_device;
@@ -130,14 +129,9 @@ TEST_P(GemvDp4a, MatchesTheCpuReference) {
     auto q = test::make_test_weights(c.id, c.rows, c.cols, p, kind, seed);
     ASSERT_TRUE(q.ok()) << q.status().to_string();
     const QuantView hv = cpu::view_of(*q, c.rows, c.cols, p);
-    DevicePtr dw = device_copy(q->data.data(), q->data.size());
-    DevicePtr ds = device_copy(q->scales.data(), q->scales.size());
-    DevicePtr db = device_copy(q->biases.data(), q->biases.size());
-    ASSERT_TRUE(dw && ds && db);
-    QuantView dv = hv;
-    dv.data = static_cast<const uint8_t*>(dw.get());
-    if (!q->scales.empty()) dv.scales = static_cast<const uint8_t*>(ds.get());
-    if (!q->biases.empty()) dv.biases = static_cast<const uint8_t*>(db.get());
+    const test::DeviceWeights device = test::upload_weights(*q, hv);
+    ASSERT_TRUE(device);
+    const QuantView& dv = device.view;
     ASSERT_TRUE(kernels::gemv_dp4a_applies(c.id, dv));
     std::vector<float> dense(static_cast<size_t>(c.rows * c.cols));
     ASSERT_TRUE(cpu::dequantize(c.id, hv, dense.data()).ok());
@@ -207,9 +201,8 @@ TEST(GemvDp4aInputs, ANanInXReachesExactlyItsBatchRow) {
   const QuantParams p = test::gemv_test_params(FormatId::kQ4_K);
   auto q = test::make_test_weights(FormatId::kQ4_K, rows, cols, p, test::WeightKind::kQuantized, 3);
   ASSERT_TRUE(q.ok());
-  DevicePtr dw = device_copy(q->data.data(), q->data.size());
-  QuantView dv = cpu::view_of(*q, rows, cols, p);
-  dv.data = static_cast<const uint8_t*>(dw.get());
+  const test::DeviceWeights device = test::upload_weights(*q, cpu::view_of(*q, rows, cols, p));
+  const QuantView& dv = device.view;
   std::vector<float> x = test::random_normal(static_cast<size_t>(m * cols), 4);
   x[static_cast<size_t>(cols + 300)] = std::numeric_limits<float>::quiet_NaN();
   DevicePtr dq;

@@ -1,5 +1,6 @@
-// Shared by the integer-dot GEMV and tensor-core GEMM tests: device buffers, and x quantized to the two int8 limbs
-// on the host (quantize_q8_block, with the values the limbs hold) and on the device (quantize_q8_activations).
+// Shared by the integer-dot GEMV and tensor-core GEMM tests: device buffers and weights, and x quantized to the two
+// int8 limbs on the host (quantize_q8_block, with the values the limbs hold) and on the device
+// (quantize_q8_activations).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "kernels/linear/q8_activations.hpp"
+#include "kernels/quant/common.hpp"
 
 namespace qrt::test {
 
@@ -28,6 +30,21 @@ inline DevicePtr device_copy(const void* host, size_t bytes) {
     return DevicePtr();
   }
   return DevicePtr(p);
+}
+
+// A weight's parts on the device, and its view with the device pointers (parts the format lacks stay null).
+struct DeviceWeights {
+  DevicePtr data, scales, biases;
+  quant::QuantView view;
+  explicit operator bool() const { return data != nullptr && scales != nullptr && biases != nullptr; }
+};
+inline DeviceWeights upload_weights(const quant::QuantBuffers& q, const quant::QuantView& host_view) {
+  DeviceWeights d{device_copy(q.data.data(), q.data.size()), device_copy(q.scales.data(), q.scales.size()),
+                  device_copy(q.biases.data(), q.biases.size()), host_view};
+  d.view.data = static_cast<const uint8_t*>(d.data.get());
+  d.view.scales = q.scales.empty() ? nullptr : static_cast<const uint8_t*>(d.scales.get());
+  d.view.biases = q.biases.empty() ? nullptr : static_cast<const uint8_t*>(d.biases.get());
+  return d;
 }
 
 struct HostQ8 {
