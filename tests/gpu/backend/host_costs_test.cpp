@@ -125,10 +125,19 @@ TEST_F(HostCosts, OneDecodeStep) {
 // Kernels the host launches for one batched decode step (decode_batch_keep_logits, graphs off: a replayed graph
 // launches none of its kernels from the host) of `sequences` paged sequences of one pool, after prompts of
 // different lengths and one step that sizes the batch's buffers.
-uint64_t batched_step_launches(Backend& gpu, int layers, int sequences) {
+// `format` other than F32: a 256-wide model (whole steps of every integer kernel) with its matrices in it.
+uint64_t batched_step_launches(Backend& gpu, int layers, int sequences,
+                               quant::FormatId format = quant::FormatId::kF32) {
   ModelConfig c = test::tiny_llama_config();
   c.layers = layers;
+  if (format != quant::FormatId::kF32) {
+    c.hidden = 256;
+    c.head_dim = 64;
+    c.ffn = 512;
+  }
   auto m = test::make_tiny_model(c);
+  std::list<quant::QuantBuffers> storage;
+  if (format != quant::FormatId::kF32) test::requantize(m, format, storage);
   TransformerOptions options;
   options.graphs = false;
   auto model = Transformer::create(gpu, m.config, m.tensors, options);
@@ -172,6 +181,33 @@ TEST_F(HostCosts, BatchedDecodeStepLaunchesPerLayerNotPerSequence) {
   EXPECT_GT(two, 0u) << "the step's kernels are launched by the host";
   EXPECT_EQ(five, two) << "kernels per layer must not grow with the sequences in the step";
   EXPECT_LE(two, 10u) << "the one-sequence step's kernels per layer (OneDecodeStep)";
+#endif
+}
+
+// The int8 tensor-core GEMM (set_mma_gemm) in a batched decode step of Q8_0 weights: each projection is its own
+// GEMM (the integer-dot GEMV runs q/k/v and gate/up as one launch each: +3) and each of the layer's four inputs is
+// rearranged once for it (+4), so a layer runs 17 kernels instead of 10; still the same for 2 and 5 sequences.
+// (Producers writing the rearranged tiles themselves and one launch per shared input would bring it back to 10.)
+TEST_F(HostCosts, BatchedDecodeOnTheTensorCoresLaunchesPerLayer) {
+#if !defined(QRT_SIMT)
+  GTEST_SKIP() << "counting launches needs the SIMT layer's counters (label gpu-sim)";
+#else
+  auto created = CudaBackend::create(0);
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  std::unique_ptr<CudaBackend> mma = std::move(*created);
+  mma->set_mma_gemm(true);
+  const quant::FormatId q8 = quant::FormatId::kQ8_0;
+  const uint64_t gemv = batched_step_launches(*gpu_, 2, 2, q8) - batched_step_launches(*gpu_, 1, 2, q8);
+  const uint64_t two = batched_step_launches(*mma, 2, 2, q8) - batched_step_launches(*mma, 1, 2, q8);
+  const uint64_t five = batched_step_launches(*mma, 2, 5, q8) - batched_step_launches(*mma, 1, 5, q8);
+  std::printf("[ costs    ] batched decode step, q8_0: %llu kernels per layer with the integer-dot GEMV, %llu on the "
+              "tensor cores (2 sequences), %llu (5)\n",
+              static_cast<unsigned long long>(gemv), static_cast<unsigned long long>(two),
+              static_cast<unsigned long long>(five));
+  EXPECT_EQ(gemv, 10u);
+  EXPECT_EQ(two, 17u) << "q, k, v and gate, up as separate GEMMs (+3), four rearranged inputs (+4)";
+  EXPECT_EQ(five, two);
+  EXPECT_TRUE(mma->synchronize().ok());
 #endif
 }
 
