@@ -323,7 +323,9 @@ Result<CanonicalTensors> canonicalize(const TensorTable& source, NameScheme sche
   return out;
 }
 
-std::optional<std::string> hf_from_canonical(std::string_view canonical, bool mixtral, bool sandwich_norms) {
+std::optional<std::string> hf_from_canonical(std::string_view canonical, std::string_view architecture,
+                                             bool sandwich_norms) {
+  const bool mixtral = architecture == "mixtral", gpt_oss = architecture == "gpt-oss";
   std::string_view base = canonical;
   bool is_bias = false;
   if (base.size() > kBiasSuffix.size() && base.substr(base.size() - kBiasSuffix.size()) == kBiasSuffix) {
@@ -348,7 +350,8 @@ std::optional<std::string> hf_from_canonical(std::string_view canonical, bool mi
   if (!found) return std::nullopt;
   const std::string_view moe = mixtral ? "block_sparse_moe." : "mlp.";
   switch (tensor) {
-    case LayerTensor::kFfnGateInp: return prefix + std::string(moe) + "gate" + tail;
+    case LayerTensor::kFfnGateInp: return prefix + std::string(moe) + (gpt_oss ? "router" : "gate") + tail;
+    case LayerTensor::kAttnSinks: return gpt_oss && !is_bias ? std::optional(prefix + "self_attn.sinks") : std::nullopt;
     case LayerTensor::kFfnGateExps: return prefix + std::string(moe) + "experts.gate_proj" + tail;
     case LayerTensor::kFfnUpExps: return prefix + std::string(moe) + "experts.up_proj" + tail;
     case LayerTensor::kFfnDownExps: return prefix + std::string(moe) + "experts.down_proj" + tail;

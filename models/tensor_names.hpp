@@ -122,7 +122,9 @@ Result<CanonicalTensors> canonicalize(const TensorTable& source, NameScheme sche
 
 // The Hugging Face (and UQFF) name of a canonical tensor ("blk.3.attn_q" -> "model.layers.3.self_attn.q_proj.weight",
 // "blk.0.ffn_gate_exps" -> the stacked "model.layers.0.mlp.experts.gate_proj.weight"; biases keep ".bias"), the
-// inverse of canonical_from_hf. `mixtral` picks Mixtral's module names (block_sparse_moe.gate and .experts).
-std::optional<std::string> hf_from_canonical(std::string_view canonical, bool mixtral, bool sandwich_norms = false);
+// inverse of canonical_from_hf. The architecture picks its own module names: Mixtral's block_sparse_moe.gate and
+// .experts, gpt-oss's mlp.router and its sink logits (self_attn.sinks, a parameter without a suffix).
+std::optional<std::string> hf_from_canonical(std::string_view canonical, std::string_view architecture,
+                                             bool sandwich_norms = false);
 
 }  // namespace qrt::names

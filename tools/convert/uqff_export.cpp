@@ -7,10 +7,12 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "kernels/cpu/quant_reference.hpp"
 #include "kernels/quant/formats.hpp"
+#include "models/gpt_oss_experts.hpp"
 #include "models/tensor_names.hpp"
 #include "models/tokenizer/regex.hpp"
 #include "qrt/version.hpp"
@@ -224,9 +226,26 @@ Result<UqffExportReport> write_uqff_export(const ModelSource& source, const std:
   const fs::path dir(dir_path);
 
   // ---- what goes where --------------------------------------------------------------------------------------
+  // gpt-oss keeps each layer's experts as fused parameters (gate and up interleaved; dense ones [E, in, out], MXFP4
+  // ones as _blocks/_scales): restacked into the expert modules <experts>.{gate,up,down}_proj [E, out, in] with
+  // [E, out] biases, the keys spec/uqff.md §2.7 (d) gives every MoE.
+  names::CanonicalTensors gpt_oss;
+  QRT_ASSIGN_OR_RETURN(const std::set<std::string> fused, names::canonical_gpt_oss_experts(source.tensors, &gpt_oss));
+  std::map<std::string, QuantTensor> restacked;
+  for (const auto& [canonical, t] : gpt_oss.tensors) {
+    const auto hf = names::hf_from_canonical(canonical, "gpt-oss");
+    if (!hf) return format_error(t.name + ": no UQFF name for " + canonical);
+    restacked.emplace(*hf, t);
+  }
+  std::vector<std::pair<const std::string*, const QuantTensor*>> tensors;
+  for (const auto& [name, t] : source.tensors)
+    if (!fused.count(name)) tensors.emplace_back(&name, &t);
+  for (const auto& [name, t] : restacked) tensors.emplace_back(&name, &t);
   std::map<std::string, Module> modules;
   std::vector<const QuantTensor*> residual;
-  for (const auto& [name, t] : source.tensors) {
+  for (const auto& [name_ptr, t_ptr] : tensors) {
+    const std::string& name = *name_ptr;
+    const QuantTensor& t = *t_ptr;
     const auto [key, expert] = uqff_module_of(name);
     if (!key.empty()) {
       Module& m = modules[key];
@@ -254,23 +273,28 @@ Result<UqffExportReport> write_uqff_export(const ModelSource& source, const std:
 
   // ---- the type of every (output, module) -------------------------------------------------------------------
   QRT_ASSIGN_OR_RETURN(const TypeOverrides overrides, TypeOverrides::compile(options.overrides));
-  auto type_of = [&](const std::string& key, FormatId type) -> Result<FormatId> {
-    QRT_ASSIGN_OR_RETURN(std::optional<FormatId> pinned, overrides.match(key + ".weight"));
-    if (pinned) return *pinned;
-    return key == "lm_head" && options.promote_output ? promoted_for_output(type) : type;
-  };
+  // A module already in MXFP4 (openai's gpt-oss experts) keeps its blocks unless an override names a type for it,
+  // as mistral.rs stores packed sources: requantizing 4-bit codes would only add error.
   struct Task {
     size_t output;
     const std::string* key;
     const Module* module;
     FormatId format;
+    bool copy = false;
+  };
+  auto task_for = [&](size_t output, const std::string& key, const Module& m, FormatId type) -> Result<Task> {
+    QRT_ASSIGN_OR_RETURN(std::optional<FormatId> pinned, overrides.match(key + ".weight"));
+    if (pinned) return Task{output, &key, &m, *pinned};
+    if (m.source().format == FormatId::kMXFP4) return Task{output, &key, &m, FormatId::kMXFP4, true};
+    return Task{output, &key, &m, key == "lm_head" && options.promote_output ? promoted_for_output(type) : type};
   };
   std::vector<Task> tasks;
   uint64_t estimate = 0, source_bytes = 0;
   for (size_t o = 0; o < options.types.size(); ++o)
     for (const auto& [key, m] : modules) {
-      QRT_ASSIGN_OR_RETURN(FormatId f, type_of(key, options.types[o]));
-      tasks.push_back({o, &key, &m, f});
+      QRT_ASSIGN_OR_RETURN(const Task task, task_for(o, key, m, options.types[o]));
+      tasks.push_back(task);
+      const FormatId f = task.format;
       const QuantTensor& s = m.source();
       const quant::Family family = quant::format_info(f).family;
       if (s.shape.size() == 3 &&
@@ -295,6 +319,13 @@ Result<UqffExportReport> write_uqff_export(const ModelSource& source, const std:
         tasks.size(), options.threads,
         [&](size_t i) -> Result<UqffLayer> {
           const QuantTensor& s = tasks[i].module->source();
+          if (tasks[i].copy) {
+            UqffLayer kept;
+            kept.tensor = s;
+            kept.tensor.name = *tasks[i].key + ".weight";
+            kept.tag = UqffTag::kMxfp4;
+            return kept;
+          }
           const std::vector<float>* importance = nullptr;
           if (options.importance != nullptr) {
             const auto canonical = names::canonical_from_hf(*tasks[i].key + ".weight");

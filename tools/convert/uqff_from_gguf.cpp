@@ -53,19 +53,22 @@ ordered_json float_list(const std::vector<float>& values) {
 // config.json for a model config read from GGUF.
 Result<ordered_json> hf_config(const ModelConfig& c) {
   ordered_json j;
+  j["model_type"] = nullptr;  // first, as in Hugging Face's files; set below
   std::string type = c.architecture;
   if (type == "qwen3moe") type = "qwen3_moe";
   if (type == "gemma3") type = "gemma3_text";
   const bool gemma = c.architecture == "gemma2" || c.architecture == "gemma3";
   if (type == "llama" && c.sliding_window > 0) type = "mistral";
-  j["model_type"] = type;
   j["vocab_size"] = c.vocab_size;
   j["hidden_size"] = c.hidden;
   j["num_hidden_layers"] = c.layers;
   j["num_attention_heads"] = c.heads;
   j["num_key_value_heads"] = c.kv_heads;
   j["head_dim"] = c.head_dim;
-  j["intermediate_size"] = c.ffn > 0 ? c.ffn : c.expert_ffn;
+  const bool gpt_oss = c.architecture == "gpt-oss";
+  if (gpt_oss) type = "gpt_oss";
+  j["model_type"] = type;
+  j["intermediate_size"] = c.ffn > 0 && !gpt_oss ? c.ffn : c.expert_ffn;
   j["max_position_embeddings"] = c.context_length;
   j["rms_norm_eps"] = short_float(c.norm_eps);
   j["rope_theta"] = short_float(c.rope.theta);
@@ -94,6 +97,22 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
     j["mlp_bias"] = c.mlp_bias;
   }
   j["sliding_window"] = c.sliding_window > 0 ? ordered_json(c.sliding_window) : ordered_json(nullptr);
+  if (gpt_oss) {
+    // GptOssConfig's fields: biases always, the clamp, one window type per layer (llama.cpp's file windows the even
+    // layers: a global layer every sliding_window_pattern).
+    if (c.swiglu_alpha != 1.702f)
+      return unsupported("config.json cannot express a gpt-oss SwiGLU alpha other than 1.702 (GGUF " +
+                         std::to_string(c.swiglu_alpha) + ")");
+    j["attention_bias"] = true;
+    j["swiglu_limit"] = short_float(c.swiglu_limit);
+    ordered_json types = ordered_json::array();
+    for (int l = 0; l < c.layers; ++l) {
+      const bool global = c.sliding_window <= 0 ||
+                          (c.sliding_window_pattern > 0 && (l + 1) % c.sliding_window_pattern == 0);
+      types.push_back(global ? "full_attention" : "sliding_attention");
+    }
+    j["layer_types"] = types;
+  }
   if (c.architecture == "qwen2" && c.sliding_window > 0) {
     // Qwen2Config applies the window only with use_sliding_window, from layer max_window_layers on: all layers.
     j["use_sliding_window"] = true;
@@ -115,7 +134,9 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
                          {"original_max_position_embeddings", c.rope.original_context},
                          {"beta_fast", short_float(c.rope.yarn_beta_fast)},
                          {"beta_slow", short_float(c.rope.yarn_beta_slow)},
-                         {"attention_factor", short_float(c.rope.attn_factor)}};
+                         {"attention_factor", short_float(c.rope.attn_factor)},
+                         // Written out: Hugging Face defaults to true, mistral.rs' gpt-oss to false.
+                         {"truncate", c.rope.yarn_truncate}};
   } else if (c.rope.scaling == RopeScaling::kLongRope) {
     // Phi3Config's layout: the original context at the top level (the factor is max_position_embeddings over
     // it), the per-pair divisors in rope_scaling; attention_factor only where the GGUF's attn_factor is not the
@@ -136,7 +157,7 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
   if (c.architecture == "phi3" && c.rope.original_context > 0)
     j["original_max_position_embeddings"] = c.rope.original_context;
   if (c.experts > 0) {
-    if (c.architecture == "mixtral") {
+    if (c.architecture == "mixtral" || gpt_oss) {
       j["num_local_experts"] = c.experts;
     } else {
       j["num_experts"] = c.experts;
@@ -161,8 +182,12 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
   QRT_TRY(same(c.heads, back.heads, "heads"));
   QRT_TRY(same(c.kv_heads, back.kv_heads, "KV heads"));
   QRT_TRY(same(c.head_dim, back.head_dim, "head dim"));
-  QRT_TRY(same(c.ffn, back.ffn, "FFN width"));
+  QRT_TRY(gpt_oss ? same(c.expert_ffn, back.expert_ffn, "expert width") : same(c.ffn, back.ffn, "FFN width"));
   QRT_TRY(same(c.experts, back.experts, "experts"));
+  QRT_TRY(same(c.experts_used, back.experts_used, "experts per token"));
+  if (gpt_oss && (back.swiglu_limit != c.swiglu_limit || back.swiglu_alpha != c.swiglu_alpha ||
+                  back.attention_sinks != c.attention_sinks))
+    return unsupported("config.json cannot express this model's SwiGLU clamp or attention sinks");
   QRT_TRY(same(c.rope.rot_dim, back.rope.rot_dim, "rotary dims"));
   QRT_TRY(same(c.sliding_window, back.sliding_window, "sliding window"));
   QRT_TRY(same(c.sliding_window_pattern, back.sliding_window_pattern, "window pattern"));
@@ -192,7 +217,7 @@ Result<ordered_json> hf_config(const ModelConfig& c) {
   if (c.rope.scaling == RopeScaling::kYarn &&
       (back.rope.factor != c.rope.factor || back.rope.attn_factor != c.rope.attn_factor ||
        back.rope.original_context != c.rope.original_context || back.rope.yarn_beta_fast != c.rope.yarn_beta_fast ||
-       back.rope.yarn_beta_slow != c.rope.yarn_beta_slow))
+       back.rope.yarn_beta_slow != c.rope.yarn_beta_slow || back.rope.yarn_truncate != c.rope.yarn_truncate))
     return unsupported("config.json cannot express this model's YaRN parameters");
   if (c.rope.scaling == RopeScaling::kLongRope) {
     QRT_TRY(same(c.rope.original_context, back.rope.original_context, "original context"));
@@ -348,10 +373,10 @@ Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const s
   QRT_ASSIGN_OR_RETURN(ModelConfig c, arch::config_from_gguf(arch::GgufMetadataView(md)));
   if (!llama_family(c) && c.architecture != "qwen2" && c.architecture != "qwen3" && c.architecture != "qwen3moe" &&
       c.architecture != "phi3" && c.architecture != "gemma2" && c.architecture != "gemma3" &&
-      c.architecture != "deepseek2")
+      c.architecture != "deepseek2" && c.architecture != "gpt-oss")
     return unsupported("convert-model does not write UQFF exports of " + c.architecture +
                        " GGUF models yet (llama, mistral, mixtral, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, "
-                       "deepseek2)");
+                       "gpt-oss, deepseek2)");
   QRT_ASSIGN_OR_RETURN(names::CanonicalTensors canonical,
                        names::canonicalize(source.tensors, names::NameScheme::kGguf));
   arch::apply_tensor_presence(canonical.tensors, &c);
@@ -408,7 +433,7 @@ Result<UqffExportReport> write_uqff_from_gguf(const ModelSource& source, const s
   std::vector<std::pair<std::string, const UqffLayer*>> modules;
   std::vector<const QuantTensor*> residual;
   for (const auto& [key, t] : canonical.tensors) {
-    const auto hf = names::hf_from_canonical(key, c.architecture == "mixtral", c.post_norms);
+    const auto hf = names::hf_from_canonical(key, c.architecture, c.post_norms);
     if (!hf) return unsupported("tensor " + t.name + " has no Hugging Face name");
     auto r = std::make_unique<QuantTensor>(t);
     r->name = *hf;

@@ -43,6 +43,7 @@ import sys
 try:
     import numpy as np
     from gguf import GGUFReader
+    from safetensors import safe_open
     from safetensors.numpy import save_file
 except ImportError as e:  # pragma: no cover
     print("skipped: missing python module:", e)
@@ -393,6 +394,28 @@ def logits_error(a, b):
     return float(np.max(np.abs(la - lb)) / np.max(np.abs(lb))) if la.shape == lb.shape else float("inf")
 
 
+def safe_keys(d):
+    """Every tensor name in a UQFF export directory's shards and residual.safetensors."""
+    keys = set()
+    for name in os.listdir(d):
+        if name.endswith(".uqff") or name == "residual.safetensors":
+            with safe_open(os.path.join(d, name), "np") as f:
+                keys |= set(f.keys())
+    return keys
+
+
+def uqff_formats(d):
+    """UQFF layer key -> its format tag, over a directory's shards."""
+    tags = {}
+    for name in os.listdir(d):
+        if name.endswith(".uqff"):
+            with safe_open(os.path.join(d, name), "np") as f:
+                for k in f.keys():
+                    if k.endswith(".weight.format"):
+                        tags[k[:-len(".weight.format")]] = int(f.get_tensor(k))
+    return tags
+
+
 def phi3_checks():
     stories = os.path.join(DATA, "stories260K-hf")  # a small SentencePiece-style tokenizer, as Phi-3's is
     if not os.path.isdir(stories):
@@ -534,8 +557,6 @@ def phi3_checks():
 # Cases quantize-model does not write to GGUF, and the word its refusal names: a Gemma q·k scale llama.cpp would
 # not derive from the file, a gpt-oss clamp other than llama.cpp's 7.
 GGUF_REFUSED = {"gemma2_scalar_untied": "query_pre_attn_scalar", "gpt_oss": "swiglu_limit"}
-# GGUF files convert-model does not turn into UQFF exports yet, and the word its refusal names.
-UQFF_FROM_GGUF_REFUSED = {"gpt_oss_truncated": "gpt-oss"}
 
 
 def every_architecture_checks():
@@ -596,11 +617,6 @@ def every_architecture_checks():
         back = os.path.join(WORK, f"arch-{case}-uqff")
         shutil.rmtree(back, ignore_errors=True)
         r = run([CONVERT, out, "-o", back, "--quiet"])
-        if case in UQFF_FROM_GGUF_REFUSED:
-            check(f"{case}: convert-model GGUF -> UQFF refuses, naming {UQFF_FROM_GGUF_REFUSED[case]}",
-                  r.returncode != 0 and UQFF_FROM_GGUF_REFUSED[case] in r.stderr, r.stderr)
-            uqff_export_check(case, cfg, d, tokens, routers, b, c)
-            continue
         rc = run([FORWARD, "--model", back, "--tokens", tokens, "--logits", c]) if r.returncode == 0 else r
         check(f"{case}: convert-model GGUF -> UQFF runs", r.returncode == rc.returncode == 0, r.stderr + rc.stderr)
         if r.returncode == rc.returncode == 0:
@@ -610,6 +626,28 @@ def every_architecture_checks():
             written = json.load(open(os.path.join(back, "config.json")))
             check(f"{case}: config.json's rms_norm_eps and rope_theta as in the source ({written['rms_norm_eps']!r})",
                   written["rms_norm_eps"] == cfg["rms_norm_eps"] and written["rope_theta"] == cfg["rope_theta"])
+            if cfg["model_type"] == "gpt_oss":
+                # GptOssConfig's fields, with the YaRN range truncated as GGUF readers apply it (said explicitly:
+                # mistral.rs' gpt-oss defaults to false); llama.cpp's file windows the even layers.
+                types = ["sliding_attention" if i % 2 == 0 else "full_attention"
+                         for i in range(cfg["num_hidden_layers"])]
+                got = {k: written.get(k) for k in ("model_type", "num_local_experts", "num_experts_per_tok",
+                                                   "intermediate_size", "swiglu_limit", "sliding_window",
+                                                   "layer_types")}
+                want = {"model_type": "gpt_oss", "num_local_experts": cfg["num_local_experts"],
+                        "num_experts_per_tok": cfg["num_experts_per_tok"],
+                        "intermediate_size": cfg["intermediate_size"], "swiglu_limit": 7.0,
+                        "sliding_window": cfg["sliding_window"], "layer_types": types}
+                check(f"{case}: config.json holds gpt-oss's fields", got == want and
+                      written["rope_scaling"]["truncate"] is True, (got, written["rope_scaling"]))
+                mlp = {k for k in safe_keys(back) if ".layers.0.mlp." in k or "sinks" in k}
+                want_keys = {"model.layers.0.mlp.router.weight", "model.layers.0.mlp.router.bias",
+                             "model.layers.0.self_attn.sinks", "model.layers.1.self_attn.sinks"}
+                for proj in ("gate", "up", "down"):
+                    want_keys |= {f"model.layers.0.mlp.experts.{proj}_proj.{x}"
+                                  for x in ("weight", "bias", "weight.format", "weight.shape", "weight.dtype")}
+                check(f"{case}: the export names gpt-oss's router and sinks as its checkpoints do, the experts as "
+                      "stacked modules", mlp == want_keys, sorted(mlp ^ want_keys))
         uqff_export_check(case, cfg, d, tokens, routers, b, c)
 
 
@@ -617,10 +655,8 @@ def uqff_export_check(case, cfg, d, tokens, routers, b, c):
     """The checkpoint straight to a UQFF export (mistral.rs' layout, the embedding unquantized among the residual
     tensors) gives the source's logits with every tracked module in q8_0."""
     export = os.path.join(WORK, f"arch-{case}-export")
-    if cfg["model_type"] == "gpt_oss":
-        # gpt-oss's expert parameters are not UQFF modules (qrt keeps them, and their biases, as they are).
-        routers = routers + [f"--tensor-format=blk.{i}.ffn_{p}_exps{b}=f32" for i in range(cfg["num_hidden_layers"])
-                             for p in ("gate", "up", "down") for b in ("", ".bias")]
+    # gpt-oss's fused expert parameters become the stacked expert modules, quantized like every other (their
+    # biases, in `routers`, stay as they are).
     r = run([QUANTIZE, d, "-o", export, "--type", "q8_0", "--quiet", "--force"])
     rc = run([FORWARD, "--model", export, "--tokens", tokens, "--logits", c]) if r.returncode == 0 else r
     rb = run([FORWARD, "--weights", os.path.join(d, "model.safetensors"), "--hf-config",
@@ -676,6 +712,35 @@ def gpt_oss_mxfp4_checks():
     if ok:
         err = logits_error(a, b)
         check(f"gpt-oss MXFP4 checkpoint: GGUF logits equal the source's ({err:.2e})", err < 1e-5)
+    # To UQFF, from the checkpoint (quantize-model) and from its GGUF (convert-model): the experts become stacked
+    # MXFP4 layers (tag 6) with their blocks as they were, the projections q8_0.
+    experts = {"model.layers.%d.mlp.experts.%s_proj" % (i, x) for i in range(layers) for x in ("gate", "up", "down")}
+    export, conv = os.path.join(WORK, "gpt-oss-mxfp4-export"), os.path.join(WORK, "gpt-oss-mxfp4-uqff")
+    for p in (export, conv):
+        shutil.rmtree(p, ignore_errors=True)
+    u, c, e = (os.path.join(WORK, "gpt-oss-mxfp4.%s.f32" % k) for k in ("export", "conv", "hf-embd"))
+    r = run([QUANTIZE, d, "-o", export, "--type", "q8_0", "--quiet"])
+    ru = run([FORWARD, "--model", export, "--tokens", tokens, "--logits", u]) if r.returncode == 0 else r
+    re_ = run([FORWARD, "--model", d, "--format", "q8_0", "--tokens", tokens, "--logits", e,
+               "--tensor-format=token_embd=f32"] + keep)
+    ok = r.returncode == ru.returncode == re_.returncode == 0
+    check("gpt-oss MXFP4 checkpoint: quantize-model to UQFF runs", ok, r.stderr + ru.stderr + re_.stderr)
+    if ok:
+        tags = uqff_formats(export)
+        check("gpt-oss MXFP4 checkpoint: the export's experts are MXFP4 layers, q_proj GGML",
+              all(tags.get(k) == 6 for k in experts) and tags.get("model.layers.0.self_attn.q_proj") == 0, tags)
+        err = logits_error(u, e)
+        check(f"gpt-oss MXFP4 checkpoint: the UQFF export's logits equal the source's ({err:.2e})", err < 1e-5)
+    r = run([CONVERT, out, "-o", conv, "--quiet"])
+    rc = run([FORWARD, "--model", conv, "--tokens", tokens, "--logits", c]) if r.returncode == 0 else r
+    ok = r.returncode == rc.returncode == 0 and os.path.isfile(a)
+    check("gpt-oss MXFP4 GGUF: convert-model to UQFF runs", ok, r.stderr + rc.stderr)
+    if ok:
+        tags = uqff_formats(conv)
+        check("gpt-oss MXFP4 GGUF: GGUF type 39 experts become MXFP4 layers",
+              all(tags.get(k) == 6 for k in experts), tags)
+        err = logits_error(c, a)
+        check(f"gpt-oss MXFP4 GGUF: the converted export's logits equal the GGUF's ({err:.2e})", err < 1e-5)
 
 
 phi3_checks()

@@ -218,7 +218,7 @@ TEST(DeepseekNames, HuggingFaceNamesBothWays) {
     auto c = names::canonical_from_hf(hf);
     ASSERT_TRUE(c.has_value()) << hf;
     EXPECT_EQ(c->name, canonical);
-    EXPECT_EQ(names::hf_from_canonical(canonical, false), std::string(hf));
+    EXPECT_EQ(names::hf_from_canonical(canonical, "deepseek2"), std::string(hf));
     EXPECT_TRUE(names::canonical_from_gguf(std::string(canonical) +
                                            (std::string(canonical).ends_with(".bias") ? "" : ".weight"))
                     .has_value())

@@ -58,22 +58,28 @@ TEST(TensorNames, HuggingFaceMap) {
 // hf_from_canonical inverts canonical_from_hf: every whole-tensor HF name comes back from its canonical name (Mixtral's
 // module names when asked), experts as mistral.rs' stacked keys.
 TEST(TensorNames, HfNamesFromCanonicalInvertTheMap) {
-  const std::pair<const char*, bool> names[] = {
-      {"model.embed_tokens.weight", false}, {"model.norm.weight", false}, {"lm_head.weight", false},
-      {"model.layers.0.input_layernorm.weight", false}, {"model.layers.11.post_attention_layernorm.weight", false},
-      {"model.layers.3.self_attn.q_proj.weight", false}, {"model.layers.3.self_attn.q_proj.bias", false},
-      {"model.layers.3.self_attn.k_norm.weight", false}, {"model.layers.3.mlp.down_proj.bias", false},
-      {"model.layers.3.mlp.gate.weight", false}, {"model.layers.3.block_sparse_moe.gate.weight", true},
-      {"model.layers.0.mlp.experts.gate_proj.weight", false},
-      {"model.layers.1.block_sparse_moe.experts.up_proj.weight", true},
+  const std::pair<const char*, const char*> names[] = {
+      {"model.embed_tokens.weight", "llama"}, {"model.norm.weight", "llama"}, {"lm_head.weight", "llama"},
+      {"model.layers.0.input_layernorm.weight", "llama"}, {"model.layers.11.post_attention_layernorm.weight", "llama"},
+      {"model.layers.3.self_attn.q_proj.weight", "llama"}, {"model.layers.3.self_attn.q_proj.bias", "llama"},
+      {"model.layers.3.self_attn.k_norm.weight", "qwen3"}, {"model.layers.3.mlp.down_proj.bias", "llama"},
+      {"model.layers.3.mlp.gate.weight", "qwen3moe"}, {"model.layers.3.block_sparse_moe.gate.weight", "mixtral"},
+      {"model.layers.0.mlp.experts.gate_proj.weight", "qwen3moe"},
+      {"model.layers.1.block_sparse_moe.experts.up_proj.weight", "mixtral"},
+      // gpt-oss: its router's name, the sink logits without a suffix, stacked experts with their biases.
+      {"model.layers.3.mlp.router.weight", "gpt-oss"}, {"model.layers.3.mlp.router.bias", "gpt-oss"},
+      {"model.layers.3.self_attn.sinks", "gpt-oss"}, {"model.layers.2.mlp.experts.down_proj.bias", "gpt-oss"},
   };
-  for (const auto& [hf, mixtral] : names) {
+  for (const auto& [hf, arch] : names) {
     auto c = canonical_from_hf(hf);
     ASSERT_TRUE(c.has_value()) << hf;
-    EXPECT_EQ(hf_from_canonical(c->name, mixtral), std::optional<std::string>(hf)) << c->name;
+    EXPECT_EQ(hf_from_canonical(c->name, arch), std::optional<std::string>(hf)) << c->name;
   }
-  EXPECT_FALSE(hf_from_canonical("blk.0.nonsense", false).has_value());
-  EXPECT_FALSE(hf_from_canonical("rope_freqs", false).has_value());
+  EXPECT_FALSE(hf_from_canonical("blk.0.nonsense", "llama").has_value());
+  EXPECT_FALSE(hf_from_canonical("rope_freqs", "llama").has_value());
+  // Sinks are gpt-oss's alone, and never a bias.
+  EXPECT_FALSE(hf_from_canonical("blk.0.attn_sinks", "llama").has_value());
+  EXPECT_FALSE(hf_from_canonical("blk.0.attn_sinks.bias", "gpt-oss").has_value());
 }
 
 // Gemma's four norms per layer: post_attention_layernorm is the attention output's post-norm when the checkpoint has
@@ -90,7 +96,7 @@ TEST(TensorNames, GemmaSandwichNorms) {
     auto c = canonical_from_hf(hf, true);
     ASSERT_TRUE(c.has_value()) << hf;
     EXPECT_EQ(c->name, canonical) << hf;
-    EXPECT_EQ(hf_from_canonical(c->name, false, true), std::optional<std::string>(hf)) << c->name;
+    EXPECT_EQ(hf_from_canonical(c->name, "gemma2", true), std::optional<std::string>(hf)) << c->name;
     EXPECT_EQ(*canonical_from_gguf(std::string(canonical) + ".weight"), (CanonicalName{canonical, -1}));
   }
   EXPECT_EQ(canonical_from_hf("model.layers.2.post_attention_layernorm.weight")->name, "blk.2.ffn_norm");
