@@ -14,6 +14,12 @@ using nlohmann::ordered_json;
 constexpr int32_t kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6;
 constexpr const char* kSpace = "\xE2\x96\x81";  // "▁"
 
+std::string replace_all(std::string s, std::string_view from, std::string_view to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
+}
+
 bool is_byte_token(const std::string& t) {
   auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F'); };
   return t.size() == 6 && t.compare(0, 3, "<0x") == 0 && hex(t[3]) && hex(t[4]) && t[5] == '>';
@@ -43,7 +49,12 @@ Status spm_spacing(const json& tok, bool* prepend) {
     }
   }
   const json pre = tok.contains("pre_tokenizer") ? tok["pre_tokenizer"] : json();
-  if (pre.is_object()) {
+  // Gemma 3's tokenizer.json splits at " " after its normalizer has replaced every space with "▁": nothing is left
+  // to split at, so the step changes nothing.
+  const bool split_at_replaced_spaces =
+      replace && pre.is_object() && pre.value("type", "") == "Split" && pre.contains("pattern") &&
+      pre["pattern"].is_object() && pre["pattern"].value("String", "") == " " && !pre.value("invert", false);
+  if (pre.is_object() && !split_at_replaced_spaces) {
     if (pre.value("type", "") != "Metaspace" || pre.value("replacement", "") != kSpace)
       return unsupported("tokenizer.json pre_tokenizer \"" + pre.value("type", "") +
                          "\" has no GGUF counterpart for a SentencePiece-style vocabulary");
@@ -115,7 +126,9 @@ Status add_gguf_spm_vocab(GgufWriter& w, const json& tok, std::map<std::string, 
                          : t.added          ? kUserDefined
                          : is_byte_token(t.text) ? kByte
                                                  : kNormal;
-    tokens[static_cast<size_t>(id)] = t.text;
+    // llama.cpp matches user-defined tokens in the text before any "▁" replaces its spaces, so its converter
+    // writes theirs back as spaces (Gemma's runs of spaces "▁▁" ... are user-defined); so does this writer.
+    tokens[static_cast<size_t>(id)] = type == kUserDefined ? replace_all(t.text, kSpace, " ") : t.text;
     types[static_cast<size_t>(id)] = type;
     if (type == kUnknown) unk_id = id;
     ids->emplace(t.text, id);

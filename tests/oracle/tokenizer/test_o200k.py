@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 try:
@@ -36,8 +35,7 @@ except ImportError as e:  # pragma: no cover
 
 QUANTIZE, CONVERT, LIB, PYDIR, WORK = sys.argv[1:6]
 DATA = os.environ.get("QRT_TEST_DATA", "")
-CORPUS, VOCAB_TESTS = os.path.join(DATA, "corpus"), os.path.join(DATA, "ggml-vocab")
-if not (os.path.isdir(CORPUS) and os.path.isdir(VOCAB_TESTS)):
+if not (os.path.isdir(os.path.join(DATA, "corpus")) and os.path.isdir(os.path.join(DATA, "ggml-vocab"))):
     print(f"skipped: test data not found under QRT_TEST_DATA={DATA!r}")
     sys.exit(77)
 
@@ -51,6 +49,7 @@ from e2e_checks import check, finish  # noqa: E402
 
 sys.path.insert(0, os.path.join(HERE, "..", "model"))
 from test_model_forward import CASES, make_weights  # noqa: E402
+from real_vocab_checks import compare, qrt_tokenizer, run, texts  # noqa: E402
 
 shutil.rmtree(WORK, ignore_errors=True)
 os.makedirs(WORK)
@@ -105,23 +104,7 @@ with open(os.path.join(checkpoint, "config.json"), "w") as f:
     json.dump(cfg, f)
 
 
-# ---- the texts ----------------------------------------------------------------------------------------------------
-def texts():
-    out = []
-    for name in sorted(os.listdir(VOCAB_TESTS)):
-        if name.endswith(".inp"):
-            with open(os.path.join(VOCAB_TESTS, name), encoding="utf-8") as f:
-                out += f.read().split("\n__ggml_vocab_test__\n")
-    with open(os.path.join(CORPUS, "war-and-peace.txt"), encoding="utf-8") as f:
-        book = f.read()
-    out += [book[i:i + 4000] for i in range(0, 120000, 4000)]
-    out += ["DON'T you SEE? I'll we'd THEY'RE", "Ünïcödé ✓ 日本語のテキスト 中文 العربية हिन्दी 🤖👍🏽",
-            "ﬁ ligatures, e\u0301 combining, \u200b zero width", "line\r\nbreaks\r\n\r\n  and\ttabs   ",
-            "numbers 1234567 3.14159 1/2 0x1F", "path/to/file.py:12 // comment /* x */", ""]
-    return list(dict.fromkeys(out))  # each once, in order
-
-
-TEXTS = texts()
+TEXTS = texts(DATA)
 CHATS = [
     "<|start|>system<|message|>You are ChatGPT.<|end|><|start|>user<|message|>What is 2 + 2?<|end|>"
     "<|start|>assistant<|channel|>analysis<|message|>Simple sum.<|end|>"
@@ -131,40 +114,22 @@ CHATS = [
 ]
 
 
-def compare(label, encode, decode=None, specials_as_text=True):
-    """encode(text, parse_special) against tiktoken for every text and the harmony chats, their special tokens as
-    text (where the tokenizer can be asked to: Hugging Face `tokenizers` always parses them) and as tokens."""
-    bad = []
-    plain = TEXTS + CHATS if specials_as_text else TEXTS
-    for text in plain:
-        want = harmony.encode(text, disallowed_special=())
-        got = encode(text, False)
-        if got != want:
-            bad.append((text[:60], got[:12], want[:12]))
-    check(f"{label}: {len(plain)} texts tokenize as tiktoken's o200k_harmony", not bad,
-          f"{len(bad)} differ, first: {bad[:2]}")
-    bad = [c[:40] for c in CHATS if encode(c, True) != harmony.encode(c, allowed_special="all")]
-    check(f"{label}: harmony conversations with their special tokens parsed", not bad, bad)
-    if decode is not None:
-        bad = [t[:40] for t in TEXTS if decode(harmony.encode(t, disallowed_special=())) != t]
-        check(f"{label}: detokenizing tiktoken's ids gives every text back", not bad, f"{len(bad)}: {bad[:3]}")
+def tiktoken_ids(text, special):
+    return harmony.encode(text, allowed_special="all") if special else harmony.encode(text, disallowed_special=())
 
 
-def qrt_model(path):
-    m = qrt.Model(path)
-    return m, (lambda t, special: m.tokenize(t, add_special=False, parse_special=special)), m.detokenize
-
-
-def run(args):
-    return subprocess.run(args, capture_output=True, text=True, timeout=600)
+def compare_all(label, encode, decode=None, specials_as_text=True):
+    """Against tiktoken: the texts and, where the tokenizer can be asked to keep special tokens as text (Hugging Face
+    `tokenizers` always parses them), the harmony chats that way too; the chats with their tokens parsed."""
+    compare(label, encode, tiktoken_ids, TEXTS + CHATS if specials_as_text else TEXTS, CHATS, decode)
 
 
 # The converter itself against tiktoken: otherwise a wrong tokenizer.json would make every check below moot.
-compare("Hugging Face tokenizers on the converted tokenizer.json",
-        lambda t, special: hf.encode(t, add_special_tokens=False).ids, specials_as_text=False)
+compare_all("Hugging Face tokenizers on the converted tokenizer.json",
+            lambda t, special: hf.encode(t, add_special_tokens=False).ids, specials_as_text=False)
 
-model, encode, decode = qrt_model(checkpoint)
-compare("qrt, the checkpoint's tokenizer.json", encode, decode)
+model, encode, decode = qrt_tokenizer(qrt, checkpoint)
+compare_all("qrt, the checkpoint's tokenizer.json", encode, decode)
 del model
 
 # ---- GGUF and back -------------------------------------------------------------------------------------------------
@@ -181,18 +146,18 @@ if r.returncode == 0:
     check("the GGUF names o200k's split as llama.cpp does (gpt2 model, pre-tokenizer gpt-4o)",
           text_field("tokenizer.ggml.model") == "gpt2" and text_field("tokenizer.ggml.pre") == "gpt-4o",
           (text_field("tokenizer.ggml.model"), text_field("tokenizer.ggml.pre")))
-    model, encode, decode = qrt_model(gguf)
-    compare("qrt, the GGUF's vocabulary", encode, decode)
+    model, encode, decode = qrt_tokenizer(qrt, gguf)
+    compare_all("qrt, the GGUF's vocabulary", encode, decode)
     del model
     back = os.path.join(WORK, "gpt-oss-o200k-uqff")
     r = run([CONVERT, gguf, "-o", back, "--quiet"])
     check("convert-model writes the GGUF back as a UQFF export", r.returncode == 0, r.stderr)
     if r.returncode == 0:
         written = Tokenizer.from_file(os.path.join(back, "tokenizer.json"))
-        compare("Hugging Face tokenizers on the tokenizer.json written from the GGUF",
-                lambda t, special: written.encode(t, add_special_tokens=False).ids, specials_as_text=False)
-        model, encode, decode = qrt_model(back)
-        compare("qrt, the UQFF export", encode, decode)
+        compare_all("Hugging Face tokenizers on the tokenizer.json written from the GGUF",
+                    lambda t, special: written.encode(t, add_special_tokens=False).ids, specials_as_text=False)
+        model, encode, decode = qrt_tokenizer(qrt, back)
+        compare_all("qrt, the UQFF export", encode, decode)
         del model
 
 finish()

@@ -1,0 +1,49 @@
+"""What the real-vocabulary oracles (test_o200k.py, test_gemma3_tokenizer.py) share: the texts, the comparison of a
+tokenizer under test with the reference library, and qrt's tokenizer behind a model."""
+import os
+import subprocess
+
+from e2e_checks import check
+
+
+def texts(data):
+    """Every test string of llama.cpp's vocabulary tests (ggml-vocab-*.inp), thirty 4000-character pieces of the
+    corpus, and strings aimed at the splitting rules (contractions in capitals, scripts without spaces, emoji with
+    modifiers, combining marks, CR LF, runs of spaces, digits, code), each once."""
+    out = []
+    vocab_tests = os.path.join(data, "ggml-vocab")
+    for name in sorted(os.listdir(vocab_tests)):
+        if name.endswith(".inp"):
+            with open(os.path.join(vocab_tests, name), encoding="utf-8") as f:
+                out += f.read().split("\n__ggml_vocab_test__\n")
+    with open(os.path.join(data, "corpus", "war-and-peace.txt"), encoding="utf-8") as f:
+        book = f.read()
+    out += [book[i:i + 4000] for i in range(0, 120000, 4000)]
+    out += ["DON'T you SEE? I'll we'd THEY'RE", "Ünïcödé ✓ 日本語のテキスト 中文 العربية हिन्दी 🤖👍🏽",
+            "ﬁ ligatures, e\u0301 combining, \u200b zero width", "line\r\nbreaks\r\n\r\n  and\ttabs   ",
+            "numbers 1234567 3.14159 1/2 0x1F", "path/to/file.py:12 // comment /* x */", "    indented\n\tcode", ""]
+    return list(dict.fromkeys(out))
+
+
+def compare(label, encode, reference, plain, chats, decode=None):
+    """encode(text, parse_special) against reference(text, parse_special): the plain texts as text, the chats with
+    their special tokens parsed; decode(reference ids) must give every plain text back."""
+    bad = [(t[:60], encode(t, False)[:12], reference(t, False)[:12]) for t in plain
+           if encode(t, False) != reference(t, False)]
+    check(f"{label}: {len(plain)} texts tokenize as the reference", not bad, f"{len(bad)} differ, first: {bad[:2]}")
+    bad = [(c[:40], encode(c, True)[:16], reference(c, True)[:16]) for c in chats
+           if encode(c, True) != reference(c, True)]
+    check(f"{label}: {len(chats)} chat turns with their special tokens parsed", not bad, bad)
+    if decode is not None:
+        bad = [t[:40] for t in plain if decode(reference(t, False)) != t]
+        check(f"{label}: detokenizing the reference's ids gives every text back", not bad, f"{len(bad)}: {bad[:3]}")
+
+
+def qrt_tokenizer(qrt, path):
+    """qrt's tokenizer of the model at `path`: (model, encode(text, parse_special) without BOS, detokenize)."""
+    m = qrt.Model(path)
+    return m, (lambda t, special: m.tokenize(t, add_special=False, parse_special=special)), m.detokenize
+
+
+def run(args):
+    return subprocess.run(args, capture_output=True, text=True, timeout=600)
