@@ -6,7 +6,8 @@ against OpenAI's own `tiktoken` on real text:
     sha256 it pins for the file), and Hugging Face's converter (`transformers`' TikTokenConverter, which made
     gpt-oss's tokenizer.json) turns them into a tokenizer.json with the harmony special tokens;
   * qrt loading a small gpt-oss checkpoint with that tokenizer.json tokenizes every text as tiktoken does (special
-    tokens as text, and parsed as tokens), and detokenizes back to the text;
+    tokens as text, and parsed as tokens), and detokenizes back to the text; its rendering of gpt-oss's chat template
+    tokenizes to the ids OpenAI's harmony renderer (`openai-harmony`) gives the same conversation;
   * quantize-model writes the checkpoint as a GGUF file (tokenizer.ggml.pre "gpt-4o", as llama.cpp names o200k's
     split), and qrt tokenizes from it the same; convert-model writes that GGUF back as a UQFF export whose
     tokenizer.json tokenizes the same in qrt and in Hugging Face `tokenizers`.
@@ -16,6 +17,7 @@ conversations.
 
 usage: test_o200k.py <quantize-model> <convert-model> <libruntime.so> <python dir> <work dir>
 """
+import datetime
 import gzip
 import hashlib
 import json
@@ -88,6 +90,8 @@ converted = TikTokenConverter(vocab_file=ranks_file, pattern=harmony._pat_str,
 checkpoint = os.path.join(WORK, "gpt-oss-o200k")
 os.makedirs(checkpoint)
 converted.save(os.path.join(checkpoint, "tokenizer.json"))
+shutil.copy(os.path.join(DATA, "chat-templates", "openai-gpt-oss-120b.jinja"),
+            os.path.join(checkpoint, "chat_template.jinja"))
 with open(os.path.join(checkpoint, "tokenizer_config.json"), "w") as f:
     json.dump({"bos_token": "<|startoftext|>", "eos_token": "<|return|>", "pad_token": "<|endoftext|>",
                "add_bos_token": False}, f)
@@ -130,6 +134,40 @@ compare_all("Hugging Face tokenizers on the converted tokenizer.json",
 
 model, encode, decode = qrt_tokenizer(qrt, checkpoint)
 compare_all("qrt, the checkpoint's tokenizer.json", encode, decode)
+# The chat format: gpt-oss's chat template (as published with the checkpoints), rendered by qrt and tokenized with
+# its special tokens, against OpenAI's harmony renderer (openai-harmony, reading the same ranks) on the same date.
+os.environ["TIKTOKEN_ENCODINGS_BASE"] = WORK
+from openai_harmony import (Conversation, DeveloperContent, HarmonyEncodingName, Message, Role,  # noqa: E402
+                            SystemContent, load_harmony_encoding)
+
+renderer = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+system = Message.from_role_and_content(Role.SYSTEM, SystemContent.new().with_conversation_start_date(
+    datetime.date.today().isoformat()))
+conversations = [
+    ([{"role": "user", "content": "What is 2 + 2?"}],
+     [system, Message.from_role_and_content(Role.USER, "What is 2 + 2?")]),
+    ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello! How can I help?"},
+      {"role": "user", "content": "Tell me a joke, ünïcödé ✓."}],
+     [system, Message.from_role_and_content(Role.USER, "Hi"),
+      Message.from_role_and_content(Role.ASSISTANT, "Hello! How can I help?").with_channel("final"),
+      Message.from_role_and_content(Role.USER, "Tell me a joke, ünïcödé ✓.")]),
+]
+bad = []
+for messages, harmony_messages in conversations:
+    ids = model.tokenize(model.render_chat(messages), add_special=False, parse_special=True)
+    want = renderer.render_conversation_for_completion(Conversation.from_messages(harmony_messages), Role.ASSISTANT)
+    if ids != want:
+        bad.append((renderer.decode_utf8(ids), renderer.decode_utf8(want)))
+check("qrt renders gpt-oss's chat template to harmony's tokens (a user turn; a past assistant answer)", not bad, bad)
+# A system message becomes harmony's developer instructions; Hugging Face's template ends that turn with two more
+# newlines than harmony does, and that is the only difference.
+text = model.render_chat([{"role": "system", "content": "Answer in French."}, {"role": "user", "content": "Hello!"}])
+want = renderer.render_conversation_for_completion(Conversation.from_messages([
+    system, Message.from_role_and_content(Role.DEVELOPER, DeveloperContent.new().with_instructions("Answer in French.")),
+    Message.from_role_and_content(Role.USER, "Hello!")]), Role.ASSISTANT)
+fixed = text.replace("Answer in French.\n\n<|end|>", "Answer in French.<|end|>")
+check("the template's developer turn differs from harmony's only by its two trailing newlines",
+      fixed != text and model.tokenize(fixed, add_special=False, parse_special=True) == want, repr(text))
 del model
 
 # ---- GGUF and back -------------------------------------------------------------------------------------------------
