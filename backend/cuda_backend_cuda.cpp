@@ -321,7 +321,9 @@ Result<WeightHandle> CudaBackend::upload_weight(const QuantTensor& t) {
     cudaFree(allocation);
     return copied.with_context(where);
   }
-  if (t.shape.size() == 2 && kernels::gemv_dp4a_applies(w->format, w->view())) {
+  // Room to quantize x for the integer-dot kernels this weight takes (a stack of experts: its one-token kernel).
+  if ((t.shape.size() == 2 && kernels::gemv_dp4a_applies(w->format, w->view())) ||
+      (t.shape.size() == 3 && kernels::expert_gemv_dp4a_applies(w->format, w->first_matrix_view(), w->matrix_parts))) {
     Status reserved = reserve_q8_activations(w->cols());
     if (!reserved.ok()) {
       cudaFree(allocation);
@@ -790,7 +792,6 @@ Status CudaBackend::moe_route_grouped(ConstF32View logits, const MoeRouting& rou
 }
 
 Status CudaBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32View ids, F32View y) {
-  forget_q8_source();
   const char* op = "linear_experts";
   QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(weight, op, "weight"));
   QRT_TRY(op_checks::linear_experts(x, WeightInfo{w->format, w->shape}, ids, y));
@@ -804,6 +805,19 @@ Status CudaBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   const kernels::ExpertGemvShape shape{ids.rows, static_cast<int>(ids.cols), static_cast<int>(w->shape[0]),
                                        x.rows == ids.rows};
+  // Decode (x of at most the GEMV batch's rows: a step's tokens, or their slots): the integer-dot kernel per slot on x
+  // quantized once (gate and up share the quantization, as the dense projections do; the norm's fused quantization
+  // is used when x is its output). Each slot's sums do not depend on the others, so a batch of sequences gets the
+  // bits each gets alone (the grouped kernel below reads a shared expert once, but in floats).
+  const quant::QuantView expert0 = w->first_matrix_view();
+  if (integer_gemv_ && kernels::expert_gemv_dp4a_applies(w->format, expert0, w->matrix_parts) &&
+      kernels::q8_activation_bytes(x.rows, x.cols) <= q8_bytes_) {
+    QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, x.cols));
+    QRT_TRY(kernels::expert_gemv_dp4a(w->format, expert0, w->matrix_parts, ids.data, shape, {q.codes, q.scales},
+                                      y.data, ctx_->compute_stream()));
+    return finish_linear(nullptr, y);
+  }
+  forget_q8_source();
   // Several tokens: slots grouped by expert, so an expert's rows are read once per batch rather than once per slot
   // (the same bits). One token (a decode step, inside the captured graph) has no repeats to group.
   if (ids.rows > 1 && shape.experts <= kernels::kGroupedMaxExperts) {

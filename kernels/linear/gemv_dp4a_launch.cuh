@@ -42,6 +42,32 @@ struct Dp4aParams {
   float* y[kGemvMaxParts];
 };
 
+// Every thread's share of R rows times M batch rows: the items it owns (first, first + stride, ...), each item's W
+// loaded once for all batch rows and each x piece once for all rows. codes / scales: batch row 0's.
+template <class P, int M, int R>
+__device__ __forceinline__ void accumulate_items(const dp4a::RowRef (&rows)[R], const int8_t* codes,
+                                                 const float* scales, int64_t x_blocks, int items, float (&acc)[R][M],
+                                                 int first, int stride) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < M; ++i) acc[r][i] = 0.0f;
+
+#pragma unroll 2
+  for (int it = first; it < items; it += stride) {
+    typename P::W w[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) w[r] = P::fetch(rows[r], it);
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      const typename P::X x = P::load_x(codes + i * x_blocks * kQ8BlockCodeBytes,
+                                        scales + i * x_blocks * kQ8BlockScaleFloats, it);
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r][i] += P::dot(w[r], x, it);
+    }
+  }
+}
+
 template <class P, int M, int R>
 __global__ void __launch_bounds__(kThreads) gemv_dp4a_kernel(const Dp4aParams p) {
   __shared__ float partial[kThreads / 32][R * M];
@@ -61,26 +87,62 @@ __global__ void __launch_bounds__(kThreads) gemv_dp4a_kernel(const Dp4aParams p)
   }
 
   float acc[R][M];
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int i = 0; i < M; ++i) acc[r][i] = 0.0f;
-
-#pragma unroll 2
-  for (int it = static_cast<int>(threadIdx.x); it < p.items; it += kThreads) {
-    typename P::W w[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) w[r] = P::fetch(rows[r], it);
-#pragma unroll
-    for (int i = 0; i < M; ++i) {
-      const typename P::X x = P::load_x(p.codes + i * p.x_blocks * kQ8BlockCodeBytes,
-                                        p.scales + i * p.x_blocks * kQ8BlockScaleFloats, it);
-#pragma unroll
-      for (int r = 0; r < R; ++r) acc[r][i] += P::dot(w[r], x, it);
-    }
-  }
-
+  accumulate_items<P, M, R>(rows, p.codes, p.scales, p.x_blocks, p.items, acc, static_cast<int>(threadIdx.x), kThreads);
   store_row_sums<kThreads, R, M>(acc, partial, row0, part_rows, gemv_part_value(k, p.y));
+}
+
+// Stacked experts (gemv_dp4a_experts): part 0 is expert 0's matrix, expert e's parts start e strides further;
+// grid.y is this launch's slots, each its expert's rows against its own x row. Expert matrices are often narrow
+// (Qwen3-MoE's down projection: 768 columns, 24 Q4_K items a row), so a row gets `lanes` threads (32, 64 or 128:
+// the fewest warps that cover its items) and a block 128 / lanes rows, which keeps every thread loading.
+struct Dp4aExperts {
+  const int32_t* ids;
+  int64_t first_slot;
+  int top_k, experts;
+  bool shared_input;  // x row = slot / top_k (a token's input), else x row = slot
+  uint64_t data_stride, scales_stride, biases_stride;  // bytes per expert
+  int lanes;          // threads per row
+};
+
+inline int expert_row_lanes(int items) {
+  int lanes = 32;
+  while (lanes < items && lanes < kThreads) lanes *= 2;
+  return lanes;
+}
+
+template <class P>
+__global__ void __launch_bounds__(kThreads) gemv_dp4a_experts_kernel(const Dp4aParams p, const Dp4aExperts e) {
+  __shared__ float partial[kThreads / 32];
+  const int64_t slot = e.first_slot + static_cast<int64_t>(blockIdx.y);
+  const int64_t rows_total = p.rows[0];
+  const int lane = static_cast<int>(threadIdx.x) % e.lanes, warp = static_cast<int>(threadIdx.x >> 5);
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / e.lanes) + threadIdx.x / e.lanes;
+  float* y = p.y[0] + slot * rows_total;
+  const int expert = e.ids[slot];
+  if (expert < 0 || expert >= e.experts) {  // not reportable from here: the slot's rows become NaN
+    if (lane == 0 && row < rows_total) y[row] = __int_as_float(0x7fc00000);
+    return;
+  }
+  const uint64_t ue = static_cast<uint64_t>(expert);
+  const int64_t r = min(row, rows_total - 1);  // past the end: a repeat, not stored
+  const int64_t group_row = r * p.groups_per_row * p.scale_bytes;
+  const dp4a::RowRef rows[1] = {
+      {p.data[0] + ue * e.data_stride + r * p.row_bytes,
+       p.w_scales[0] == nullptr ? nullptr : p.w_scales[0] + ue * e.scales_stride + group_row,
+       p.w_biases[0] == nullptr ? nullptr : p.w_biases[0] + ue * e.biases_stride + group_row, p.group_shift}};
+  const int64_t x_row = e.shared_input ? slot / e.top_k : slot;
+  float acc[1][1];
+  accumulate_items<P, 1, 1>(rows, p.codes + x_row * p.x_blocks * kQ8BlockCodeBytes,
+                            p.scales + x_row * p.x_blocks * kQ8BlockScaleFloats, p.x_blocks, p.items, acc, lane,
+                            e.lanes);
+  const float v = warp_sum(acc[0][0]);
+  if ((threadIdx.x & 31) == 0) partial[warp] = v;
+  __syncthreads();
+  if (lane == 0 && row < rows_total) {  // the row's first warp sums its warps in order
+    float sum = partial[warp];
+    for (int w = 1; w < e.lanes / 32; ++w) sum += partial[warp + w];
+    y[row] = sum;
+  }
 }
 
 // One launch's arguments (gemv_dp4a_parts checked them); rows_per_block 0: plan_part_grid's choice.
@@ -90,6 +152,9 @@ struct Dp4aLaunch {
   int m;
   cudaStream_t stream;
   int rows_per_block;
+  // Set: one part, expert 0 of a stack; `slots` slots from e.first_slot (m unused, each slot has its x row).
+  const Dp4aExperts* experts = nullptr;
+  int64_t slots = 0;
 };
 
 // The parts agree on format, width and group parameters (gemv_dp4a_parts checked them); each gets its own blocks
@@ -119,6 +184,15 @@ Status launch(const Dp4aLaunch& l) {
     params.w_biases[j] = v.biases;
     params.rows[j] = v.rows;
     params.y[j] = parts[j].y;
+  }
+  if (l.experts != nullptr) {
+    Dp4aExperts e = *l.experts;
+    e.lanes = expert_row_lanes(params.items);
+    const int64_t rows_per_block = kThreads / e.lanes;
+    const dim3 grid(static_cast<unsigned>((w.rows + rows_per_block - 1) / rows_per_block),
+                    static_cast<unsigned>(l.slots));
+    gemv_dp4a_experts_kernel<P><<<grid, kThreads, 0, stream>>>(params, e);
+    return cuda_launch_status("gemv_dp4a_experts_kernel");
   }
   const unsigned blocks = static_cast<unsigned>(params.grid.blocks);
   return with_batch(m, [&](auto batch) -> Status {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/linear/q8_activations.hpp"
 #include "kernels/quant/format_list.hpp"
 #include "qrt/status.hpp"
 
@@ -39,5 +40,17 @@ uint64_t expert_gemv_grouped_workspace_bytes(const ExpertGemvShape& shape);
 Status expert_gemv_grouped(quant::FormatId format, const quant::QuantView& expert0, const quant::PartSizes& per_expert,
                            const int32_t* ids, const ExpertGemvShape& shape, const float* x, float* y, void* workspace,
                            cudaStream_t stream);
+
+// The one-token path on integer dot products (kernels/linear/gemv_dp4a.hpp): x already quantized to two int8 limbs
+// (one row per token with a shared input, else one per slot, expert0.cols columns), each slot's expert rows read with
+// the dense-model GEMV's per-format loads, 32, 64 or 128 threads per row (as many as its items need, so that narrow
+// expert matrices keep every thread of a block loading), instead of a warp per row decoding whole blocks into
+// registers. Applies where gemv_dp4a_applies to expert 0's matrix and every expert's parts start as
+// aligned as expert 0's. An invalid id gives that slot's row NaN, as expert_gemv.
+bool expert_gemv_dp4a_applies(quant::FormatId format, const quant::QuantView& expert0,
+                              const quant::PartSizes& per_expert);
+Status expert_gemv_dp4a(quant::FormatId format, const quant::QuantView& expert0, const quant::PartSizes& per_expert,
+                        const int32_t* ids, const ExpertGemvShape& shape, Q8ConstActivations x, float* y,
+                        cudaStream_t stream);
 
 }  // namespace qrt::kernels

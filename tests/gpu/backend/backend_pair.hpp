@@ -18,6 +18,7 @@
 #include "kernels/quant/common.hpp"
 #include "kernels/quant/mx.hpp"
 #include "kernels/linear/gemv_dp4a.hpp"
+#include "kernels/moe/expert_gemv.hpp"
 #include "backend/cpu_backend.hpp"
 #include "backend/cuda_backend.hpp"
 #include "test_support.hpp"
@@ -209,6 +210,14 @@ class BackendPair : public testing::Test {
     v.params.group_size = 64;
     v.params.scale_type = quant::ScalarType::kF16;
     return v;
+  }
+  // Whether a stack of [out, in] experts in `format` takes the integer-dot expert kernel (its matrix takes the
+  // integer-dot GEMV and each expert's parts start as aligned as the first's).
+  static bool expert_dp4a_applies(quant::FormatId format, int64_t out, int64_t in) {
+    quant::QuantView v = integer_gemv_probe(in);
+    v.rows = out;
+    const auto sizes = cpu::part_sizes(format, out, in, test::default_params(format));
+    return sizes.ok() && kernels::expert_gemv_dp4a_applies(format, v, *sizes);
   }
   // All GPU values finite and within `bound` relative L2 of the CPU's.
   void expect_close(const Dual<float>& d, double bound, const std::string& what) {

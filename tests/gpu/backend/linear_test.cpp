@@ -440,6 +440,7 @@ using CudaBackendGroupedExperts = BackendPair;
 TEST_P(CudaLinearExperts, SharedAndPerSlotInputsMatchCpu) {
   const quant::FormatId format = GetParam();
   const int64_t experts = 5, out = 36, in = 256, tokens = 6, top_k = 3;
+  const bool dp4a = expert_dp4a_applies(format, out, in);
   const auto values = test::random_normal(static_cast<size_t>(experts * out * in), 2300);
   auto w = test::quantized_tensor(format, {experts, out, in}, values, test::default_params(format));
   const auto weight_pair = weight(w->tensor);
@@ -454,11 +455,15 @@ TEST_P(CudaLinearExperts, SharedAndPerSlotInputsMatchCpu) {
     ASSERT_TRUE(cpu_.linear_experts(x->cpu, weight_pair.cpu, ids.cpu, y.cpu).ok());
     Status s = gpu_->linear_experts(x->gpu, weight_pair.gpu, ids.gpu, y.gpu);
     ASSERT_TRUE(s.ok()) << s.to_string();
-    expect_close(y, 1e-5, std::string(quant::format_name(format)) +
-                              (x == &x_shared ? " shared input" : " per-slot input"));
-    // The batch went through the grouped kernels (slots sorted by expert); token by token through the per-slot
-    // kernel: the same bits, row for row.
-    const std::vector<float> batch = gpu_values(y.gpu);
+    // The integer-dot kernel takes the stack where the format has one and each expert's bytes start 16-byte aligned,
+    // for as many x rows as the GEMV batch (the shared input's 6 here, not the 18 per-slot rows); else the batch
+    // goes through the grouped kernels (slots sorted by expert).
+    const bool batch_dp4a = dp4a && x->cpu.rows <= kernels::kGemvMaxBatch;
+    expect_close(y, batch_dp4a ? kIntegerGemvTolerance : 1e-5,
+                 std::string(quant::format_name(format)) + (x == &x_shared ? " shared input" : " per-slot input"));
+    // Token by token through the per-slot kernel of the same kind: the same bits as the batch, row for row (the
+    // integer-dot kernel after a grouped batch: within its tolerance of the CPU).
+    const std::vector<float> batch = gpu_values(y.gpu), want = cpu_values(y.cpu);
     const int64_t x_rows = x == &x_shared ? 1 : top_k;
     for (int64_t t = 0; t < tokens; ++t) {
       const auto y_t = output(top_k, out);
@@ -469,13 +474,83 @@ TEST_P(CudaLinearExperts, SharedAndPerSlotInputsMatchCpu) {
                                        y_t.gpu)
                       .ok());
 #if defined(QRT_SIMT)
-      EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, 1u) << "one token: the per-slot kernel";
+      EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, dp4a ? 2u : 1u)
+          << "one token: " << (dp4a ? "quantize x, then the integer-dot expert kernel" : "the per-slot kernel");
 #endif
       const std::vector<float> row = gpu_values(y_t.gpu);
-      EXPECT_TRUE(std::equal(row.begin(), row.end(), batch.begin() + t * top_k * out))
-          << quant::format_name(format) << " token " << t << ": grouped batch differs from the per-slot kernel";
+      if (batch_dp4a == dp4a) {
+        EXPECT_TRUE(std::equal(row.begin(), row.end(), batch.begin() + t * top_k * out))
+            << quant::format_name(format) << " token " << t << ": the batch differs from the token alone";
+      } else {
+        EXPECT_LE(test::relative_l2(row.data(), want.data() + t * top_k * out, row.size()), kIntegerGemvTolerance)
+            << quant::format_name(format) << " token " << t << " on the integer-dot expert kernel";
+      }
     }
   }
+}
+
+// One token's experts on the integer-dot kernel: gate and up (the same x) quantize it once; an id outside the stack
+// gives that slot's rows NaN and every other slot the CPU's values; the float GEMV switch turns the kernel off.
+TEST_F(CudaBackendGroupedExperts, OneTokenOnTheIntegerDotKernel) {
+  // 37 rows: blocks of 4, 2 and 1 rows (512 and 2048 columns give rows of 16 to 128 items: 32, 64 or 128 threads
+  // each) end part-way through a block.
+  const int64_t experts = 6, out = 37, top_k = 4;
+  for (const auto& [format, in] : {std::pair{quant::FormatId::kQ4_K, int64_t{512}}, {quant::FormatId::kQ4_K, 2048},
+                                   {quant::FormatId::kQ8_0, 512}, {quant::FormatId::kQ8_0, 2048},
+                                   {quant::FormatId::kAFQ4, 2048}}) {
+    const std::string name = std::string(quant::format_name(format)) + " [" + std::to_string(in) + "]";
+    const auto values = test::random_normal(static_cast<size_t>(experts * out * in), 2320);
+    auto w = test::quantized_tensor(format, {experts, out, in}, values, test::default_params(format));
+    const auto weight_pair = weight(w->tensor);
+    ASSERT_TRUE(expert_dp4a_applies(format, out, in)) << name;
+    const auto ids = input_values(std::vector<int32_t>{5, 0, 3, 2}, 1, top_k);
+    const auto x = input(1, in, 2321);
+    const auto gate = output(top_k, out), up = output(top_k, out);
+    ASSERT_TRUE(cpu_.linear_experts(x.cpu, weight_pair.cpu, ids.cpu, gate.cpu).ok());
+#if defined(QRT_SIMT)
+    const simt::StreamCounters before = simt::device_counters(0);
+#endif
+    ASSERT_TRUE(gpu_->linear_experts(x.gpu, weight_pair.gpu, ids.gpu, gate.gpu).ok());
+    ASSERT_TRUE(gpu_->linear_experts(x.gpu, weight_pair.gpu, ids.gpu, up.gpu).ok());
+#if defined(QRT_SIMT)
+    EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, 3u) << name << ": x quantized once for both";
+#endif
+    expect_close(gate, kIntegerGemvTolerance, name + " experts of one token");
+    EXPECT_EQ(gpu_values(gate.gpu), gpu_values(up.gpu)) << name;
+
+    const auto bad_ids = input_values(std::vector<int32_t>{5, 6, 3, -1}, 1, top_k);
+    const auto y_bad = output(top_k, out);
+    ASSERT_TRUE(gpu_->linear_experts(x.gpu, weight_pair.gpu, bad_ids.gpu, y_bad.gpu).ok());
+    const std::vector<float> got = gpu_values(y_bad.gpu), good = gpu_values(gate.gpu);
+    for (int64_t slot = 0; slot < top_k; ++slot)
+      for (int64_t r = 0; r < out; ++r) {
+        const size_t at = static_cast<size_t>(slot * out + r);
+        if (slot == 1 || slot == 3) {
+          EXPECT_TRUE(std::isnan(got[at])) << name << " slot " << slot << " row " << r << " (bad id)";
+        } else {
+          EXPECT_EQ(got[at], good[at]) << name << " slot " << slot << " row " << r;
+        }
+      }
+  }
+  // The float GEMV switch applies here too: the per-slot float kernel, one launch.
+  const int64_t in = 512;
+  gpu_->set_integer_gemv(false);
+  const auto values = test::random_normal(static_cast<size_t>(experts * out * in), 2322);
+  auto w = test::quantized_tensor(quant::FormatId::kQ4_K, {experts, out, in}, values,
+                                  test::default_params(quant::FormatId::kQ4_K));
+  const auto weight_pair = weight(w->tensor);
+  const auto ids = input_values(std::vector<int32_t>{1, 2, 3, 4}, 1, top_k);
+  const auto x = input(1, in, 2323);
+  const auto y = output(top_k, out);
+  ASSERT_TRUE(cpu_.linear_experts(x.cpu, weight_pair.cpu, ids.cpu, y.cpu).ok());
+#if defined(QRT_SIMT)
+  const simt::StreamCounters before = simt::device_counters(0);
+#endif
+  ASSERT_TRUE(gpu_->linear_experts(x.gpu, weight_pair.gpu, ids.gpu, y.gpu).ok());
+#if defined(QRT_SIMT)
+  EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, 1u) << "the float per-slot kernel";
+#endif
+  expect_close(y, 1e-5, "Q4_K experts through the float kernel");
 }
 
 // The grouped path with many experts, most of them unused, an expert taking more slots than one pass holds (8), and

@@ -125,7 +125,9 @@ TEST_F(CudaModel, TinyModelsMatchCpuLogits) {
     (*gpu_seq)->reset();
     ASSERT_TRUE((*cpu_model)->forward(**cpu_seq, std::span(tokens).first(3), LogitsFor::kAll, &want).ok());
     ASSERT_TRUE((*gpu_model)->forward(**gpu_seq, std::span(tokens).first(3), LogitsFor::kAll, &got).ok());
-    EXPECT_LE(test::relative_l2(got.data(), want.data(), got.size()), 1e-4) << "batch of 3";
+    // Every projection there, the experts' too, on x quantized to two int8 limbs (about 2e-5 each), compounded
+    // through the layers (measured under the SIMT layer: up to 1.3e-4, q8_0_moe).
+    EXPECT_LE(test::relative_l2(got.data(), want.data(), got.size()), 3e-4) << "batch of 3";
   }
 }
 

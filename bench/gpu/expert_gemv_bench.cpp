@@ -1,0 +1,98 @@
+// One decode step's expert projections at Qwen3-30B-A3B's shapes (128 experts of [768, 2048] gate/up and
+// [2048, 768] down, 8 routed per token), head to head: the float per-slot kernel (expert_gemv, a warp per row
+// decoding whole blocks) and the integer-dot one (expert_gemv_dp4a, x quantized before timing as the norm would).
+// Each run routes to the next 8 experts (16 runs before one repeats, more bytes than the L2 holds), so no run finds
+// its experts in L2. Bytes are the 8 experts' weights + x + y, each once; pct_of_copy_bw against the measured copy.
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_weights.hpp"
+#include "kernels/linear/q8_activations.hpp"
+#include "kernels/moe/expert_gemv.hpp"
+
+namespace qrt::bench {
+namespace {
+using namespace qrt::quant;
+
+constexpr int kExperts = 128, kTopK = 8;
+
+void BM_Experts(benchmark::State& state, FormatId id, int64_t rows, int64_t cols, bool shared_input, bool dp4a) {
+  // The stack as one [experts * rows, cols] matrix: expert e's rows follow expert e - 1's.
+  BenchWeights bw = bench_weights(id, kExperts * rows, cols);
+  if (bw.copies.empty()) {
+    state.SkipWithError("quantizer rejected the shape");
+    return;
+  }
+  QuantView expert0 = bw.copies[0].view;
+  expert0.rows = rows;
+  auto sizes = cpu::part_sizes(id, rows, cols, bench_params(format_info(id)));
+  if (!sizes.ok()) {
+    state.SkipWithError(sizes.status().to_string().c_str());
+    return;
+  }
+  const int64_t x_rows = shared_input ? 1 : kTopK;
+  std::vector<int32_t> sets;  // run k routes to experts 8k .. 8k + 7 (mod 128), in a shuffled order
+  std::mt19937 gen(11);
+  for (int k = 0; k < kExperts / kTopK; ++k) {
+    std::vector<int32_t> set;
+    for (int j = 0; j < kTopK; ++j) set.push_back(k * kTopK + j);
+    std::shuffle(set.begin(), set.end(), gen);
+    sets.insert(sets.end(), set.begin(), set.end());
+  }
+  DeviceBuffer ids(sets.size() * 4), x(x_rows * cols * 4), y(kTopK * rows * 4),
+      q8(kernels::q8_activation_bytes(x_rows, cols));
+  QRT_BENCH_CUDA(cudaMemcpy(ids.ptr, sets.data(), sets.size() * 4, cudaMemcpyHostToDevice));
+  std::vector<float> hx(static_cast<size_t>(x_rows * cols));
+  std::normal_distribution<float> dist;
+  for (float& v : hx) v = dist(gen);
+  QRT_BENCH_CUDA(cudaMemcpy(x.ptr, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
+  const kernels::Q8Activations q = kernels::q8_activations_at(q8.ptr, x_rows, cols);
+  if (Status s = kernels::quantize_q8_activations(x.as<float>(), x_rows, cols, q, nullptr); !s.ok()) {
+    state.SkipWithError(s.to_string().c_str());
+    return;
+  }
+  const kernels::ExpertGemvShape shape{1, kTopK, kExperts, shared_input};
+  int64_t run_index = 0;
+  auto run = [&] {
+    const int32_t* route = ids.as<int32_t>() + (run_index++ % (kExperts / kTopK)) * kTopK;
+    return dp4a ? kernels::expert_gemv_dp4a(id, expert0, *sizes, route, shape, {q.codes, q.scales}, y.as<float>(),
+                                            nullptr)
+                : kernels::expert_gemv(id, expert0, *sizes, route, shape, x.as<float>(), y.as<float>(), nullptr);
+  };
+  if (Status s = run(); !s.ok()) {
+    state.SkipWithError(s.to_string().c_str());
+    return;
+  }
+  time_with_events(state, nullptr, [&] { (void)run(); });
+  const double bytes = static_cast<double>(kTopK) * static_cast<double>(sizes->data + sizes->scales + sizes->biases) +
+                       (dp4a ? static_cast<double>(kernels::q8_activation_bytes(x_rows, cols)) : 4.0 * x_rows * cols) +
+                       4.0 * kTopK * rows;
+  state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
+  state.SetLabel(dp4a ? "expert_gemv_dp4a" : "expert_gemv (float)");
+  state.counters["pct_of_copy_bw"] = benchmark::Counter(bytes * state.iterations() / measured_copy_bandwidth() * 100.0,
+                                                        benchmark::Counter::kIsRate);
+}
+
+const bool registered = [] {
+  struct Shape {
+    const char* name;
+    int64_t rows, cols;
+    bool shared_input;
+  };
+  const Shape shapes[] = {{"gate_768x2048", 768, 2048, true}, {"down_2048x768", 2048, 768, false}};
+  for (FormatId id : {FormatId::kQ4_K, FormatId::kQ8_0}) {
+    for (const Shape& s : shapes) {
+      for (bool dp4a : {false, true}) {
+        const std::string name =
+            std::string(dp4a ? "experts_dp4a/" : "experts_float/") + std::string(format_name(id)) + "/" + s.name;
+        benchmark::RegisterBenchmark(name.c_str(), BM_Experts, id, s.rows, s.cols, s.shared_input, dp4a)
+            ->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace qrt::bench

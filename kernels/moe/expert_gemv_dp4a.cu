@@ -1,0 +1,68 @@
+// The one-token expert projection on the integer-dot GEMV's kernels (expert_gemv.hpp): the per-format policies and
+// the row loop are gemv_dp4a's (kernels/linear/gemv_dp4a_launch.cuh), the expert of each slot read from `ids` on the
+// device, so a captured decode graph serves whatever the router picks.
+#include <algorithm>
+#include <climits>
+#include <string>
+
+#include "kernels/linear/gemv_dp4a.hpp"
+#include "kernels/linear/gemv_dp4a_launch.cuh"
+#include "kernels/moe/expert_gemv.hpp"
+
+namespace qrt::kernels {
+namespace {
+
+constexpr int64_t kMaxSlotsPerLaunch = 65535;  // grid.y limit
+
+}  // namespace
+
+bool expert_gemv_dp4a_applies(quant::FormatId format, const quant::QuantView& expert0,
+                              const quant::PartSizes& per_expert) {
+  if (!gemv_dp4a_applies(format, expert0)) return false;
+  // Expert e's parts must sit as aligned as expert 0's: 16 bytes for the packed codes, the scale dtype for AFQ's
+  // group scales and biases.
+  if (per_expert.data % 16 != 0) return false;
+  if (expert0.scales != nullptr) {
+    const uint64_t align = static_cast<uint64_t>(quant::float_scale_bytes(expert0.params.scale_type));
+    if (align == 0 || per_expert.scales % align != 0 || per_expert.biases % align != 0) return false;
+  }
+  return true;
+}
+
+Status expert_gemv_dp4a(quant::FormatId format, const quant::QuantView& expert0, const quant::PartSizes& per_expert,
+                        const int32_t* ids, const ExpertGemvShape& s, Q8ConstActivations x, float* y,
+                        cudaStream_t stream) {
+  const std::string name = "expert_gemv_dp4a " + std::string(quant::format_name(format));
+  if (s.tokens < 0 || s.top_k <= 0 || s.experts <= 0)
+    return invalid_argument(name + ": bad shape (tokens " + std::to_string(s.tokens) + ", top_k " +
+                            std::to_string(s.top_k) + ", experts " + std::to_string(s.experts) + ")");
+  if (!expert_gemv_dp4a_applies(format, expert0, per_expert))
+    return invalid_argument(name + ": no integer-dot kernel for experts of [" + std::to_string(expert0.rows) + ", " +
+                            std::to_string(expert0.cols) + "] at this alignment (check expert_gemv_dp4a_applies)");
+  if (ids == nullptr || y == nullptr || x.codes == nullptr || x.scales == nullptr)
+    return invalid_argument(name + ": null ids, activations or output");
+  if (expert0.rows > INT_MAX)
+    return invalid_argument(name + ": more rows than one grid holds");
+  const int64_t slots = s.tokens * s.top_k;
+  const GemvPart part{expert0, y};
+  for (int64_t first = 0; first < slots; first += kMaxSlotsPerLaunch) {
+    const dp4a_launch::Dp4aExperts experts{ids,           first,           s.top_k,           s.experts,
+                                           s.shared_input, per_expert.data, per_expert.scales, per_expert.biases,
+                                           0};  // lanes: the launch picks them from the row's items
+    dp4a_launch::Dp4aLaunch launch{{&part, 1}, x, 1, stream, 0};
+    launch.experts = &experts;
+    launch.slots = std::min(slots - first, kMaxSlotsPerLaunch);
+    bool launched = false;
+    for (auto family : {dp4a_launch::launch_ggml, dp4a_launch::launch_iq_grids, dp4a_launch::launch_tables_and_afq}) {
+      if (std::optional<Status> status = family(format, launch)) {
+        QRT_TRY(*status);
+        launched = true;
+        break;
+      }
+    }
+    if (!launched) return invalid_argument(name + ": no policy");  // unreachable: gemv_dp4a_applies checked
+  }
+  return ok_status();
+}
+
+}  // namespace qrt::kernels
