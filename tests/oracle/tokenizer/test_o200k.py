@@ -34,26 +34,11 @@ except ImportError as e:  # pragma: no cover
     print("skipped: missing python module:", e)
     sys.exit(77)
 
-QUANTIZE, CONVERT, LIB, PYDIR, WORK = sys.argv[1:6]
-DATA = os.environ.get("QRT_TEST_DATA", "")
-if not (os.path.isdir(os.path.join(DATA, "corpus")) and os.path.isdir(os.path.join(DATA, "ggml-vocab"))):
-    print(f"skipped: test data not found under QRT_TEST_DATA={DATA!r}")
-    sys.exit(77)
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-os.environ["QRT_LIBRARY"] = LIB
-sys.path.insert(0, PYDIR)
-import qrt  # noqa: E402
-
-sys.path.insert(0, os.path.join(HERE, "..", "..", "e2e"))
-from e2e_checks import check, finish  # noqa: E402
-
-sys.path.insert(0, os.path.join(HERE, "..", "model"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from real_vocab_checks import check, compare, finish, gguf_round_trip, qrt_tokenizer, start, texts  # noqa: E402
 from test_model_forward import CASES, make_weights  # noqa: E402
-from real_vocab_checks import compare, gguf_round_trip, qrt_tokenizer, texts  # noqa: E402
 
-shutil.rmtree(WORK, ignore_errors=True)
-os.makedirs(WORK)
+QUANTIZE, CONVERT, DATA, WORK, qrt = start()
 
 # ---- the ranks, through tiktoken's cache (offline: the file under the name tiktoken gives its URL) ---------------
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
