@@ -805,17 +805,36 @@ Status CudaBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   const kernels::ExpertGemvShape shape{ids.rows, static_cast<int>(ids.cols), static_cast<int>(w->shape[0]),
                                        x.rows == ids.rows};
-  // Decode (x of at most the GEMV batch's rows: a step's tokens, or their slots): the integer-dot kernel per slot on x
-  // quantized once (gate and up share the quantization, as the dense projections do; the norm's fused quantization
-  // is used when x is its output). Each slot's sums do not depend on the others, so a batch of sequences gets the
-  // bits each gets alone (the grouped kernel below reads a shared expert once, but in floats).
+  // Integer dot products on x quantized once (gate and up share the quantization, as the dense projections do; the
+  // norm's fused quantization is used when x is its output). One token (a decode step): each slot on its own, its
+  // experts being distinct. Several: slots grouped by expert, so that an expert's rows are read once per batch; a
+  // slot's sum is taken the same way either way, so each sequence of a batch gets the bits it gets alone.
   const quant::QuantView expert0 = w->first_matrix_view();
-  if (integer_gemv_ && kernels::expert_gemv_dp4a_applies(w->format, expert0, w->matrix_parts) &&
-      kernels::q8_activation_bytes(x.rows, x.cols) <= q8_bytes_) {
-    QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, x.cols));
-    QRT_TRY(kernels::expert_gemv_dp4a(w->format, expert0, w->matrix_parts, ids.data, shape, {q.codes, q.scales},
-                                      y.data, ctx_->compute_stream()));
-    return finish_linear(nullptr, y);
+  if (integer_gemv_ && kernels::expert_gemv_dp4a_applies(w->format, expert0, w->matrix_parts)) {
+    const bool fits = kernels::q8_activation_bytes(x.rows, x.cols) <= q8_bytes_;
+    if (ids.rows == 1 && fits) {
+      QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, x.cols));
+      QRT_TRY(kernels::expert_gemv_dp4a(w->format, expert0, w->matrix_parts, ids.data, shape, {q.codes, q.scales},
+                                        y.data, ctx_->compute_stream()));
+      return finish_linear(nullptr, y);
+    }
+    if (shape.experts <= kernels::kGroupedMaxExperts) {
+      // The slot lists, then (for x wider than the decode buffer: a prompt's tokens, a batch's slots) x's quantization.
+      const uint64_t lists = (kernels::expert_gemv_grouped_workspace_bytes(shape) + 15) / 16 * 16;
+      QRT_ASSIGN_OR_RETURN(float* scratch,
+                           dequant_scratch(lists + (fits ? 0 : kernels::q8_activation_bytes(x.rows, x.cols))));
+      kernels::Q8Activations q;
+      if (fits) {
+        QRT_ASSIGN_OR_RETURN(q, quantized_input(x, x.cols));
+      } else {
+        forget_q8_source();
+        q = kernels::q8_activations_at(reinterpret_cast<uint8_t*>(scratch) + lists, x.rows, x.cols);
+        QRT_TRY(kernels::quantize_q8_activations(x.data, x.rows, x.cols, q, ctx_->compute_stream()));
+      }
+      QRT_TRY(kernels::expert_gemv_dp4a_grouped(w->format, expert0, w->matrix_parts, ids.data, shape,
+                                                {q.codes, q.scales}, y.data, scratch, ctx_->compute_stream()));
+      return finish_linear(nullptr, y);
+    }
   }
   forget_q8_source();
   // Several tokens: slots grouped by expert, so an expert's rows are read once per batch rather than once per slot

@@ -42,12 +42,18 @@ struct Dp4aParams {
   float* y[kGemvMaxParts];
 };
 
+// Batch row i's row of x: row i of a contiguous batch.
+struct ContiguousRows {
+  __device__ __forceinline__ int64_t operator()(int i) const { return i; }
+};
+
 // Every thread's share of R rows times M batch rows: the items it owns (first, first + stride, ...), each item's W
-// loaded once for all batch rows and each x piece once for all rows. codes / scales: batch row 0's.
-template <class P, int M, int R>
+// loaded once for all batch rows and each x piece once for all rows. codes / scales: x row 0's; batch row i reads x
+// row x_row(i).
+template <class P, int M, int R, class XRows = ContiguousRows>
 __device__ __forceinline__ void accumulate_items(const dp4a::RowRef (&rows)[R], const int8_t* codes,
                                                  const float* scales, int64_t x_blocks, int items, float (&acc)[R][M],
-                                                 int first, int stride) {
+                                                 int first, int stride, const XRows& x_row = {}) {
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -60,8 +66,9 @@ __device__ __forceinline__ void accumulate_items(const dp4a::RowRef (&rows)[R], 
     for (int r = 0; r < R; ++r) w[r] = P::fetch(rows[r], it);
 #pragma unroll
     for (int i = 0; i < M; ++i) {
-      const typename P::X x = P::load_x(codes + i * x_blocks * kQ8BlockCodeBytes,
-                                        scales + i * x_blocks * kQ8BlockScaleFloats, it);
+      const int64_t xr = x_row(i);
+      const typename P::X x = P::load_x(codes + xr * x_blocks * kQ8BlockCodeBytes,
+                                        scales + xr * x_blocks * kQ8BlockScaleFloats, it);
 #pragma unroll
       for (int r = 0; r < R; ++r) acc[r][i] += P::dot(w[r], x, it);
     }
@@ -102,12 +109,25 @@ struct Dp4aExperts {
   bool shared_input;  // x row = slot / top_k (a token's input), else x row = slot
   uint64_t data_stride, scales_stride, biases_stride;  // bytes per expert
   int lanes;          // threads per row
+  // Set: the grouped kernel (a batch's slots sorted by expert: expert e's are order[offsets[e] .. offsets[e + 1])).
+  const int32_t* offsets = nullptr;
+  const int32_t* order = nullptr;
 };
 
 inline int expert_row_lanes(int items) {
   int lanes = 32;
   while (lanes < items && lanes < kThreads) lanes *= 2;
   return lanes;
+}
+
+// Row `row` of expert `expert`'s matrix.
+__device__ __forceinline__ dp4a::RowRef expert_row(const Dp4aParams& p, const Dp4aExperts& e, int expert,
+                                                   int64_t row) {
+  const uint64_t ue = static_cast<uint64_t>(expert);
+  const int64_t group_row = row * p.groups_per_row * p.scale_bytes;
+  return {p.data[0] + ue * e.data_stride + row * p.row_bytes,
+          p.w_scales[0] == nullptr ? nullptr : p.w_scales[0] + ue * e.scales_stride + group_row,
+          p.w_biases[0] == nullptr ? nullptr : p.w_biases[0] + ue * e.biases_stride + group_row, p.group_shift};
 }
 
 template <class P>
@@ -123,13 +143,7 @@ __global__ void __launch_bounds__(kThreads) gemv_dp4a_experts_kernel(const Dp4aP
     if (lane == 0 && row < rows_total) y[row] = __int_as_float(0x7fc00000);
     return;
   }
-  const uint64_t ue = static_cast<uint64_t>(expert);
-  const int64_t r = min(row, rows_total - 1);  // past the end: a repeat, not stored
-  const int64_t group_row = r * p.groups_per_row * p.scale_bytes;
-  const dp4a::RowRef rows[1] = {
-      {p.data[0] + ue * e.data_stride + r * p.row_bytes,
-       p.w_scales[0] == nullptr ? nullptr : p.w_scales[0] + ue * e.scales_stride + group_row,
-       p.w_biases[0] == nullptr ? nullptr : p.w_biases[0] + ue * e.biases_stride + group_row, p.group_shift}};
+  const dp4a::RowRef rows[1] = {expert_row(p, e, expert, min(row, rows_total - 1))};  // past the end: not stored
   const int64_t x_row = e.shared_input ? slot / e.top_k : slot;
   float acc[1][1];
   accumulate_items<P, 1, 1>(rows, p.codes + x_row * p.x_blocks * kQ8BlockCodeBytes,
@@ -145,6 +159,77 @@ __global__ void __launch_bounds__(kThreads) gemv_dp4a_experts_kernel(const Dp4aP
   }
 }
 
+// Slots of one expert that a grouped pass multiplies: each item's weights are loaded once for this many slots.
+constexpr int kGroupedSlots = 8;
+
+// The x row of batch row i of a grouped pass: a slot's token (shared input) or the slot itself.
+template <int M>
+struct GatheredRows {
+  int64_t row[M];
+  __device__ __forceinline__ int64_t operator()(int i) const { return row[i]; }
+};
+
+// One pass of the grouped kernel over slots order[0 .. n) (1 <= n <= M) of the block's expert: M batch rows, the
+// slots past n repeating the last one (computed, not stored). A slot's sum is the per-slot kernel's, term for term:
+// the same lanes take the same items in the same order, then the same warp and block reductions.
+template <class P, int M>
+__device__ __forceinline__ void grouped_pass(const Dp4aParams& p, const Dp4aExperts& e,
+                                             const dp4a::RowRef (&rows)[1], const int32_t* order, int n, int64_t row,
+                                             float (*partial)[kGroupedSlots]) {
+  const int lane = static_cast<int>(threadIdx.x) % e.lanes, warp = static_cast<int>(threadIdx.x >> 5);
+  const int64_t rows_total = p.rows[0];
+  GatheredRows<M> x_rows;
+#pragma unroll
+  for (int i = 0; i < M; ++i) {
+    const int64_t slot = order[i < n ? i : n - 1];
+    x_rows.row[i] = e.shared_input ? slot / e.top_k : slot;
+  }
+  float acc[1][M];
+  accumulate_items<P, M, 1>(rows, p.codes, p.scales, p.x_blocks, p.items, acc, lane, e.lanes, x_rows);
+#pragma unroll
+  for (int i = 0; i < M; ++i) {
+    const float v = warp_sum(acc[0][i]);
+    if ((threadIdx.x & 31) == 0) partial[warp][i] = v;
+  }
+  __syncthreads();
+  if (lane == 0 && row < rows_total) {  // the row's first warp sums its warps in order, as the per-slot kernel
+    for (int i = 0; i < n; ++i) {
+      float sum = partial[warp][i];
+      for (int w = 1; w < e.lanes / 32; ++w) sum += partial[warp + w][i];
+      p.y[0][static_cast<int64_t>(order[i]) * rows_total + row] = sum;
+    }
+  }
+  __syncthreads();  // partial is reused by the next pass
+}
+
+// Several tokens' experts (expert_gemv_dp4a_grouped): grid.y is the experts, and a block's rows multiply every slot
+// of its expert, kGroupedSlots at a time, so an expert's weights come from DRAM once per batch (later passes find
+// them in L2) instead of once per slot, and the dot products of one weight load serve up to 8 slots. Rows and lanes
+// as gemv_dp4a_experts_kernel.
+template <class P>
+__global__ void __launch_bounds__(kThreads) gemv_dp4a_grouped_experts_kernel(const Dp4aParams p,
+                                                                              const Dp4aExperts e) {
+  __shared__ float partial[kThreads / 32][kGroupedSlots];
+  const int expert = static_cast<int>(blockIdx.y);
+  const int32_t begin = e.offsets[expert], end = e.offsets[expert + 1];
+  if (begin == end) return;  // the whole block: an expert no slot chose
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / e.lanes) + threadIdx.x / e.lanes;
+  const dp4a::RowRef rows[1] = {expert_row(p, e, expert, min(row, p.rows[0] - 1))};  // past the end: not stored
+  for (int32_t c = begin; c < end; c += kGroupedSlots) {
+    const int n = min(end - c, kGroupedSlots);
+    // A pass as wide as its slots (rounded up to a power of two): a lone slot costs what the per-slot kernel does.
+    if (n == 1) {
+      grouped_pass<P, 1>(p, e, rows, e.order + c, n, row, partial);
+    } else if (n == 2) {
+      grouped_pass<P, 2>(p, e, rows, e.order + c, n, row, partial);
+    } else if (n <= 4) {
+      grouped_pass<P, 4>(p, e, rows, e.order + c, n, row, partial);
+    } else {
+      grouped_pass<P, kGroupedSlots>(p, e, rows, e.order + c, n, row, partial);
+    }
+  }
+}
+
 // One launch's arguments (gemv_dp4a_parts checked them); rows_per_block 0: plan_part_grid's choice.
 struct Dp4aLaunch {
   std::span<const GemvPart> parts;
@@ -152,7 +237,8 @@ struct Dp4aLaunch {
   int m;
   cudaStream_t stream;
   int rows_per_block;
-  // Set: one part, expert 0 of a stack; `slots` slots from e.first_slot (m unused, each slot has its x row).
+  // Set: one part, expert 0 of a stack; `slots` slots from e.first_slot (m unused, each slot has its x row), or with
+  // e.order the grouped kernel over e.experts experts (slots unused).
   const Dp4aExperts* experts = nullptr;
   int64_t slots = 0;
 };
@@ -189,8 +275,13 @@ Status launch(const Dp4aLaunch& l) {
     Dp4aExperts e = *l.experts;
     e.lanes = expert_row_lanes(params.items);
     const int64_t rows_per_block = kThreads / e.lanes;
-    const dim3 grid(static_cast<unsigned>((w.rows + rows_per_block - 1) / rows_per_block),
-                    static_cast<unsigned>(l.slots));
+    const unsigned row_blocks = static_cast<unsigned>((w.rows + rows_per_block - 1) / rows_per_block);
+    if (e.order != nullptr) {
+      gemv_dp4a_grouped_experts_kernel<P><<<dim3(row_blocks, static_cast<unsigned>(e.experts)), kThreads, 0, stream>>>(
+          params, e);
+      return cuda_launch_status("gemv_dp4a_grouped_experts_kernel");
+    }
+    const dim3 grid(row_blocks, static_cast<unsigned>(l.slots));
     gemv_dp4a_experts_kernel<P><<<grid, kThreads, 0, stream>>>(params, e);
     return cuda_launch_status("gemv_dp4a_experts_kernel");
   }

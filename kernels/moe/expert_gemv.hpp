@@ -41,6 +41,17 @@ Status expert_gemv_grouped(quant::FormatId format, const quant::QuantView& exper
                            const int32_t* ids, const ExpertGemvShape& shape, const float* x, float* y, void* workspace,
                            cudaStream_t stream);
 
+// The first kernel of both grouped paths: the batch's slots sorted by expert in `workspace`
+// (expert_gemv_grouped_workspace_bytes(shape)): offsets [experts + 1], then order [slots], expert e's slots being
+// order[offsets[e] .. offsets[e + 1]) (in no fixed order: each slot's output is computed alone). A slot whose id is
+// outside [0, experts) is in no list, and its `rows` outputs in y ([slots, rows]) are set to NaN here.
+struct ExpertSlotLists {
+  const int32_t* offsets = nullptr;
+  const int32_t* order = nullptr;
+};
+Status group_expert_slots(const int32_t* ids, const ExpertGemvShape& shape, int64_t rows, float* y, void* workspace,
+                          cudaStream_t stream, ExpertSlotLists* lists);
+
 // The one-token path on integer dot products (kernels/linear/gemv_dp4a.hpp): x already quantized to two int8 limbs
 // (one row per token with a shared input, else one per slot, expert0.cols columns), each slot's expert rows read with
 // the dense-model GEMV's per-format loads, 32, 64 or 128 threads per row (as many as its items need, so that narrow
@@ -52,5 +63,14 @@ bool expert_gemv_dp4a_applies(quant::FormatId format, const quant::QuantView& ex
 Status expert_gemv_dp4a(quant::FormatId format, const quant::QuantView& expert0, const quant::PartSizes& per_expert,
                         const int32_t* ids, const ExpertGemvShape& shape, Q8ConstActivations x, float* y,
                         cudaStream_t stream);
+
+// Several tokens on integer dot products, grouped by expert: group_expert_slots, then a block per (expert, rows) runs
+// that expert's slots up to 8 at a time with each weight load serving all of them, so an expert's rows come from
+// DRAM once per batch. A slot's sum is taken exactly as expert_gemv_dp4a takes it, so each token of a batch gets the
+// bits it gets alone. x as expert_gemv_dp4a's (all tokens' or slots' rows); workspace as expert_gemv_grouped's.
+// Applies where expert_gemv_dp4a_applies, up to kGroupedMaxExperts experts.
+Status expert_gemv_dp4a_grouped(quant::FormatId format, const quant::QuantView& expert0,
+                                const quant::PartSizes& per_expert, const int32_t* ids, const ExpertGemvShape& shape,
+                                Q8ConstActivations x, float* y, void* workspace, cudaStream_t stream);
 
 }  // namespace qrt::kernels

@@ -1,6 +1,7 @@
-// The one-token expert projection on the integer-dot GEMV's kernels (expert_gemv.hpp): the per-format policies and
-// the row loop are gemv_dp4a's (kernels/linear/gemv_dp4a_launch.cuh), the expert of each slot read from `ids` on the
-// device, so a captured decode graph serves whatever the router picks.
+// The expert projections on the integer-dot GEMV's kernels (expert_gemv.hpp): one token's slots each on their own
+// (expert_gemv_dp4a), or a batch's slots grouped by expert (expert_gemv_dp4a_grouped). The per-format policies and
+// the row loop are gemv_dp4a's (kernels/linear/gemv_dp4a_launch.cuh); the experts are read from `ids` on the device,
+// so a captured decode graph serves whatever the router picks.
 #include <algorithm>
 #include <climits>
 #include <string>
@@ -10,12 +11,6 @@
 #include "kernels/moe/expert_gemv.hpp"
 
 namespace qrt::kernels {
-namespace {
-
-constexpr int64_t kMaxSlotsPerLaunch = 65535;  // grid.y limit
-
-}  // namespace
-
 bool expert_gemv_dp4a_applies(quant::FormatId format, const quant::QuantView& expert0,
                               const quant::PartSizes& per_expert) {
   if (!gemv_dp4a_applies(format, expert0)) return false;
@@ -29,10 +24,21 @@ bool expert_gemv_dp4a_applies(quant::FormatId format, const quant::QuantView& ex
   return true;
 }
 
-Status expert_gemv_dp4a(quant::FormatId format, const quant::QuantView& expert0, const quant::PartSizes& per_expert,
-                        const int32_t* ids, const ExpertGemvShape& s, Q8ConstActivations x, float* y,
-                        cudaStream_t stream) {
-  const std::string name = "expert_gemv_dp4a " + std::string(quant::format_name(format));
+namespace {
+
+constexpr int64_t kMaxSlotsPerLaunch = 65535;  // grid.y limit
+
+// The family entry point that has the format's policy runs the launch.
+Status launch_family(quant::FormatId format, const dp4a_launch::Dp4aLaunch& launch, const std::string& name) {
+  for (auto family : {dp4a_launch::launch_ggml, dp4a_launch::launch_iq_grids, dp4a_launch::launch_tables_and_afq}) {
+    if (std::optional<Status> status = family(format, launch)) return *status;
+  }
+  return invalid_argument(name + ": no policy");  // unreachable: gemv_dp4a_applies checked
+}
+
+Status check_experts(const std::string& name, quant::FormatId format, const quant::QuantView& expert0,
+                     const quant::PartSizes& per_expert, const int32_t* ids, const ExpertGemvShape& s,
+                     Q8ConstActivations x, float* y) {
   if (s.tokens < 0 || s.top_k <= 0 || s.experts <= 0)
     return invalid_argument(name + ": bad shape (tokens " + std::to_string(s.tokens) + ", top_k " +
                             std::to_string(s.top_k) + ", experts " + std::to_string(s.experts) + ")");
@@ -41,8 +47,17 @@ Status expert_gemv_dp4a(quant::FormatId format, const quant::QuantView& expert0,
                             std::to_string(expert0.cols) + "] at this alignment (check expert_gemv_dp4a_applies)");
   if (ids == nullptr || y == nullptr || x.codes == nullptr || x.scales == nullptr)
     return invalid_argument(name + ": null ids, activations or output");
-  if (expert0.rows > INT_MAX)
-    return invalid_argument(name + ": more rows than one grid holds");
+  if (expert0.rows > INT_MAX) return invalid_argument(name + ": more rows than one grid holds");
+  return ok_status();
+}
+
+}  // namespace
+
+Status expert_gemv_dp4a(quant::FormatId format, const quant::QuantView& expert0, const quant::PartSizes& per_expert,
+                        const int32_t* ids, const ExpertGemvShape& s, Q8ConstActivations x, float* y,
+                        cudaStream_t stream) {
+  const std::string name = "expert_gemv_dp4a " + std::string(quant::format_name(format));
+  QRT_TRY(check_experts(name, format, expert0, per_expert, ids, s, x, y));
   const int64_t slots = s.tokens * s.top_k;
   const GemvPart part{expert0, y};
   for (int64_t first = 0; first < slots; first += kMaxSlotsPerLaunch) {
@@ -52,17 +67,34 @@ Status expert_gemv_dp4a(quant::FormatId format, const quant::QuantView& expert0,
     dp4a_launch::Dp4aLaunch launch{{&part, 1}, x, 1, stream, 0};
     launch.experts = &experts;
     launch.slots = std::min(slots - first, kMaxSlotsPerLaunch);
-    bool launched = false;
-    for (auto family : {dp4a_launch::launch_ggml, dp4a_launch::launch_iq_grids, dp4a_launch::launch_tables_and_afq}) {
-      if (std::optional<Status> status = family(format, launch)) {
-        QRT_TRY(*status);
-        launched = true;
-        break;
-      }
-    }
-    if (!launched) return invalid_argument(name + ": no policy");  // unreachable: gemv_dp4a_applies checked
+    QRT_TRY(launch_family(format, launch, name));
   }
   return ok_status();
+}
+
+Status expert_gemv_dp4a_grouped(quant::FormatId format, const quant::QuantView& expert0,
+                                const quant::PartSizes& per_expert, const int32_t* ids, const ExpertGemvShape& s,
+                                Q8ConstActivations x, float* y, void* workspace, cudaStream_t stream) {
+  const std::string name = "expert_gemv_dp4a_grouped " + std::string(quant::format_name(format));
+  QRT_TRY(check_experts(name, format, expert0, per_expert, ids, s, x, y));
+  if (s.tokens == 0) return ok_status();
+  ExpertSlotLists lists;
+  QRT_TRY(group_expert_slots(ids, s, expert0.rows, y, workspace, stream, &lists).with_context(name));
+  const dp4a_launch::Dp4aExperts experts{.ids = ids,
+                                         .first_slot = 0,
+                                         .top_k = s.top_k,
+                                         .experts = s.experts,
+                                         .shared_input = s.shared_input,
+                                         .data_stride = per_expert.data,
+                                         .scales_stride = per_expert.scales,
+                                         .biases_stride = per_expert.biases,
+                                         .lanes = 0,  // the launch picks them from the row's items
+                                         .offsets = lists.offsets,
+                                         .order = lists.order};
+  const GemvPart part{expert0, y};
+  dp4a_launch::Dp4aLaunch launch{{&part, 1}, x, 1, stream, 0};
+  launch.experts = &experts;
+  return launch_family(format, launch, name);
 }
 
 }  // namespace qrt::kernels

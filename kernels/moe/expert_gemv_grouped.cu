@@ -98,6 +98,28 @@ __global__ void grouped_expert_gemv_kernel(quant::QuantView w, quant::PartSizes 
 
 }  // namespace
 
+Status group_expert_slots(const int32_t* ids, const ExpertGemvShape& s, int64_t rows, float* y, void* workspace,
+                          cudaStream_t stream, ExpertSlotLists* lists) {
+  if (s.tokens < 0 || s.top_k <= 0 || s.experts <= 0 || rows <= 0)
+    return invalid_argument("group_expert_slots: bad shape (tokens " + std::to_string(s.tokens) + ", top_k " +
+                            std::to_string(s.top_k) + ", experts " + std::to_string(s.experts) + ", rows " +
+                            std::to_string(rows) + ")");
+  if (s.experts > kGroupedMaxExperts)
+    return unsupported("group_expert_slots: " + std::to_string(s.experts) + " experts (at most " +
+                       std::to_string(kGroupedMaxExperts) + ")");
+  const int64_t slots = s.tokens * s.top_k;
+  if (slots > INT32_MAX) return unsupported("group_expert_slots: more than 2^31 slots");
+  if (workspace == nullptr || ids == nullptr || y == nullptr)
+    return invalid_argument("group_expert_slots: null ids, output or workspace");
+  auto* offsets = static_cast<int32_t*>(workspace);
+  int32_t* order = offsets + s.experts + 1;
+  group_slots_kernel<<<1, kGroupThreads, static_cast<size_t>(s.experts) * sizeof(int32_t), stream>>>(
+      ids, slots, s.experts, rows, offsets, order, y);
+  QRT_TRY(cuda_launch_status("group_slots_kernel"));
+  *lists = {offsets, order};
+  return ok_status();
+}
+
 uint64_t expert_gemv_grouped_workspace_bytes(const ExpertGemvShape& s) {
   const uint64_t slots = s.tokens > 0 && s.top_k > 0 ? static_cast<uint64_t>(s.tokens) * s.top_k : 0;
   return (static_cast<uint64_t>(s.experts > 0 ? s.experts : 0) + 1 + slots) * sizeof(int32_t);
@@ -106,27 +128,20 @@ uint64_t expert_gemv_grouped_workspace_bytes(const ExpertGemvShape& s) {
 Status expert_gemv_grouped(quant::FormatId format, const quant::QuantView& expert0, const quant::PartSizes& per_expert,
                            const int32_t* ids, const ExpertGemvShape& s, const float* x, float* y, void* workspace,
                            cudaStream_t stream) {
-  if (s.tokens < 0 || s.top_k <= 0 || s.experts <= 0 || expert0.rows <= 0 || expert0.cols <= 0)
-    return invalid_argument("expert_gemv_grouped: bad shape (tokens " + std::to_string(s.tokens) + ", top_k " +
-                            std::to_string(s.top_k) + ", experts " + std::to_string(s.experts) + ")");
-  if (s.experts > kGroupedMaxExperts)
-    return unsupported("expert_gemv_grouped: " + std::to_string(s.experts) + " experts (at most " +
-                       std::to_string(kGroupedMaxExperts) + ")");
-  const int64_t slots = s.tokens * s.top_k;
-  if (slots == 0) return ok_status();
-  if (slots > INT32_MAX) return unsupported("expert_gemv_grouped: more than 2^31 slots");
-  if (workspace == nullptr) return invalid_argument("expert_gemv_grouped: no workspace");
-  auto* offsets = static_cast<int32_t*>(workspace);
-  int32_t* order = offsets + s.experts + 1;
+  if (expert0.rows <= 0 || expert0.cols <= 0)
+    return invalid_argument("expert_gemv_grouped: bad matrix [" + std::to_string(expert0.rows) + ", " +
+                            std::to_string(expert0.cols) + "]");
+  if (s.tokens == 0 && s.top_k > 0 && s.experts > 0) return ok_status();  // no slots (other shapes: refused below)
   return quant::dispatch_format(format, [&](auto tag) -> Status {
     using T = typename decltype(tag)::Traits;
     const int be = quant::block_elems_for(T::block_elems, expert0.params);
     if (be <= 0 || be > quant::kMaxBlockElems || expert0.cols % be != 0)
       return invalid_argument("expert_gemv_grouped: row length " + std::to_string(expert0.cols) +
                               " is not a whole number of blocks of " + std::to_string(be));
-    group_slots_kernel<<<1, kGroupThreads, static_cast<size_t>(s.experts) * sizeof(int32_t), stream>>>(
-        ids, slots, s.experts, expert0.rows, offsets, order, y);
-    QRT_TRY(cuda_launch_status("group_slots_kernel"));
+    ExpertSlotLists lists;
+    QRT_TRY(group_expert_slots(ids, s, expert0.rows, y, workspace, stream, &lists).with_context("expert_gemv_grouped"));
+    const int32_t* offsets = lists.offsets;
+    const int32_t* order = lists.order;
     const dim3 grid(static_cast<unsigned>((expert0.rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
                     static_cast<unsigned>(s.experts));
     grouped_expert_gemv_kernel<T><<<grid, kWarpsPerBlock * 32, 0, stream>>>(expert0, per_expert, offsets, order,

@@ -455,15 +455,13 @@ TEST_P(CudaLinearExperts, SharedAndPerSlotInputsMatchCpu) {
     ASSERT_TRUE(cpu_.linear_experts(x->cpu, weight_pair.cpu, ids.cpu, y.cpu).ok());
     Status s = gpu_->linear_experts(x->gpu, weight_pair.gpu, ids.gpu, y.gpu);
     ASSERT_TRUE(s.ok()) << s.to_string();
-    // The integer-dot kernel takes the stack where the format has one and each expert's bytes start 16-byte aligned,
-    // for as many x rows as the GEMV batch (the shared input's 6 here, not the 18 per-slot rows); else the batch
-    // goes through the grouped kernels (slots sorted by expert).
-    const bool batch_dp4a = dp4a && x->cpu.rows <= kernels::kGemvMaxBatch;
-    expect_close(y, batch_dp4a ? kIntegerGemvTolerance : 1e-5,
+    // The integer-dot kernels take the stack where the format has one and each expert's bytes start 16-byte aligned
+    // (the batch grouped by expert, x quantized in the decode buffer for the shared input's 6 rows and in scratch
+    // memory for the 18 per-slot rows); the other formats go through the float kernels, also grouped.
+    expect_close(y, dp4a ? kIntegerGemvTolerance : 1e-5,
                  std::string(quant::format_name(format)) + (x == &x_shared ? " shared input" : " per-slot input"));
-    // Token by token through the per-slot kernel of the same kind: the same bits as the batch, row for row (the
-    // integer-dot kernel after a grouped batch: within its tolerance of the CPU).
-    const std::vector<float> batch = gpu_values(y.gpu), want = cpu_values(y.cpu);
+    // Token by token through the per-slot kernel of the same kind: the same bits as the grouped batch, row for row.
+    const std::vector<float> batch = gpu_values(y.gpu);
     const int64_t x_rows = x == &x_shared ? 1 : top_k;
     for (int64_t t = 0; t < tokens; ++t) {
       const auto y_t = output(top_k, out);
@@ -478,13 +476,8 @@ TEST_P(CudaLinearExperts, SharedAndPerSlotInputsMatchCpu) {
           << "one token: " << (dp4a ? "quantize x, then the integer-dot expert kernel" : "the per-slot kernel");
 #endif
       const std::vector<float> row = gpu_values(y_t.gpu);
-      if (batch_dp4a == dp4a) {
-        EXPECT_TRUE(std::equal(row.begin(), row.end(), batch.begin() + t * top_k * out))
-            << quant::format_name(format) << " token " << t << ": the batch differs from the token alone";
-      } else {
-        EXPECT_LE(test::relative_l2(row.data(), want.data() + t * top_k * out, row.size()), kIntegerGemvTolerance)
-            << quant::format_name(format) << " token " << t << " on the integer-dot expert kernel";
-      }
+      EXPECT_TRUE(std::equal(row.begin(), row.end(), batch.begin() + t * top_k * out))
+          << quant::format_name(format) << " token " << t << ": the batch differs from the token alone";
     }
   }
 }
@@ -553,8 +546,55 @@ TEST_F(CudaBackendGroupedExperts, OneTokenOnTheIntegerDotKernel) {
   expect_close(y, 1e-5, "Q4_K experts through the float kernel");
 }
 
-// The grouped path with many experts, most of them unused, an expert taking more slots than one pass holds (8), and
-// an id outside the stack: that slot's row is NaN (the device cannot report it), every other row is the CPU's.
+// A decode batch of 8 tokens on the grouped integer-dot kernel: experts chosen by 1 to 8 slots (passes of 1, 2, 4
+// and 8 rows, the odd counts repeating a slot that is not stored), rows of 16, 64 and 128 items (32, 64 and 128
+// threads each); gate and up (the same x, which fits the decode buffer) quantize it once. Every token's rows are the
+// bits it gets alone on the per-slot kernel.
+TEST_F(CudaBackendGroupedExperts, ABatchOnTheIntegerDotKernel) {
+  const int64_t experts = 8, out = 37, tokens = 8, top_k = 4;
+  // Expert e is chosen by kChosen[e] tokens; dealing the list out token by token keeps each token's four distinct.
+  const int kChosen[experts] = {1, 2, 3, 4, 5, 8, 7, 2};
+  std::vector<int32_t> deck;
+  for (const int e : {5, 6, 4, 3, 2, 1, 7, 0}) deck.insert(deck.end(), kChosen[e], e);
+  std::vector<int32_t> picks(static_cast<size_t>(tokens * top_k));
+  for (size_t j = 0; j < deck.size(); ++j) picks[(j % tokens) * top_k + j / tokens] = deck[j];
+  const auto ids = input_values(picks, tokens, top_k);
+  for (const auto& [format, in] : {std::pair{quant::FormatId::kQ4_K, int64_t{512}}, {quant::FormatId::kQ4_K, 2048},
+                                   {quant::FormatId::kQ6_K, 4096}, {quant::FormatId::kQ8_0, 512},
+                                   {quant::FormatId::kAFQ4, 2048}}) {
+    const std::string name = std::string(quant::format_name(format)) + " [" + std::to_string(in) + "]";
+    const auto values = test::random_normal(static_cast<size_t>(experts * out * in), 2330);
+    auto w = test::quantized_tensor(format, {experts, out, in}, values, test::default_params(format));
+    const auto weight_pair = weight(w->tensor);
+    ASSERT_TRUE(expert_dp4a_applies(format, out, in)) << name;
+    const auto x = input(tokens, in, 2331);
+    const auto gate = output(tokens * top_k, out), up = output(tokens * top_k, out);
+    ASSERT_TRUE(cpu_.linear_experts(x.cpu, weight_pair.cpu, ids.cpu, gate.cpu).ok());
+#if defined(QRT_SIMT)
+    const simt::StreamCounters before = simt::device_counters(0);
+#endif
+    ASSERT_TRUE(gpu_->linear_experts(x.gpu, weight_pair.gpu, ids.gpu, gate.gpu).ok());
+    ASSERT_TRUE(gpu_->linear_experts(x.gpu, weight_pair.gpu, ids.gpu, up.gpu).ok());
+#if defined(QRT_SIMT)
+    EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, 5u)
+        << name << ": x quantized once, then per projection the slot lists and the grouped kernel";
+#endif
+    expect_close(gate, kIntegerGemvTolerance, name + " experts of 8 tokens");
+    const std::vector<float> batch = gpu_values(gate.gpu);
+    EXPECT_EQ(batch, gpu_values(up.gpu)) << name;
+    for (int64_t t = 0; t < tokens; ++t) {
+      const auto y_t = output(top_k, out);
+      ASSERT_TRUE(gpu_->linear_experts(x.gpu.row_range(t, 1), weight_pair.gpu, ids.gpu.row_range(t, 1), y_t.gpu).ok());
+      const std::vector<float> alone = gpu_values(y_t.gpu);
+      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), batch.begin() + t * top_k * out))
+          << name << " token " << t << ": the batch differs from the token alone";
+    }
+  }
+}
+
+// The grouped paths (integer dot products, then with the float GEMV switch the float kernel) with many experts, most
+// of them unused, an expert taking more slots than one pass holds (8), and an id outside the stack: that slot's row
+// is NaN (the device cannot report it), every other row is the CPU's.
 TEST_F(CudaBackendGroupedExperts, ManyExpertsLongListsAndABadId) {
   const int64_t experts = 300, out = 20, in = 64, tokens = 12, top_k = 2;
   const auto values = test::random_normal(static_cast<size_t>(experts * out * in), 2310);
@@ -570,29 +610,35 @@ TEST_F(CudaBackendGroupedExperts, ManyExpertsLongListsAndABadId) {
   const auto x = input(tokens, in, 2311);
   const auto y = output(tokens * top_k, out);
   ASSERT_TRUE(cpu_.linear_experts(x.cpu, weight_pair.cpu, ids.cpu, y.cpu).ok());
-#if defined(QRT_SIMT)
-  const simt::StreamCounters before = simt::device_counters(0);
-#endif
-  ASSERT_TRUE(gpu_->linear_experts(x.gpu, weight_pair.gpu, ids.gpu, y.gpu).ok());
-#if defined(QRT_SIMT)
-  EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, 2u) << "group, then multiply";
-#endif
-  expect_close(y, 1e-5, "grouped Q8_0 experts, 300 in the stack");
-
   picks[5] = 300;  // token 2, slot 1: outside the stack (the CPU backend refuses it; compare the other rows)
   const auto bad_ids = input_values(picks, tokens, top_k);
-  const auto y_bad = output(tokens * top_k, out);
-  ASSERT_TRUE(gpu_->linear_experts(x.gpu, weight_pair.gpu, bad_ids.gpu, y_bad.gpu).ok());
-  const std::vector<float> got = gpu_values(y_bad.gpu), want = cpu_values(y.cpu);
-  for (int64_t slot = 0; slot < tokens * top_k; ++slot)
-    for (int64_t r = 0; r < out; ++r) {
-      const float g = got[static_cast<size_t>(slot * out + r)];
-      if (slot == 5) {
-        EXPECT_TRUE(std::isnan(g)) << "row " << r << " of the slot with a bad id";
-      } else {
-        EXPECT_NEAR(g, want[static_cast<size_t>(slot * out + r)], 1e-3) << "slot " << slot << " row " << r;
+  for (const bool integer : {true, false}) {
+    const std::string name = integer ? "integer-dot" : "float";
+    gpu_->set_integer_gemv(integer);
+#if defined(QRT_SIMT)
+    const simt::StreamCounters before = simt::device_counters(0);
+#endif
+    ASSERT_TRUE(gpu_->linear_experts(x.gpu, weight_pair.gpu, ids.gpu, y.gpu).ok());
+#if defined(QRT_SIMT)
+    // The 12 tokens' x is wider than the decode buffer: the integer path quantizes it into scratch memory.
+    EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, integer ? 3u : 2u)
+        << name << ": group" << (integer ? ", quantize x" : "") << ", then multiply";
+#endif
+    expect_close(y, integer ? kIntegerGemvTolerance : 1e-5, "grouped Q8_0 experts, 300 in the stack, " + name);
+
+    const auto y_bad = output(tokens * top_k, out);
+    ASSERT_TRUE(gpu_->linear_experts(x.gpu, weight_pair.gpu, bad_ids.gpu, y_bad.gpu).ok());
+    const std::vector<float> got = gpu_values(y_bad.gpu), want = cpu_values(y.cpu);
+    for (int64_t slot = 0; slot < tokens * top_k; ++slot)
+      for (int64_t r = 0; r < out; ++r) {
+        const float g = got[static_cast<size_t>(slot * out + r)];
+        if (slot == 5) {
+          EXPECT_TRUE(std::isnan(g)) << name << " row " << r << " of the slot with a bad id";
+        } else {
+          EXPECT_NEAR(g, want[static_cast<size_t>(slot * out + r)], 1e-3) << name << " slot " << slot << " row " << r;
+        }
       }
-    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, CudaLinearExperts, testing::ValuesIn(quant::kAllFormats), test::format_test_name);
