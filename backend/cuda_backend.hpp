@@ -164,6 +164,8 @@ class CudaBackend final : public Backend {
                         ConstF32View k, ConstF32View v) const;
   // Grows the fp32 dequantization scratch to at least `bytes`.
   Result<float*> dequant_scratch(uint64_t bytes);
+  // scratch_ or a block it outgrew that a graph still names.
+  bool is_scratch(const void* p) const;
   Status linear_gemm(const Weight& w, ConstF32View x, F32View y);
   // set_half_weights: w's fp16 copy (w.half), dequantized on the device.
   Status make_half_copy(Weight& w);
@@ -191,8 +193,13 @@ class CudaBackend final : public Backend {
   std::vector<std::unique_ptr<Weight>> weights_;  // handle id - 1 -> weight (null once freed)
   PinnedStaging weight_staging_;  // weights: several large slots on the two copy streams
   PinnedStaging upload_staging_;  // upload(): small slots on the compute stream, keeping op order
-  void* scratch_ = nullptr;       // pool block for dequantized weight tiles
+  void* scratch_ = nullptr;       // pool block for dequantized weight tiles, x's quantization, slot lists
   uint64_t scratch_bytes_ = 0;
+  // Whether a captured graph names scratch_: when it grows, the old block joins scratch_retired_ (kept until
+  // destruction) instead of going back to the pool, where a new allocation would share it with the graph's replays.
+  bool scratch_in_graph_ = false;
+  std::vector<void*> scratch_retired_;
+  bool capturing_ = false;  // inside capture()'s issue()
   uint64_t gemm_tile_bytes_ = uint64_t{64} << 20;
   // Quantized activations of the integer-dot GEMV: the backend's own cudaMalloc, outside the pool. A buffer that
   // grew is kept until destruction, since captured graphs may still name it.

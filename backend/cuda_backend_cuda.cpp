@@ -1,5 +1,6 @@
 #include "backend/cuda_backend.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -142,7 +143,7 @@ CudaBackend::~CudaBackend() {
   for (void* p : q8_retired_) cudaFree(p);
   cudaFree(q8_buffer_);
   cudaFree(mma_tiles_);
-  // The pool (in ctx_) frees the scratch block with every other block it owns.
+  // The pool (in ctx_) frees the scratch blocks, retired ones included, with every other block it owns.
 }
 
 std::string CudaBackend::name() const { return "cuda:" + std::to_string(ctx_->device()); }
@@ -165,8 +166,8 @@ Result<MemoryAvailable> CudaBackend::memory_available() const {
 }
 
 size_t CudaBackend::live_allocations() const {
-  // The dequantization scratch is the backend's own block, not a caller's allocation.
-  return ctx_->pool().live_count() - (scratch_ != nullptr ? 1 : 0);
+  // The dequantization scratch (and any block it outgrew that a graph names) is the backend's own, not a caller's.
+  return ctx_->pool().live_count() - (scratch_ != nullptr ? 1 : 0) - scratch_retired_.size();
 }
 
 size_t CudaBackend::live_weights() const {
@@ -187,14 +188,14 @@ Result<DeviceBuffer> CudaBackend::allocate(uint64_t bytes) {
 
 void CudaBackend::deallocate(DeviceBuffer buffer) {
   forget_q8_source();
-  if (buffer.ptr == nullptr || buffer.ptr == scratch_) return;  // never free foreign memory or our scratch
+  if (buffer.ptr == nullptr || is_scratch(buffer.ptr)) return;  // never free foreign memory or our scratch
   ctx_->pool().release(buffer.ptr);  // ops still queued on the one stream run before any reuse
 }
 
 Status CudaBackend::check_range(const void* p, uint64_t bytes, const char* op, const char* what) const {
   if (bytes == 0) return ok_status();
   CachingPool::Block block;
-  if (ctx_->pool().find_live(p, bytes, &block) && block.start != reinterpret_cast<uintptr_t>(scratch_))
+  if (ctx_->pool().find_live(p, bytes, &block) && !is_scratch(reinterpret_cast<const void*>(block.start)))
     return ok_status();
   return out_of_range(std::string(op) + ": " + what + " (" + std::to_string(bytes) +
                       " bytes) is not inside a device allocation");
@@ -226,14 +227,31 @@ Status CudaBackend::synchronize() {
   return cuda_launch_status("synchronize (a fault of an earlier op)");
 }
 
+bool CudaBackend::is_scratch(const void* p) const {
+  return p != nullptr && (p == scratch_ || std::find(scratch_retired_.begin(), scratch_retired_.end(), p) !=
+                                               scratch_retired_.end());
+}
+
 Result<float*> CudaBackend::dequant_scratch(uint64_t bytes) {
-  if (bytes <= scratch_bytes_) return static_cast<float*>(scratch_);
-  if (scratch_ != nullptr) ctx_->pool().release(scratch_);  // earlier GEMMs on the stream finish before reuse
+  if (bytes <= scratch_bytes_) {
+    scratch_in_graph_ = scratch_in_graph_ || capturing_;
+    return static_cast<float*>(scratch_);
+  }
+  const bool retire = scratch_ != nullptr && scratch_in_graph_;
+  if (retire) {
+    // A captured graph names this block and replays into it: keep it out of the pool for the backend's life, and
+    // grow by half at least so that the blocks kept stay within twice the largest.
+    scratch_retired_.push_back(scratch_);
+    bytes = std::max(bytes, scratch_bytes_ + scratch_bytes_ / 2);
+  } else if (scratch_ != nullptr) {
+    ctx_->pool().release(scratch_);  // earlier GEMMs on the stream finish before reuse
+  }
   scratch_ = nullptr;
   scratch_bytes_ = 0;
   QRT_ASSIGN_OR_RETURN(void* p, ctx_->pool().allocate(bytes));
   scratch_ = p;
   scratch_bytes_ = bytes;
+  scratch_in_graph_ = capturing_;
   return static_cast<float*>(p);
 }
 
@@ -945,7 +963,9 @@ Result<std::unique_ptr<BackendGraph>> CudaBackend::capture(const std::function<S
   // Thread-local: tensor-parallel ranks capture at the same time from their own threads, and an unrelated CUDA
   // call of another thread must not invalidate this capture.
   QRT_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  capturing_ = true;
   const Status issued = issue();
+  capturing_ = false;
   // The captured ops were recorded, not run: no quantized activation they "wrote" exists yet.
   forget_q8_source();
   cudaGraph_t graph = nullptr;
