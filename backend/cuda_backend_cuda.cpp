@@ -13,11 +13,7 @@
 #include "kernels/elementwise/add.hpp"
 #include "kernels/embedding/embed.hpp"
 #include "kernels/linear/dequant.hpp"
-#include "kernels/linear/gemm_dequant_tc.hpp"
-#include "kernels/linear/gemv.hpp"
-#include "kernels/linear/gemv_batch.hpp"
 #include "kernels/linear/gemv_dp4a.hpp"
-#include "kernels/linear/gemv_fast.hpp"
 #include "kernels/linear/q8_activations.hpp"
 #include "kernels/moe/expert_gemv.hpp"
 #include "kernels/moe/moe.hpp"
@@ -26,6 +22,7 @@
 #include "kernels/sampling/argmax.hpp"
 #include "kernels/sampling/sample.hpp"
 #include "backend/comm/communicator.hpp"
+#include "backend/cuda_backend_weight.hpp"
 #include "backend/make_cuda_backend.hpp"
 #include "backend/op_checks.hpp"
 
@@ -41,51 +38,8 @@ constexpr uint64_t kWeightStagingSlotBytes = uint64_t{16} << 20;
 // upload(): token ids and positions, a few bytes per call; larger uploads are chunked.
 constexpr int kUploadStagingSlots = 4;
 constexpr uint64_t kUploadStagingSlotBytes = uint64_t{1} << 20;
-// Part offsets inside a weight's one allocation.
-constexpr uint64_t kPartAlignment = 256;
-
-uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
-
 }  // namespace
 
-// A weight on the device: its parts copied unchanged into one allocation, or decoded f32 values for 1-D tensors.
-struct CudaBackend::Weight {
-  quant::FormatId format = quant::FormatId::kF32;
-  std::vector<int64_t> shape;
-  quant::QuantParams params;
-  void* allocation = nullptr;  // cudaMalloc'd, holds every part below
-  uint64_t allocation_bytes = 0;
-  const uint8_t* data = nullptr;
-  const uint8_t* scales = nullptr;
-  const uint8_t* biases = nullptr;
-  quant::PartSizes matrix_parts;  // part sizes of one [shape[-2], shape[-1]] matrix (one expert when stacked)
-  const float* values = nullptr;  // 1-D tensors: [shape[0]] decoded f32
-  const void* half = nullptr;      // set_half_weights: the matrix as fp16 [rows, cols] (`data` itself for F16)
-  void* half_allocation = nullptr;  // cudaMalloc'd for `half` unless the weight is F16
-
-  int64_t cols() const { return shape.back(); }
-  int64_t rows() const {
-    int64_t n = 1;
-    for (size_t i = 0; i + 1 < shape.size(); ++i) n *= shape[i];
-    return n;
-  }
-  quant::QuantView view() const {
-    quant::QuantView v;
-    v.data = data;
-    v.scales = scales;
-    v.biases = biases;
-    v.rows = rows();
-    v.cols = cols();
-    v.params = params;
-    return v;
-  }
-  // Expert 0's [out, in] matrix of a stacked [experts, out, in] tensor.
-  quant::QuantView first_matrix_view() const {
-    quant::QuantView v = view();
-    v.rows = shape[shape.size() - 2];
-    return v;
-  }
-};
 
 Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, Communicator* comm, DeviceAllocator allocator) {
   if (comm != nullptr && comm->world() > 1 && comm->kind() != "nccl") {
@@ -452,215 +406,6 @@ Status CudaBackend::add_rms_norm(F32View x, ConstF32View delta, WeightHandle wei
   return ok_status();
 }
 
-Status CudaBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bias, F32View y) {
-  const char* op = "linear";
-  QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(weight, op, "weight"));
-  const Weight* b = nullptr;
-  WeightInfo bias_info;
-  if (bias.valid()) {
-    QRT_ASSIGN_OR_RETURN(b, find_weight(bias, op, "bias"));
-    bias_info = WeightInfo{b->format, b->shape};
-  }
-  QRT_TRY(op_checks::linear(x, WeightInfo{w->format, w->shape}, b ? &bias_info : nullptr, y));
-  QRT_TRY(check_view(x, op, "x"));
-  QRT_TRY(check_view(y, op, "y"));
-  if (x.rows == 0) return ok_status();
-  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
-  const cudaStream_t stream = ctx_->compute_stream();
-  if (mma_applies(*w, x.rows)) {
-    bool done = false;
-    QRT_TRY(linear_mma(*w, x, y, &done));
-    if (done) return finish_linear(b, y);
-  }
-  if (x.rows <= kernels::kGemvMaxBatch) {
-    bool done = false;
-    QRT_TRY(linear_dp4a(*w, x, y, &done));
-    if (!done) QRT_TRY(kernels::gemv(w->format, w->view(), x.data, static_cast<int>(x.rows), y.data, stream));
-  } else if (w->half == nullptr && fused_gemm_applies(*w)) {
-    QRT_TRY(kernels::gemm_dequant_tc(w->format, w->view(), x.data, x.rows, y.data, stream));
-  } else {
-    QRT_TRY(linear_gemm(*w, x, y));
-  }
-  return finish_linear(b, y);
-}
-
-Status CudaBackend::finish_linear(const Weight* bias, F32View y) {
-  if (bias != nullptr)
-    QRT_TRY(kernels::add_bias_rows(y.data, bias->values, y.rows, y.cols, ctx_->compute_stream()));
-  // y overwrote (part of) the quantized x's source: the next linear quantizes again.
-  if (q8_source_ != nullptr) {
-    const auto at = [](const float* p) { return reinterpret_cast<uintptr_t>(p); };
-    if (at(y.data) < at(q8_source_ + q8_source_rows_ * q8_source_cols_) && at(q8_source_) < at(y.data + y.numel()))
-      forget_q8_source();
-  }
-  return ok_status();
-}
-
-// One GEMV launch for all parts when they share a format and width and the batch fits the GEMV: the integer-dot
-// kernel for the integer formats it has, the dense kernel for F32/F16/BF16. Any other case (mixed formats such as
-// Q4_K_M's q6_k v projection, wide batches, formats with neither kernel) is the separate linear() calls.
-Status CudaBackend::linear_same_input(ConstF32View x, std::span<const LinearPart> parts) {
-  const char* op = "linear_same_input";
-  if (parts.size() < 2 || parts.size() > size_t{kernels::kGemvMaxParts} || x.rows < 1 ||
-      x.rows > kernels::kGemvMaxBatch)
-    return Backend::linear_same_input(x, parts);
-  std::vector<const Weight*> weights, biases;
-  std::vector<kernels::GemvPart> gemv_parts;
-  for (const LinearPart& part : parts) {
-    QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(part.w, op, "weight"));
-    if (w->format != (weights.empty() ? w->format : weights[0]->format)) return Backend::linear_same_input(x, parts);
-    // The tensor-core GEMM takes the parts one by one (each linear() reuses the rearranged x).
-    if (mma_applies(*w, x.rows)) return Backend::linear_same_input(x, parts);
-    weights.push_back(w);
-    gemv_parts.push_back({w->view(), part.y.data});
-  }
-  const quant::FormatId format = weights[0]->format;
-  const quant::QuantView first = weights[0]->view();
-  bool dp4a = integer_gemv_ && kernels::q8_activation_bytes(x.rows, first.cols) <= q8_bytes_;
-  for (const kernels::GemvPart& part : gemv_parts)
-    dp4a = dp4a && kernels::gemv_dp4a_applies(format, part.w) && part.w.cols == first.cols &&
-           part.w.params.group_size == first.params.group_size && part.w.params.scale_type == first.params.scale_type;
-  const bool dense = !dp4a && kernels::gemv_dense_parts_apply(format, gemv_parts, x.data);
-  if (!dp4a && !dense) return Backend::linear_same_input(x, parts);
-  for (size_t j = 0; j < parts.size(); ++j) {
-    const LinearPart& part = parts[j];
-    const Weight* b = nullptr;
-    WeightInfo bias_info;
-    if (part.bias.valid()) {
-      QRT_ASSIGN_OR_RETURN(b, find_weight(part.bias, op, "bias"));
-      bias_info = WeightInfo{b->format, b->shape};
-    }
-    biases.push_back(b);
-    const WeightInfo info{weights[j]->format, weights[j]->shape};
-    QRT_TRY(op_checks::linear(x, info, b ? &bias_info : nullptr, part.y));
-    QRT_TRY(check_view(part.y, op, "y"));
-  }
-  QRT_TRY(check_view(x, op, "x"));
-  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
-  const int m = static_cast<int>(x.rows);
-  if (dp4a) {
-    QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, first.cols));
-    QRT_TRY(kernels::gemv_dp4a_parts(format, gemv_parts, {q.codes, q.scales}, m, ctx_->compute_stream()));
-  } else {
-    QRT_TRY(kernels::gemv_dense_parts(format, gemv_parts, x.data, m, ctx_->compute_stream()));
-  }
-  for (size_t j = 0; j < parts.size(); ++j) QRT_TRY(finish_linear(biases[j], parts[j].y));
-  return ok_status();
-}
-
-bool CudaBackend::fused_gemm_applies(const Weight& w) const {
-  if (!fused_gemm_) return false;
-  const int chunk = kernels::gemm_dequant_tc_chunk(w.format, w.view());
-  return chunk > 0 && kernels::gemm_dequant_tc_shared_bytes(chunk) <= ctx_->props().shared_mem_per_block_optin;
-}
-
-kernels::Q8Activations CudaBackend::fused_q8_output(F32View out) const {
-  if (!integer_gemv_ || out.rows < 1 || out.rows > q8_batch_rows() || out.cols % kernels::kQ8BlockCols != 0 ||
-      kernels::q8_activation_bytes(out.rows, out.cols) > q8_bytes_)
-    return {};
-  return kernels::q8_activations_at(q8_buffer_, out.rows, out.cols);
-}
-
-void CudaBackend::remember_q8_source(ConstF32View x) {
-  mma_tiles_ready_ = false;  // the buffer holds a new quantization, whatever its source
-  q8_source_ = x.data;
-  q8_source_rows_ = x.rows;
-  q8_source_cols_ = x.cols;
-}
-
-Status CudaBackend::linear_dp4a(const Weight& w, ConstF32View x, F32View y, bool* done) {
-  *done = false;
-  const quant::QuantView view = w.view();
-  if (!integer_gemv_ || !kernels::gemv_dp4a_applies(w.format, view) ||
-      kernels::q8_activation_bytes(x.rows, view.cols) > q8_bytes_)
-    return ok_status();
-  QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, view.cols));
-  QRT_TRY(kernels::gemv_dp4a(w.format, view, {q.codes, q.scales}, static_cast<int>(x.rows), y.data,
-                             ctx_->compute_stream()));
-  *done = true;
-  return ok_status();
-}
-
-bool CudaBackend::mma_applies(const Weight& w, int64_t rows) const {
-  return mma_gemm_ && integer_gemv_ && rows >= mma_min_rows_ && rows <= kernels::kMmaMaxBatch && w.shape.size() == 2 &&
-         kernels::gemm_q8_mma_applies(w.format, w.view());
-}
-
-Status CudaBackend::linear_mma(const Weight& w, ConstF32View x, F32View y, bool* done) {
-  *done = false;
-  const quant::QuantView view = w.view();
-  if (kernels::q8_activation_bytes(x.rows, view.cols) > q8_bytes_ ||
-      kernels::q8_mma_tile_bytes(x.rows, view.cols) > mma_tiles_bytes_)
-    return ok_status();  // buffers sized before set_mma_gemm: the other kernels
-  QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, view.cols));
-  if (!mma_tiles_ready_) {
-    QRT_TRY(kernels::q8_to_mma_tiles({q.codes, q.scales}, x.rows, view.cols, mma_tiles_, ctx_->compute_stream()));
-    mma_tiles_ready_ = true;
-  }
-  QRT_TRY(kernels::gemm_q8_mma(w.format, view, mma_tiles_, static_cast<int>(x.rows), y.data, ctx_->compute_stream()));
-  *done = true;
-  return ok_status();
-}
-
-Result<kernels::Q8Activations> CudaBackend::quantized_input(ConstF32View x, int64_t cols) {
-  if (kernels::q8_activation_bytes(x.rows, cols) > q8_bytes_)
-    return internal_error("quantized_input: the activation buffer holds fewer than " + std::to_string(x.rows) +
-                          " rows of " + std::to_string(cols));
-  const kernels::Q8Activations q = kernels::q8_activations_at(q8_buffer_, x.rows, cols);
-  if (x.data != q8_source_ || x.rows != q8_source_rows_ || cols != q8_source_cols_) {
-    forget_q8_source();
-    QRT_TRY(kernels::quantize_q8_activations(x.data, x.rows, cols, q, ctx_->compute_stream()));
-    remember_q8_source(x);
-  }
-  return q;
-}
-
-// y[n, out] = x[n, in] · Wᵀ for n > 8, on the tensor cores: x is rounded to fp16 once, W is dequantized to fp16
-// tile by tile (rows [r0, r0 + tile) of W) and multiplied with cublasGemmEx, accumulating and writing in fp32.
-// Every call is on the compute stream, so a tile is not overwritten before the GEMM reading it has run. In cuBLAS's
-// column-major terms the row-major y is C[out, n] (ldc = out), the row-major W tile is Aᵀ with A[in, tile]
-// (lda = in), and x is B[in, n] (ldb = in): C[r0:r0+tile, :] = Aᵀ · B.
-// fp16 rather than bf16: its 11-bit mantissa keeps the product within about 1e-3 of fp32 (bf16's 8 bits give
-// several times that); activations beyond fp16's range (65504) would overflow, as in llama.cpp's fp16 path.
-Status CudaBackend::linear_gemm(const Weight& w, ConstF32View x, F32View y) {
-  const quant::QuantView view = w.view();
-  const int64_t out = view.rows, in = view.cols, n = x.rows;
-  if (out > INT_MAX || in > INT_MAX || n > INT_MAX)
-    return unsupported("linear: [" + std::to_string(n) + ", " + std::to_string(in) + "] · [" + std::to_string(out) +
-                       ", " + std::to_string(in) + "]ᵀ exceeds cuBLAS's 32-bit dimensions");
-  const uint64_t row_bytes = static_cast<uint64_t>(in) * sizeof(__half);
-  const float alpha = 1.0f, beta = 0.0f;
-  if (w.half != nullptr) {
-    // The fp16 copy made at upload: one GEMM over every row.
-    QRT_ASSIGN_OR_RETURN(float* scratch, dequant_scratch(static_cast<uint64_t>(n) * row_bytes));
-    auto* x_half = reinterpret_cast<__half*>(scratch);
-    QRT_TRY(kernels::to_half(x.data, n * in, x_half, ctx_->compute_stream()));
-    QRT_CUBLAS_TRY(cublasGemmEx(ctx_->cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(n),
-                                static_cast<int>(in), &alpha, w.half, CUDA_R_16F, static_cast<int>(in), x_half,
-                                CUDA_R_16F, static_cast<int>(in), &beta, y.data, CUDA_R_32F, static_cast<int>(out),
-                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    return ok_status();
-  }
-  int64_t tile = static_cast<int64_t>(gemm_tile_bytes_ / row_bytes);
-  if (tile < 1) tile = 1;
-  if (tile > out) tile = out;
-  const uint64_t x_bytes = align_up(static_cast<uint64_t>(n) * row_bytes, kPartAlignment);
-  QRT_ASSIGN_OR_RETURN(float* scratch, dequant_scratch(x_bytes + static_cast<uint64_t>(tile) * row_bytes));
-  auto* x_half = reinterpret_cast<__half*>(scratch);
-  auto* w_half = reinterpret_cast<__half*>(reinterpret_cast<uint8_t*>(scratch) + x_bytes);
-  const cudaStream_t stream = ctx_->compute_stream();
-  QRT_TRY(kernels::to_half(x.data, n * in, x_half, stream));
-  for (int64_t r0 = 0; r0 < out; r0 += tile) {
-    const int64_t rows = out - r0 < tile ? out - r0 : tile;
-    QRT_TRY(kernels::dequantize_rows_half(w.format, view, r0, rows, w_half, stream));
-    QRT_CUBLAS_TRY(cublasGemmEx(ctx_->cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(n),
-                                static_cast<int>(in), &alpha, w_half, CUDA_R_16F, static_cast<int>(in), x_half,
-                                CUDA_R_16F, static_cast<int>(in), &beta, y.data + r0, CUDA_R_32F,
-                                static_cast<int>(out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  }
-  return ok_status();
-}
-
 Status CudaBackend::rope(F32View x, int heads, ConstI32View positions, const RopeParams& p) {
   forget_q8_source();
   const char* op = "rope";
@@ -807,63 +552,6 @@ Status CudaBackend::moe_route_grouped(ConstF32View logits, const MoeRouting& rou
   return kernels::moe_route_grouped(logits.data, logits.rows, static_cast<int>(logits.cols),
                                     static_cast<int>(ids.cols), routing, ids.data, weights.data,
                                     ctx_->compute_stream());
-}
-
-Status CudaBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32View ids, F32View y) {
-  const char* op = "linear_experts";
-  QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(weight, op, "weight"));
-  QRT_TRY(op_checks::linear_experts(x, WeightInfo{w->format, w->shape}, ids, y));
-  QRT_TRY(check_view(x, op, "x"));
-  QRT_TRY(check_view(ids, op, "ids"));
-  QRT_TRY(check_view(y, op, "y"));
-  if (w->shape[0] > INT_MAX || ids.cols > INT_MAX)
-    return unsupported("linear_experts: " + std::to_string(w->shape[0]) + " experts / top_k " +
-                       std::to_string(ids.cols) + " exceed 32 bits");
-  if (ids.rows == 0) return ok_status();
-  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
-  const kernels::ExpertGemvShape shape{ids.rows, static_cast<int>(ids.cols), static_cast<int>(w->shape[0]),
-                                       x.rows == ids.rows};
-  // Integer dot products on x quantized once (gate and up share the quantization, as the dense projections do; the
-  // norm's fused quantization is used when x is its output). One token (a decode step): each slot on its own, its
-  // experts being distinct. Several: slots grouped by expert, so that an expert's rows are read once per batch; a
-  // slot's sum is taken the same way either way, so each sequence of a batch gets the bits it gets alone.
-  const quant::QuantView expert0 = w->first_matrix_view();
-  if (integer_gemv_ && kernels::expert_gemv_dp4a_applies(w->format, expert0, w->matrix_parts)) {
-    const bool fits = kernels::q8_activation_bytes(x.rows, x.cols) <= q8_bytes_;
-    if (ids.rows == 1 && fits) {
-      QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, x.cols));
-      QRT_TRY(kernels::expert_gemv_dp4a(w->format, expert0, w->matrix_parts, ids.data, shape, {q.codes, q.scales},
-                                        y.data, ctx_->compute_stream()));
-      return finish_linear(nullptr, y);
-    }
-    if (shape.experts <= kernels::kGroupedMaxExperts) {
-      // The slot lists, then (for x wider than the decode buffer: a prompt's tokens, a batch's slots) x's quantization.
-      const uint64_t lists = (kernels::expert_gemv_grouped_workspace_bytes(shape) + 15) / 16 * 16;
-      QRT_ASSIGN_OR_RETURN(float* scratch,
-                           dequant_scratch(lists + (fits ? 0 : kernels::q8_activation_bytes(x.rows, x.cols))));
-      kernels::Q8Activations q;
-      if (fits) {
-        QRT_ASSIGN_OR_RETURN(q, quantized_input(x, x.cols));
-      } else {
-        forget_q8_source();
-        q = kernels::q8_activations_at(reinterpret_cast<uint8_t*>(scratch) + lists, x.rows, x.cols);
-        QRT_TRY(kernels::quantize_q8_activations(x.data, x.rows, x.cols, q, ctx_->compute_stream()));
-      }
-      QRT_TRY(kernels::expert_gemv_dp4a_grouped(w->format, expert0, w->matrix_parts, ids.data, shape,
-                                                {q.codes, q.scales}, y.data, scratch, ctx_->compute_stream()));
-      return finish_linear(nullptr, y);
-    }
-  }
-  forget_q8_source();
-  // Several tokens: slots grouped by expert, so an expert's rows are read once per batch rather than once per slot
-  // (the same bits). One token (a decode step, inside the captured graph) has no repeats to group.
-  if (ids.rows > 1 && shape.experts <= kernels::kGroupedMaxExperts) {
-    QRT_ASSIGN_OR_RETURN(float* workspace, dequant_scratch(kernels::expert_gemv_grouped_workspace_bytes(shape)));
-    return kernels::expert_gemv_grouped(w->format, w->first_matrix_view(), w->matrix_parts, ids.data, shape, x.data,
-                                        y.data, workspace, ctx_->compute_stream());
-  }
-  return kernels::expert_gemv(w->format, w->first_matrix_view(), w->matrix_parts, ids.data, shape, x.data, y.data,
-                              ctx_->compute_stream());
 }
 
 Status CudaBackend::moe_combine(ConstF32View y, ConstF32View weights, F32View out) {

@@ -1,0 +1,57 @@
+// The CUDA backend's record of an uploaded weight, shared by its translation units (cuda_backend_cuda.cpp uploads
+// weights, cuda_backend_linear_cuda.cpp multiplies with them).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/cuda_backend.hpp"
+#include "kernels/quant/formats.hpp"
+
+namespace qrt {
+
+// Part offsets inside a weight's one allocation.
+constexpr uint64_t kPartAlignment = 256;
+
+inline uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+// A weight on the device: its parts copied unchanged into one allocation, or decoded f32 values for 1-D tensors.
+struct CudaBackend::Weight {
+  quant::FormatId format = quant::FormatId::kF32;
+  std::vector<int64_t> shape;
+  quant::QuantParams params;
+  void* allocation = nullptr;  // cudaMalloc'd, holds every part below
+  uint64_t allocation_bytes = 0;
+  const uint8_t* data = nullptr;
+  const uint8_t* scales = nullptr;
+  const uint8_t* biases = nullptr;
+  quant::PartSizes matrix_parts;  // part sizes of one [shape[-2], shape[-1]] matrix (one expert when stacked)
+  const float* values = nullptr;  // 1-D tensors: [shape[0]] decoded f32
+  const void* half = nullptr;      // set_half_weights: the matrix as fp16 [rows, cols] (`data` itself for F16)
+  void* half_allocation = nullptr;  // cudaMalloc'd for `half` unless the weight is F16
+
+  int64_t cols() const { return shape.back(); }
+  int64_t rows() const {
+    int64_t n = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) n *= shape[i];
+    return n;
+  }
+  quant::QuantView view() const {
+    quant::QuantView v;
+    v.data = data;
+    v.scales = scales;
+    v.biases = biases;
+    v.rows = rows();
+    v.cols = cols();
+    v.params = params;
+    return v;
+  }
+  // Expert 0's [out, in] matrix of a stacked [experts, out, in] tensor.
+  quant::QuantView first_matrix_view() const {
+    quant::QuantView v = view();
+    v.rows = shape[shape.size() - 2];
+    return v;
+  }
+};
+
+}  // namespace qrt
