@@ -3,6 +3,8 @@
 // decoding whole blocks) and the integer-dot one (expert_gemv_dp4a, x quantized before timing as the norm would).
 // Each run routes to the next 8 experts (16 runs before one repeats, more bytes than the L2 holds), so no run finds
 // its experts in L2. Bytes are the 8 experts' weights + x + y, each once; pct_of_copy_bw against the measured copy.
+// Batches of 8 and 512 tokens (a decode batch, a prompt) compare the two grouped kernels (BM_ExpertsBatch).
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -74,6 +76,80 @@ void BM_Experts(benchmark::State& state, FormatId id, int64_t rows, int64_t cols
                                                         benchmark::Counter::kIsRate);
 }
 
+// A batch of tokens at the same shapes, grouped by expert: the float kernel (expert_gemv_grouped) against the
+// integer-dot one (expert_gemv_dp4a_grouped, x quantized before timing), each including its slot-sorting kernel.
+// Each token routes to 8 distinct experts drawn at random; the runs cycle through 4 such routings so that a run
+// does not find the last one's experts in L2. Bytes: each routing's distinct experts once, x and y once, averaged.
+void BM_ExpertsBatch(benchmark::State& state, FormatId id, int64_t rows, int64_t cols, bool shared_input,
+                     int64_t tokens, bool dp4a) {
+  BenchWeights bw = bench_weights(id, kExperts * rows, cols);
+  if (bw.copies.empty()) {
+    state.SkipWithError("quantizer rejected the shape");
+    return;
+  }
+  QuantView expert0 = bw.copies[0].view;
+  expert0.rows = rows;
+  auto sizes = cpu::part_sizes(id, rows, cols, bench_params(format_info(id)));
+  if (!sizes.ok()) {
+    state.SkipWithError(sizes.status().to_string().c_str());
+    return;
+  }
+  constexpr int kRoutings = 4;
+  const int64_t slots = tokens * kTopK, x_rows = shared_input ? tokens : slots;
+  std::vector<int32_t> routes;
+  std::mt19937 gen(12);
+  double distinct = 0.0;
+  for (int k = 0; k < kRoutings; ++k) {
+    std::vector<bool> used(kExperts, false);
+    for (int64_t t = 0; t < tokens; ++t) {
+      std::vector<int32_t> all(kExperts);
+      for (int e = 0; e < kExperts; ++e) all[static_cast<size_t>(e)] = e;
+      std::shuffle(all.begin(), all.end(), gen);
+      for (int j = 0; j < kTopK; ++j) {
+        routes.push_back(all[static_cast<size_t>(j)]);
+        used[static_cast<size_t>(all[static_cast<size_t>(j)])] = true;
+      }
+    }
+    for (bool u : used) distinct += u ? 1.0 / kRoutings : 0.0;
+  }
+  const kernels::ExpertGemvShape shape{tokens, kTopK, kExperts, shared_input};
+  DeviceBuffer ids(routes.size() * 4), x(x_rows * cols * 4), y(slots * rows * 4),
+      q8(kernels::q8_activation_bytes(x_rows, cols)), workspace(kernels::expert_gemv_grouped_workspace_bytes(shape));
+  QRT_BENCH_CUDA(cudaMemcpy(ids.ptr, routes.data(), routes.size() * 4, cudaMemcpyHostToDevice));
+  std::vector<float> hx(static_cast<size_t>(x_rows * cols));
+  std::normal_distribution<float> dist;
+  for (float& v : hx) v = dist(gen);
+  QRT_BENCH_CUDA(cudaMemcpy(x.ptr, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
+  const kernels::Q8Activations q = kernels::q8_activations_at(q8.ptr, x_rows, cols);
+  if (Status s = kernels::quantize_q8_activations(x.as<float>(), x_rows, cols, q, nullptr); !s.ok()) {
+    state.SkipWithError(s.to_string().c_str());
+    return;
+  }
+  int64_t run_index = 0;
+  auto run = [&] {
+    const int32_t* route = ids.as<int32_t>() + (run_index++ % kRoutings) * slots;
+    return dp4a ? kernels::expert_gemv_dp4a_grouped(id, expert0, *sizes, route, shape, {q.codes, q.scales},
+                                                    y.as<float>(), workspace.ptr, nullptr)
+                : kernels::expert_gemv_grouped(id, expert0, *sizes, route, shape, x.as<float>(), y.as<float>(),
+                                               workspace.ptr, nullptr);
+  };
+  if (Status s = run(); !s.ok()) {
+    state.SkipWithError(s.to_string().c_str());
+    return;
+  }
+  time_with_events(state, nullptr, [&] { (void)run(); });
+  const double bytes = distinct * static_cast<double>(sizes->data + sizes->scales + sizes->biases) +
+                       (dp4a ? static_cast<double>(kernels::q8_activation_bytes(x_rows, cols)) : 4.0 * x_rows * cols) +
+                       4.0 * static_cast<double>(slots * rows);
+  state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
+  state.SetLabel(std::string(dp4a ? "expert_gemv_dp4a_grouped" : "expert_gemv_grouped (float)") + ", " +
+                 std::to_string(static_cast<int>(distinct + 0.5)) + " experts used");
+  state.counters["pct_of_copy_bw"] = benchmark::Counter(bytes * state.iterations() / measured_copy_bandwidth() * 100.0,
+                                                        benchmark::Counter::kIsRate);
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(static_cast<double>(tokens) * state.iterations(), benchmark::Counter::kIsRate);
+}
+
 const bool registered = [] {
   struct Shape {
     const char* name;
@@ -88,6 +164,15 @@ const bool registered = [] {
             std::string(dp4a ? "experts_dp4a/" : "experts_float/") + std::string(format_name(id)) + "/" + s.name;
         benchmark::RegisterBenchmark(name.c_str(), BM_Experts, id, s.rows, s.cols, s.shared_input, dp4a)
             ->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
+      }
+      for (int64_t tokens : {8, 512}) {
+        for (bool dp4a : {false, true}) {
+          const std::string name = std::string(dp4a ? "experts_grouped_dp4a/" : "experts_grouped_float/") +
+                                   std::string(format_name(id)) + "/" + s.name + "/tokens:" + std::to_string(tokens);
+          benchmark::RegisterBenchmark(name.c_str(), BM_ExpertsBatch, id, s.rows, s.cols, s.shared_input, tokens,
+                                       dp4a)
+              ->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
+        }
       }
     }
   }
