@@ -1,11 +1,12 @@
-// bench-model: whole-model speed of a Llama-3-8B-shaped transformer with random weights, per weight format.
+// bench-model: whole-model speed of a Llama-3-8B- or Qwen3-30B-A3B-shaped transformer with random weights, per weight
+// format (the shapes and the random model: tools/bench_model/random_model.hpp).
 //
 // For each format it reports the load (upload) time, prefill tokens/s (one forward of --prompt tokens), decode
 // tokens/s (--decode single-token forwards after the prompt), peak memory, and each decode figure as a fraction of
 // its roofline: the weight bytes one decoded token must read divided by the measured copy bandwidth.
 //
-// Random weights are made on the fly, fast even at 8B: for each kind of tensor (q, k, v, o, gate, up, down,
-// output, token_embd) one block of rows is filled with random normal values and quantized with the format's
+// Random weights are made on the fly, fast even at 8B: for each kind of tensor (q, k, v, o, gate, up, down or the
+// stacked experts' gate, up, down, output, token_embd) one block of rows is filled with random normal values and quantized with the format's
 // reference quantizer, and its packed bytes are repeated down the tensor row block after row block. For the
 // formats whose parts store each row contiguously, row after row (GGML blocks, AFQ, MX, dense, block FP8), that is
 // exactly the quantization of the tiled matrix; for HQQ, which groups across the whole tensor, it is still a legal
@@ -47,6 +48,7 @@
 #include "backend/cuda_device_stats.hpp"
 #include "backend/make_cuda_backend.hpp"
 #include "tools/bench_model/batch_decode.hpp"
+#include "tools/bench_model/random_model.hpp"
 
 namespace {
 
@@ -56,6 +58,9 @@ using qrt::quant::FormatId;
 using qrt::quant::QuantBuffers;
 using qrt::quant::QuantParams;
 using Clock = std::chrono::steady_clock;
+using qrt::bench::FormatPlan;
+using qrt::bench::HostModel;
+using qrt::bench::Shape;
 
 int fail(const std::string& message) {
   std::string line = message;
@@ -71,263 +76,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// ---- the model shape -----------------------------------------------------------------------------------------
-
-struct Shape {
-  std::string name;
-  int hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0;
-  float rope_theta = 10000.0f;
-};
-
-Result<Shape> shape_from_name(const std::string& name) {
-  if (name == "llama3-8b") return Shape{name, 4096, 32, 32, 8, 128, 14336, 128256, 500000.0f};
-  // Small enough for the CPU reference backend; every dim is a multiple of 256, so every format's blocks fit.
-  if (name == "tiny") return Shape{name, 256, 2, 4, 2, 64, 512, 1024, 500000.0f};
-  return qrt::invalid_argument("unknown shape '" + name + "' (known: llama3-8b, tiny)");
-}
-
-qrt::ModelConfig config_for(const Shape& s, int64_t context) {
-  qrt::ModelConfig c;
-  c.architecture = "llama";
-  c.vocab_size = s.vocab;
-  c.hidden = s.hidden;
-  c.layers = s.layers;
-  c.heads = s.heads;
-  c.kv_heads = s.kv_heads;
-  c.head_dim = s.head_dim;
-  c.ffn = s.ffn;
-  c.context_length = static_cast<int>(context);
-  c.norm_eps = 1e-5f;
-  c.rope.layout = qrt::RopeLayout::kHalfSplit;
-  c.rope.theta = s.rope_theta;
-  c.tied_embeddings = false;  // Llama 3 8B has its own output head
-  return c;
-}
-
-// One kind of matrix: every layer has one [rows, cols] tensor of it (or, for the two tables, the model has one).
-struct MatrixKind {
-  std::string suffix;  // "attn_q", ... or the table's canonical name
-  int64_t rows = 0, cols = 0;
-};
-
-std::vector<MatrixKind> layer_matrices(const Shape& s) {
-  using qrt::names::layer_tensor_suffix;
-  using qrt::names::LayerTensor;
-  const int64_t h = s.hidden, q = int64_t{s.heads} * s.head_dim, kv = int64_t{s.kv_heads} * s.head_dim;
-  auto kind = [](LayerTensor t, int64_t rows, int64_t cols) {
-    return MatrixKind{std::string(layer_tensor_suffix(t)), rows, cols};
-  };
-  return {kind(LayerTensor::kAttnQ, q, h),       kind(LayerTensor::kAttnK, kv, h),
-          kind(LayerTensor::kAttnV, kv, h),      kind(LayerTensor::kAttnOutput, h, q),
-          kind(LayerTensor::kFfnGate, s.ffn, h), kind(LayerTensor::kFfnUp, s.ffn, h),
-          kind(LayerTensor::kFfnDown, h, s.ffn)};
-}
-
-uint64_t total(const qrt::quant::PartSizes& p) { return p.data + p.scales + p.biases; }
-
-// ---- formats -------------------------------------------------------------------------------------------------
-
-// The parameters a format is benchmarked with: AFQ groups of 64 with BF16 scales and biases (MLX's default),
-// HQQ groups of 64 (ISQ's default); everything else needs none, except per-tensor FP8's scale, which the
-// quantization of each tensor picks (see random_tiled_weight).
-QuantParams params_for(FormatId format) {
-  QuantParams p;
-  switch (qrt::quant::format_info(format).family) {
-    case qrt::quant::Family::kAfq:
-      p.group_size = 64;
-      p.scale_type = qrt::quant::ScalarType::kBF16;
-      break;
-    case qrt::quant::Family::kHqq:
-      p.group_size = 64;
-      break;
-    default:
-      break;
-  }
-  return p;
-}
-
-struct FormatPlan {
-  FormatId format = FormatId::kF32;
-  QuantParams params;
-  FormatId embedding_format = FormatId::kF32;  // the format itself, or BF16 when it cannot hold the table
-  QuantParams embedding_params;
-  uint64_t matrix_bytes = 0;  // every matrix and table as packed (norms aside), to check that the model fits
-};
-
-// Checks a format before any work is done: a known name, a quantizer, and legal shapes for every matrix.
-Result<FormatPlan> plan_format(const std::string& name, const Shape& s) {
-  std::string known;
-  for (FormatId id : qrt::quant::kAllFormats)
-    if (qrt::quant::format_info(id).has_quantizer)
-      known += (known.empty() ? "" : ", ") + std::string(qrt::quant::format_name(id));
-  const std::optional<FormatId> id = qrt::quant::format_from_name(name);
-  if (!id) return qrt::invalid_argument("unknown format '" + name + "' (formats with a quantizer: " + known + ")");
-  if (!qrt::quant::format_info(*id).has_quantizer)
-    return qrt::unsupported("format " + name + " has no quantizer in qrt, so no random weights can be made for it " +
-                            "(formats with a quantizer: " + known + ")");
-  FormatPlan plan;
-  plan.format = *id;
-  plan.params = params_for(*id);
-  std::vector<MatrixKind> kinds = layer_matrices(s);
-  kinds.push_back({std::string(qrt::names::kOutput), s.vocab, s.hidden});
-  for (const MatrixKind& k : kinds) {
-    auto sizes = qrt::cpu::part_sizes(*id, k.rows, k.cols, plan.params);
-    if (!sizes.ok())
-      return sizes.status().with_context("format " + name + " cannot hold " + k.suffix + " [" + std::to_string(k.rows) +
-                                         ", " + std::to_string(k.cols) + "] of shape " + s.name);
-    plan.matrix_bytes += total(*sizes) * (k.suffix == qrt::names::kOutput ? 1 : static_cast<uint64_t>(s.layers));
-  }
-  plan.embedding_format = *id;
-  plan.embedding_params = plan.params;
-  if (!qrt::cpu::part_sizes(*id, s.vocab, s.hidden, plan.params).ok()) {
-    plan.embedding_format = FormatId::kBF16;
-    plan.embedding_params = QuantParams{};
-  }
-  QRT_ASSIGN_OR_RETURN(qrt::quant::PartSizes embd,
-                       qrt::cpu::part_sizes(plan.embedding_format, s.vocab, s.hidden, plan.embedding_params));
-  plan.matrix_bytes += total(embd);
-  return plan;
-}
-
-// ---- random weights ------------------------------------------------------------------------------------------
-
-// Rows quantized once per tensor; their packed bytes are repeated down the tensor.
-constexpr int64_t kBlockRows = 256;
-
-// A [rows, cols] tensor in `format`: kBlockRows rows of N(0, scale²) values quantized by the reference quantizer,
-// repeated row block after row block (a last partial block takes the first rows of the block). Valid because the
-// parts of these formats grow row by row: each part's size must be linear in rows, which is checked against
-// cpu::part_sizes. Per-tensor FP8 gets its scale (amax / 448) from the block, written to *params.
-Result<QuantBuffers> random_tiled_weight(FormatId format, int64_t rows, int64_t cols, float scale, QuantParams* params,
-                                         std::mt19937_64& rng) {
-  const int64_t block_rows = std::min(rows, kBlockRows);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> x(static_cast<size_t>(block_rows * cols));  // x: [block_rows, cols]
-  float amax = 0.0f;
-  for (float& v : x) {
-    v = normal(rng);
-    amax = std::max(amax, std::fabs(v));
-  }
-  if (qrt::quant::format_info(format).family == qrt::quant::Family::kFp8) params->global_scale = amax / 448.0f;
-  const std::string what =
-      std::string(qrt::quant::format_name(format)) + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
-  QRT_ASSIGN_OR_RETURN(QuantBuffers block, qrt::cpu::quantize(format, x.data(), block_rows, cols, *params));
-  QRT_ASSIGN_OR_RETURN(qrt::quant::PartSizes block_sizes, qrt::cpu::part_sizes(format, block_rows, cols, *params));
-  QRT_ASSIGN_OR_RETURN(qrt::quant::PartSizes full, qrt::cpu::part_sizes(format, rows, cols, *params));
-  const int64_t full_blocks = rows / block_rows, tail_rows = rows % block_rows;
-  qrt::quant::PartSizes tail;
-  if (tail_rows > 0) {
-    QRT_ASSIGN_OR_RETURN(tail, qrt::cpu::part_sizes(format, tail_rows, cols, *params));
-  }
-
-  QuantBuffers out;
-  struct Part {
-    const char* name;
-    const std::vector<uint8_t>& block;
-    std::vector<uint8_t>& out;
-    uint64_t block_size, tail_size, full_size;
-  };
-  const Part parts[] = {{"data", block.data, out.data, block_sizes.data, tail.data, full.data},
-                        {"scales", block.scales, out.scales, block_sizes.scales, tail.scales, full.scales},
-                        {"biases", block.biases, out.biases, block_sizes.biases, tail.biases, full.biases}};
-  for (const Part& p : parts) {
-    if (p.block.size() != p.block_size)
-      return qrt::internal_error(what + ": the quantizer wrote " + std::to_string(p.block.size()) + " bytes of " +
-                                 p.name + " for " + std::to_string(block_rows) + " rows, part_sizes says " +
-                                 std::to_string(p.block_size));
-    if (static_cast<uint64_t>(full_blocks) * p.block_size + p.tail_size != p.full_size)
-      return qrt::unsupported(what + ": the " + p.name + " part does not grow row by row (" +
-                              std::to_string(p.full_size) + " bytes for the tensor, " + std::to_string(p.block_size) +
-                              " per " + std::to_string(block_rows) + " rows), so a row block cannot be tiled");
-    p.out.resize(p.full_size);
-    for (int64_t b = 0; b < full_blocks; ++b)
-      if (p.block_size > 0) std::memcpy(p.out.data() + b * p.block_size, p.block.data(), p.block_size);
-    if (p.tail_size > 0) std::memcpy(p.out.data() + full_blocks * p.block_size, p.block.data(), p.tail_size);
-  }
-  return out;
-}
-
-// The canonical tensor table of the random model. The spans point into `storage`; every layer's tensor of one
-// kind shares one buffer.
-struct HostModel {
-  qrt::TensorTable tensors;
-  std::list<QuantBuffers> storage;
-  uint64_t weight_bytes = 0;            // every uploaded byte: all matrices, tables and norms
-  uint64_t decode_bytes_per_token = 0;  // what one decoded token reads: linears, output head, one embedding row
-};
-
-const QuantBuffers& keep(HostModel& m, QuantBuffers b) { return m.storage.emplace_back(std::move(b)); }
-
-void add_tensor(HostModel& m, const std::string& name, FormatId format, std::vector<int64_t> shape,
-                const QuantBuffers& b, const QuantParams& params) {
-  auto span = [](const std::vector<uint8_t>& v) { return qrt::ByteSpan{v.empty() ? nullptr : v.data(), v.size()}; };
-  qrt::QuantTensor t;
-  t.name = name;
-  t.format = format;
-  t.shape = std::move(shape);
-  t.data = span(b.data);
-  t.scales = span(b.scales);
-  t.biases = span(b.biases);
-  t.params = params;
-  t.file = "random weights";
-  m.weight_bytes += t.bytes();
-  m.tensors[name] = std::move(t);
-}
-
-Result<HostModel> make_host_model(const Shape& s, const FormatPlan& plan, uint64_t seed) {
-  using qrt::names::LayerTensor;
-  std::mt19937_64 rng(seed);
-  HostModel m;
-  auto matrix_scale = [](int64_t cols) { return 1.0f / std::sqrt(static_cast<float>(cols)); };
-
-  for (const MatrixKind& k : layer_matrices(s)) {
-    QuantParams p = plan.params;
-    QRT_ASSIGN_OR_RETURN(QuantBuffers b,
-                         random_tiled_weight(plan.format, k.rows, k.cols, matrix_scale(k.cols), &p, rng));
-    const QuantBuffers& kept = keep(m, std::move(b));
-    for (int l = 0; l < s.layers; ++l)
-      add_tensor(m, "blk." + std::to_string(l) + "." + k.suffix, plan.format, {k.rows, k.cols}, kept, p);
-    m.decode_bytes_per_token +=
-        static_cast<uint64_t>(s.layers) * (kept.data.size() + kept.scales.size() + kept.biases.size());
-  }
-
-  QuantParams out_p = plan.params;
-  QRT_ASSIGN_OR_RETURN(QuantBuffers out_b,
-                       random_tiled_weight(plan.format, s.vocab, s.hidden, matrix_scale(s.hidden), &out_p, rng));
-  const QuantBuffers& output = keep(m, std::move(out_b));
-  add_tensor(m, std::string(qrt::names::kOutput), plan.format, {s.vocab, s.hidden}, output, out_p);
-  m.decode_bytes_per_token += output.data.size() + output.scales.size() + output.biases.size();
-
-  QuantParams embd_p = plan.embedding_params;
-  QRT_ASSIGN_OR_RETURN(QuantBuffers embd_b,
-                       random_tiled_weight(plan.embedding_format, s.vocab, s.hidden, 1.0f, &embd_p, rng));
-  add_tensor(m, std::string(qrt::names::kTokenEmbd), plan.embedding_format, {s.vocab, s.hidden},
-             keep(m, std::move(embd_b)), embd_p);
-  QRT_ASSIGN_OR_RETURN(qrt::quant::PartSizes embd_row,
-                       qrt::cpu::part_sizes(plan.embedding_format, 1, s.hidden, embd_p));
-  m.decode_bytes_per_token += total(embd_row);
-
-  // RMSNorm weights: F32 near 1.
-  std::normal_distribution<float> normal(1.0f, 0.1f);
-  auto norm = [&]() -> const QuantBuffers& {
-    QuantBuffers b;
-    b.data.resize(static_cast<size_t>(s.hidden) * 4);
-    for (int i = 0; i < s.hidden; ++i) {
-      const float v = normal(rng);
-      std::memcpy(b.data.data() + 4 * i, &v, 4);
-    }
-    return keep(m, std::move(b));
-  };
-  add_tensor(m, std::string(qrt::names::kOutputNorm), FormatId::kF32, {s.hidden}, norm(), QuantParams{});
-  const QuantBuffers& attn_norm = norm();
-  const QuantBuffers& ffn_norm = norm();
-  for (int l = 0; l < s.layers; ++l) {
-    add_tensor(m, qrt::names::layer_tensor(l, LayerTensor::kAttnNorm), FormatId::kF32, {s.hidden}, attn_norm, {});
-    add_tensor(m, qrt::names::layer_tensor(l, LayerTensor::kFfnNorm), FormatId::kF32, {s.hidden}, ffn_norm, {});
-  }
-  return m;
 }
 
 // ---- memory and bandwidth ------------------------------------------------------------------------------------
@@ -472,7 +220,7 @@ Result<FormatResult> bench_format(const Options& o, const FormatPlan& plan) {
 
   QRT_ASSIGN_OR_RETURN(std::unique_ptr<qrt::Backend> backend, open_backend(o));
   auto t0 = Clock::now();
-  QRT_ASSIGN_OR_RETURN(HostModel host, make_host_model(o.shape, plan, o.seed));
+  QRT_ASSIGN_OR_RETURN(HostModel host, qrt::bench::make_host_model(o.shape, plan, o.seed));
   r.generate_s = seconds_since(t0);
   r.weight_bytes = host.weight_bytes;
   r.decode_bytes_per_token = host.decode_bytes_per_token;
@@ -480,7 +228,7 @@ Result<FormatResult> bench_format(const Options& o, const FormatPlan& plan) {
                static_cast<double>(r.weight_bytes) / (1 << 20), r.generate_s);
 
   const int64_t capacity = int64_t{*std::max_element(o.prompts.begin(), o.prompts.end())} + o.decode;
-  const qrt::ModelConfig config = config_for(o.shape, capacity);
+  const qrt::ModelConfig config = qrt::bench::config_for(o.shape, capacity);
   t0 = Clock::now();
   qrt::TransformerOptions options;
   options.kv_type = o.kv_type;
@@ -616,7 +364,10 @@ nlohmann::ordered_json to_json(const Options& o, const std::string& device_name,
                 {"ffn", s.ffn},
                 {"vocab", s.vocab},
                 {"rope_theta", s.rope_theta},
-                {"tied_embeddings", false}};
+                {"tied_embeddings", false},
+                {"experts", s.experts},
+                {"experts_used", s.experts_used},
+                {"expert_ffn", s.expert_ffn}};
   // One length: a number (as before the sweep); several: the list, and each result says its own.
   if (o.prompts.size() == 1) {
     j["prompt_tokens"] = o.prompts[0];
@@ -682,13 +433,14 @@ std::vector<std::string> split_list(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"bench-model: prefill and decode speed of a Llama-3-8B-shaped model with random weights"};
+  CLI::App app{"bench-model: prefill and decode speed of a Llama-3-8B- or Qwen3-30B-A3B-shaped model with random "
+               "weights"};
   app.set_version_flag("--version", std::string("qrt ") + qrt::kVersion);
   Options o;
   std::string shape_name = "llama3-8b", formats = "q4_k,q8_0,afq4,mxfp4,bf16", json_path, commit;
   int layers = 0;
   double bandwidth_gb_s = 0.0;
-  app.add_option("--shape", shape_name, "llama3-8b or tiny");
+  app.add_option("--shape", shape_name, qrt::bench::known_shapes());
   app.add_option("--layers", layers, "override the shape's layer count")->check(CLI::Range(1, 1024));
   app.add_option("--formats", formats, "comma-separated weight formats (any format with a quantizer)");
   app.add_option("--device", o.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -723,13 +475,13 @@ int main(int argc, char** argv) {
     o.kv_type = qrt::kv_type_from_name(kv_type);
     if (!o.kv_type) return fail("--kv-type " + kv_type + ": expected f32, f16, bf16, fp8 or q8_0");
   }
-  auto shape = shape_from_name(shape_name);
+  auto shape = qrt::bench::shape_from_name(shape_name);
   if (!shape.ok()) return fail(shape.status().message());
   o.shape = *shape;
   if (layers > 0) o.shape.layers = layers;
   std::vector<FormatPlan> plans;
   for (const std::string& name : split_list(formats)) {
-    auto plan = plan_format(name, o.shape);
+    auto plan = qrt::bench::plan_format(name, o.shape);
     if (!plan.ok()) return fail(plan.status().message());
     plans.push_back(*plan);
   }
@@ -780,8 +532,11 @@ int main(int argc, char** argv) {
   }
 
   const Shape& s = o.shape;
-  std::printf("bench-model: %s shape (%d layers, hidden %d, %d/%d heads of %d, ffn %d, vocab %d) on %s (%s)\n",
-              s.name.c_str(), s.layers, s.hidden, s.heads, s.kv_heads, s.head_dim, s.ffn, s.vocab,
+  const std::string mlp = s.experts > 0 ? std::to_string(s.experts_used) + " of " + std::to_string(s.experts) +
+                                              " experts of " + std::to_string(s.expert_ffn)
+                                        : "ffn " + std::to_string(s.ffn);
+  std::printf("bench-model: %s shape (%d layers, hidden %d, %d/%d heads of %d, %s, vocab %d) on %s (%s)\n",
+              s.name.c_str(), s.layers, s.hidden, s.heads, s.kv_heads, s.head_dim, mlp.c_str(), s.vocab,
               o.device == "cuda" ? ("cuda:" + std::to_string(o.device_index)).c_str() : "cpu", device_name.c_str());
   std::string prompts;
   for (const int p : o.prompts) prompts += (prompts.empty() ? "" : ",") + std::to_string(p);

@@ -5,7 +5,7 @@ consistent with the raw timings, and the weight byte counts equal to a count mad
 size and bytes per block (gguf-py's GGML_QUANT_SIZES for the GGML formats when gguf is importable, the published
 layouts otherwise; MLX's affine layout for afq4 with groups of 64 and bf16 scales and biases), and the K/V bytes
 per decode step from the shape. A sweep of two prompt lengths gives one result and one table row per format and
-length. Then bad arguments:
+length; the tiny mixture-of-experts shape counts its experts, routers and q/k norms. Then bad arguments:
 an unknown format, shape or KV type must each give one "error: ..." line and exit status 1 (every format in the list
 has a quantizer now, so none is refused for lacking one).
 
@@ -195,6 +195,39 @@ if batched.returncode == 0:
               close(r["aggregate_vs_batch_1"], r["aggregate_tokens_per_s"] / one), r)
     rows = [line.split() for line in batched.stdout.splitlines() if line.split()[:1] == ["q4_k"]]
     check("batch table rows", [row[1] for row in rows[-3:]] == ["1", "3", "5"], batched.stdout)
+
+# ---- the mixture-of-experts shape (Qwen3-MoE's layout): weight bytes with the stacked experts, the F32 routers and
+# the per-head q/k norms; a decoded token reads the router and experts_used of the experts of every layer ----
+EXPERTS, EXPERTS_USED, EXPERT_FFN = 8, 2, 256  # tiny-moe (tools/bench_model/random_model.cpp)
+moe_path = os.path.join(WORK, "moe.json")
+moe = subprocess.run([TOOL, "--shape", "tiny-moe", "--formats", "q4_k,bf16", "--prompt", "9", "--decode", "3",
+                      "--repetitions", "1", "--batch", "1,3", "--json", moe_path], capture_output=True, text=True,
+                     timeout=100)
+check("moe exit status", moe.returncode == 0, moe.stderr[-2000:])
+if moe.returncode == 0:
+    with open(moe_path) as f:
+        moe_report = json.load(f)
+    shape = moe_report.get("shape", {})
+    check("moe shape", (shape.get("experts"), shape.get("experts_used"), shape.get("expert_ffn"), shape.get("ffn")) ==
+          (EXPERTS, EXPERTS_USED, EXPERT_FFN, 0), shape)
+    check("moe header", "2 of 8 experts of 256" in moe.stdout, moe.stdout)
+    for r in moe_report.get("results", []):
+        fmt = r.get("format")
+        q, kv = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
+        attention = nbytes(fmt, q, HIDDEN) + 2 * nbytes(fmt, kv, HIDDEN) + nbytes(fmt, HIDDEN, q)
+        expert = 2 * nbytes(fmt, EXPERT_FFN, HIDDEN) + nbytes(fmt, HIDDEN, EXPERT_FFN)
+        router = EXPERTS * HIDDEN * 4  # F32
+        norms = (2 * LAYERS + 1) * HIDDEN * 4 + 2 * LAYERS * HEAD_DIM * 4  # attn, ffn, output; q and k per head
+        table = nbytes(fmt, VOCAB, HIDDEN)
+        total = LAYERS * (attention + EXPERTS * expert + router) + 2 * table + norms
+        per_token = LAYERS * (attention + EXPERTS_USED * expert + router) + table + nbytes(fmt, 1, HIDDEN)
+        check(f"moe {fmt} weight bytes", r.get("weight_bytes") == total, f"{r.get('weight_bytes')} != {total}")
+        check(f"moe {fmt} decode bytes per token", r.get("decode_weight_bytes_per_token") == per_token,
+              f"{r.get('decode_weight_bytes_per_token')} != {per_token}")
+        check(f"moe {fmt} figures", all(positive_finite(r.get(k)) for k in
+                                        ("prefill_tokens_per_s", "decode_tokens_per_s", "decode_roofline_fraction")), r)
+    check("moe batched decode", [(r.get("format"), r.get("batch")) for r in moe_report.get("batch_decode", [])] ==
+          [("q4_k", 1), ("q4_k", 3), ("bf16", 1), ("bf16", 3)], moe_report.get("batch_decode"))
 
 # ---- bad arguments ----
 bad = subprocess.run([TOOL, "--shape", "tiny", "--batch", "1,0"], capture_output=True, text=True, timeout=60)
