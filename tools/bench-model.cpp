@@ -6,8 +6,9 @@
 // its roofline: the weight bytes one decoded token must read divided by the measured copy bandwidth.
 //
 // Random weights are made on the fly, fast even at 8B: for each kind of tensor (q, k, v, o, gate, up, down or the
-// stacked experts' gate, up, down, output, token_embd) one block of rows is filled with random normal values and quantized with the format's
-// reference quantizer, and its packed bytes are repeated down the tensor row block after row block. For the
+// stacked experts' gate, up, down, output, token_embd) one block of rows is filled with random normal values and
+// quantized with the format's reference quantizer, and its packed bytes are repeated down the tensor row block after
+// row block. For the
 // formats whose parts store each row contiguously, row after row (GGML blocks, AFQ, MX, dense, block FP8), that is
 // exactly the quantization of the tiled matrix; for HQQ, which groups across the whole tensor, it is still a legal
 // tensor of random weights of the right magnitude, which is all a benchmark needs. Every layer's tensor of one
@@ -280,6 +281,7 @@ Result<FormatResult> bench_format(const Options& o, const FormatPlan& plan) {
 
 struct Derived {
   double load_gb_s, prefill_tok_s, decode_tok_s, ms_per_token, roofline_fraction, roofline_fraction_with_kv;
+  double decode_gb_s;  // the weight and K/V bytes of a decode step over its time
   uint64_t peak_bytes, kv_bytes_per_token;
 };
 
@@ -304,6 +306,7 @@ Derived derive(const Options& o, const FormatResult& r, const ContextRuns& run, 
   d.kv_bytes_per_token = kv_bytes_per_token(o, run.prompt, r.kv_type);
   d.roofline_fraction_with_kv =
       (static_cast<double>(r.decode_bytes_per_token + d.kv_bytes_per_token) / bandwidth) / (d.ms_per_token * 1e-3);
+  d.decode_gb_s = static_cast<double>(r.decode_bytes_per_token + d.kv_bytes_per_token) / (d.ms_per_token * 1e-3) * 1e-9;
   d.peak_bytes = o.device == "cuda" ? r.peak_device_bytes : r.peak_host_rss_bytes;
   return d;
 }
@@ -319,20 +322,20 @@ std::string utc_now() {
 
 void print_table(const Options& o, const std::vector<FormatResult>& results, double bandwidth) {
   const char* mem = o.device == "cuda" ? "peak dev MiB" : "peak RSS MiB";
-  std::printf("%-9s %-9s %-4s %11s %8s %9s %7s %13s %12s %9s %10s %9s %12s %10s\n", "format", "embd", "kv",
-              "weights MiB", "load s", "load GB/s", "prompt", "prefill tok/s", "decode tok/s", "ms/token", "roofline %",
-              "+ KV %", mem, "ops/token");
+  std::printf("%-9s %-9s %-4s %11s %8s %9s %7s %13s %12s %9s %9s %10s %9s %12s %10s\n", "format", "embd", "kv",
+              "weights MiB", "load s", "load GB/s", "prompt", "prefill tok/s", "decode tok/s", "ms/token", "GB/s",
+              "roofline %", "+ KV %", mem, "ops/token");
   for (const FormatResult& r : results)
     for (const ContextRuns& run : r.runs) {
       const Derived d = derive(o, r, run, bandwidth);
       // ops/token: "1 + n" = one graph launch running n device operations; "-" when decode runs op by op.
       const std::string ops =
           r.graph_operations_per_token > 0 ? "1+" + std::to_string(r.graph_operations_per_token) : "-";
-      std::printf("%-9s %-9s %-4s %11.1f %8.4f %9.2f %7d %13.1f %12.2f %9.3f %10.1f %9.1f %12.1f %10s\n",
+      std::printf("%-9s %-9s %-4s %11.1f %8.4f %9.2f %7d %13.1f %12.2f %9.3f %9.1f %10.1f %9.1f %12.1f %10s\n",
                   std::string(qrt::quant::format_name(r.plan.format)).c_str(),
                   std::string(qrt::quant::format_name(r.plan.embedding_format)).c_str(),
                   std::string(qrt::kv_type_name(r.kv_type)).c_str(), static_cast<double>(r.weight_bytes) / (1 << 20),
-                  r.load_s, d.load_gb_s, run.prompt, d.prefill_tok_s, d.decode_tok_s, d.ms_per_token,
+                  r.load_s, d.load_gb_s, run.prompt, d.prefill_tok_s, d.decode_tok_s, d.ms_per_token, d.decode_gb_s,
                   d.roofline_fraction * 100.0, d.roofline_fraction_with_kv * 100.0,
                   static_cast<double>(d.peak_bytes) / (1 << 20), ops.c_str());
     }
@@ -403,6 +406,7 @@ nlohmann::ordered_json to_json(const Options& o, const std::string& device_name,
       e["prefill_tokens_per_s"] = d.prefill_tok_s;
       e["decode_tokens_per_s"] = d.decode_tok_s;
       e["decode_ms_per_token"] = d.ms_per_token;
+      e["decode_gb_per_s"] = d.decode_gb_s;
       e["decode_roofline_fraction"] = d.roofline_fraction;
       e["decode_roofline_fraction_with_kv"] = d.roofline_fraction_with_kv;
       e["peak_memory_bytes"] = d.peak_bytes;

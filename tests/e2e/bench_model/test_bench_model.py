@@ -147,6 +147,9 @@ for fmt in FORMATS:
           f"{r.get('decode_kv_bytes_per_token')} != expected {int(kv)}")
     with_kv = ((per_token + int(kv)) / (bandwidth * 1e9)) / (decode_s / DECODE)
     check(f"{fmt} roofline fraction with KV", close(r["decode_roofline_fraction_with_kv"], with_kv))
+    gb_s = (per_token + int(kv)) / (decode_s / DECODE) / 1e9
+    check(f"{fmt} decode GB/s", close(r.get("decode_gb_per_s", 0), gb_s), f"{r.get('decode_gb_per_s')} != {gb_s}")
+    check(f"{fmt} decode GB/s in the table", f"{gb_s:.1f}" in table_rows.get(fmt, ""), table_rows.get(fmt))
 
 # ---- a sweep of prompt lengths: one result per format and length, each with its own prompt_tokens; a bf16 KV
 # cache (2 bytes per element in the K/V bytes of a step) ----
