@@ -143,6 +143,10 @@ class CudaBackend final : public Backend {
     mma_gemm_ = on;
     mma_min_rows_ = min_rows;
   }
+  // Prompt attention over a 16-bit cache with head dim 64 or 128: on (the default), the kernel keeping S, P and O in
+  // registers (kernels/attention/attention_prefill_tc.hpp: attention_prefill_mma); off, the one keeping them in
+  // shared memory, which every other head dim takes. QRT_CUDA_PREFILL_ATTENTION=registers|shared sets it at creation.
+  void set_prefill_attention_registers(bool on) { prefill_attention_registers_ = on; }
 
  private:
   struct Weight;
@@ -209,6 +213,7 @@ class CudaBackend final : public Backend {
   bool integer_gemv_ = true;
   bool fused_gemm_ = false;
   bool half_weights_ = false;
+  bool prefill_attention_registers_ = true;
   bool mma_gemm_ = false;
   int64_t mma_min_rows_ = 2;
   // The quantized x rearranged for gemm_q8_mma (grown with q8_buffer_), valid while mma_tiles_ready_: any new

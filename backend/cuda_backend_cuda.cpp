@@ -71,6 +71,14 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, Communicato
       return invalid_argument("QRT_CUDA_MMA=" + choice + ": expected 0, 1 or all");
     backend->set_mma_gemm(choice != "0", choice == "all" ? 1 : 2);
   }
+  // QRT_CUDA_PREFILL_ATTENTION=shared runs prompt attention on the kernel keeping S, P and O in shared memory even
+  // where the register kernel applies (to compare them).
+  if (const char* attn = std::getenv("QRT_CUDA_PREFILL_ATTENTION"); attn != nullptr && *attn != '\0') {
+    const std::string choice(attn);
+    if (choice != "registers" && choice != "shared")
+      return invalid_argument("QRT_CUDA_PREFILL_ATTENTION=" + choice + ": expected registers or shared");
+    backend->prefill_attention_registers_ = choice == "registers";
+  }
   // QRT_CUDA_HALF_WEIGHTS=1 keeps an fp16 copy of every matrix for the GEMMs above the GEMV batch.
   if (const char* half = std::getenv("QRT_CUDA_HALF_WEIGHTS"); half != nullptr && *half != '\0') {
     const std::string choice(half);

@@ -2,7 +2,8 @@
 // tiles of 64, computes S = Q·Kᵀ and O += P·V with 16x16x16 wmma products on the cache's 16-bit type, and keeps
 // the softmax online (running max and sum per row, O rescaled in shared memory). Key tiles that no query of the
 // block can see (later positions, or before every query's sliding window) are skipped whole, which halves the work
-// of a causal prompt. Same contract as attention() (attention.hpp).
+// of a causal prompt. Same contract as attention() (attention.hpp). For head dims 64 and 128 a second kernel keeps
+// S, P and O in registers (attention_prefill_mma, below).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,5 +28,14 @@ bool attention_prefill_tc_applies(const AttentionShape& shape, uint64_t shared_o
 // Q is rounded to the cache's type for Q·Kᵀ and the probabilities for P·V; scores, softmax and O accumulate in fp32.
 Status attention_prefill_tc(const float* q, const int32_t* q_pos, const void* k, const void* v, const int32_t* key_pos,
                             const int32_t* key_count, const AttentionShape& shape, float* out, cudaStream_t stream);
+
+// The same attention with S, P and O in registers (attention_prefill_mma.cu: FlashAttention-2's layout on
+// mma.sync.m16n8k16, a block per (64 query rows, head), K and V tiles of 64 keys in 34 KB of shared memory), for head
+// dims 64 and 128; the same rounding, so the same results up to the order of the fp32 sums. The backend prefers it
+// where it applies (QRT_CUDA_PREFILL_ATTENTION=shared keeps the kernel above, to compare).
+bool attention_prefill_mma_applies(const AttentionShape& shape);
+Status attention_prefill_mma(const float* q, const int32_t* q_pos, const void* k, const void* v,
+                             const int32_t* key_pos, const int32_t* key_count, const AttentionShape& shape, float* out,
+                             cudaStream_t stream);
 
 }  // namespace qrt::kernels

@@ -262,20 +262,28 @@ TEST_F(CudaKvTypes, AttentionOverEveryCacheTypeMatchesCpu) {
 // for bf16), hence the bounds (measured under SIMT: 1.6-2.7e-4 for f16, 1.4-2.1e-3 for bf16). Prompts of 16..200
 // rows (query tiles of 64: whole, partial, several), GQA groups of 1, 4 and 8, head dims 64, 128 and 256, a sliding
 // window, keys cached before the prompt, and slots no query sees holding NaN; a head dim that is not a multiple of
-// 16 takes the per-head kernel instead.
+// 16 takes the per-head kernel instead; attention sinks, and a soft cap. Both tensor-core kernels: S, P and O in
+// registers (head dims 64 and 128, the default) and in shared memory (every head dim).
 TEST_F(CudaKvTypes, PromptAttentionOnTensorCoresMatchesCpu) {
   struct Case {
     int heads, kv_heads, head_dim, window;
     int64_t cached, tokens;
     bool tensor_cores;
+    float softcap = 0.0f;
+    bool sinks = false;
   };
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (const Case& c : {Case{8, 8, 64, 0, 0, 16, true}, Case{32, 8, 128, 0, 40, 33, true},
                         Case{16, 2, 64, 0, 0, 64, true}, Case{8, 1, 128, 0, 100, 65, true},
                         Case{4, 4, 256, 0, 3, 20, true}, Case{8, 2, 64, 24, 30, 200, true},
-                        Case{4, 2, 72, 0, 10, 20, false}}) {
-    for (KvType type : {KvType::kF16, KvType::kBF16}) {
-      const std::string what = std::string(kv_type_name(type)) + " heads " + std::to_string(c.heads) + "/" +
+                        Case{4, 2, 72, 0, 10, 20, false}, Case{8, 2, 64, 16, 20, 90, true, 0.0f, true},
+                        Case{4, 4, 128, 0, 0, 70, true, 2.0f, false}}) {
+    for (const auto& [type, registers] : {std::pair{KvType::kF16, true}, {KvType::kBF16, true},
+                                          {KvType::kF16, false}, {KvType::kBF16, false}}) {
+      gpu_->set_prefill_attention_registers(registers);
+      const std::string what = std::string(registers ? "registers " : "shared ") + std::string(kv_type_name(type)) +
+                               (c.sinks ? " sinks" : "") + (c.softcap > 0.0f ? " softcap" : "") + " heads " +
+                               std::to_string(c.heads) + "/" +
                                std::to_string(c.kv_heads) + " hd " + std::to_string(c.head_dim) + " window " +
                                std::to_string(c.window) + " cached " + std::to_string(c.cached) + " tokens " +
                                std::to_string(c.tokens);
@@ -296,8 +304,15 @@ TEST_F(CudaKvTypes, PromptAttentionOnTensorCoresMatchesCpu) {
       const auto positions = input_values(pos, capacity, 1);
       const auto q = input(c.tokens, q_dim, 290 + keys);
       const auto key_count = input_values(std::vector<int32_t>{static_cast<int32_t>(keys)}, 1, 1);
-      const AttentionParams p{c.heads, c.kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
-                              c.window};
+      // gpt-oss's sinks (one logit per head, N(0, 1)) and Gemma 2's soft cap (2: most scores are capped hard).
+      const auto sinks = input(1, c.heads, 300 + keys);
+      AttentionParams p{c.heads, c.kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window,
+                        c.softcap};
+      AttentionParams p_gpu = p;
+      if (c.sinks) {
+        p.sinks = sinks.cpu.data;
+        p_gpu.sinks = sinks.gpu.data;
+      }
       const auto out = output(c.tokens, q_dim);
       const ConstI32View cpu_q_pos = positions.cpu.row_range(c.cached, c.tokens);
       const ConstI32View gpu_q_pos = positions.gpu.row_range(c.cached, c.tokens);
@@ -308,7 +323,8 @@ TEST_F(CudaKvTypes, PromptAttentionOnTensorCoresMatchesCpu) {
       const simt::StreamCounters before = simt::device_counters(0);
 #endif
       const Status s =
-          gpu_->attention(q.gpu, gpu_q_pos, KvLayerView{kc.gpu, vc.gpu, positions.gpu, {}}, key_count.gpu, p, out.gpu);
+          gpu_->attention(q.gpu, gpu_q_pos, KvLayerView{kc.gpu, vc.gpu, positions.gpu, {}}, key_count.gpu, p_gpu,
+                          out.gpu);
       ASSERT_TRUE(s.ok()) << s.to_string();
 #if defined(QRT_SIMT)
       EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, 1u) << what;
