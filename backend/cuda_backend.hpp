@@ -14,8 +14,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -147,6 +150,13 @@ class CudaBackend final : public Backend {
   // registers (kernels/attention/attention_prefill_tc.hpp: attention_prefill_mma); off, the one keeping them in
   // shared memory, which every other head dim takes. QRT_CUDA_PREFILL_ATTENTION=registers|shared sets it at creation.
   void set_prefill_attention_registers(bool on) { prefill_attention_registers_ = on; }
+  // Launch tuning: at upload, each new shape (format, rows, cols) of a matrix the integer-dot GEMV takes has its rows
+  // per block (1, 2 or 4 for one x row; 1 or 2 for several) timed on the device, and the fastest is used from then on
+  // (the sums are the same bits whichever it is). On by default on a GPU, off under the SIMT layer (its timings mean
+  // nothing); QRT_CUDA_TUNE=0|1 sets it at creation. Applies to the weights uploaded after it is set.
+  void set_launch_tuning(bool on) { launch_tuning_ = on; }
+  // The rows per block chosen for a weight (for one x row, and for several); 0 where none was measured.
+  std::pair<int, int> tuned_dp4a_rows(WeightHandle weight) const;
 
  private:
   struct Weight;
@@ -179,6 +189,8 @@ class CudaBackend final : public Backend {
   // Grows the quantized-activation buffer (and with set_mma_gemm the tiles) to hold q8_batch_rows() rows of `cols`
   // columns (at weight upload, so that no linear() inside a graph capture allocates).
   Status reserve_q8_activations(int64_t cols);
+  // Times the integer-dot GEMV's rows per block for w's shape (launch tuning) and records the fastest on w.
+  Status tune_dp4a_rows(Weight& w);
   // Quantizes x and runs the integer-dot GEMV when the format and buffer allow; *done says whether it ran.
   Status linear_dp4a(const Weight& w, ConstF32View x, F32View y, bool* done);
   // The same for the int8 tensor-core GEMM (set_mma_gemm), rearranging the quantized x once per input.
@@ -214,6 +226,14 @@ class CudaBackend final : public Backend {
   bool fused_gemm_ = false;
   bool half_weights_ = false;
   bool prefill_attention_registers_ = true;
+#if defined(QRT_SIMT)
+  bool launch_tuning_ = false;
+#else
+  bool launch_tuning_ = true;
+#endif
+  // Tuned rows per block by (format, rows, cols): {one x row, several}, so that a model's layers measure each shape
+  // once.
+  std::map<std::tuple<int, int64_t, int64_t>, std::pair<int, int>> dp4a_rows_tuned_;
   bool mma_gemm_ = false;
   int64_t mma_min_rows_ = 2;
   // The quantized x rearranged for gemm_q8_mma (grown with q8_buffer_), valid while mma_tiles_ready_: any new

@@ -79,6 +79,12 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, Communicato
       return invalid_argument("QRT_CUDA_PREFILL_ATTENTION=" + choice + ": expected registers or shared");
     backend->prefill_attention_registers_ = choice == "registers";
   }
+  // QRT_CUDA_TUNE=0 keeps the kernels' own work splits instead of timing them per shape at upload.
+  if (const char* tune = std::getenv("QRT_CUDA_TUNE"); tune != nullptr && *tune != '\0') {
+    const std::string choice(tune);
+    if (choice != "0" && choice != "1") return invalid_argument("QRT_CUDA_TUNE=" + choice + ": expected 0 or 1");
+    backend->launch_tuning_ = choice == "1";
+  }
   // QRT_CUDA_HALF_WEIGHTS=1 keeps an fp16 copy of every matrix for the GEMMs above the GEMV batch.
   if (const char* half = std::getenv("QRT_CUDA_HALF_WEIGHTS"); half != nullptr && *half != '\0') {
     const std::string choice(half);
@@ -305,6 +311,7 @@ Result<WeightHandle> CudaBackend::upload_weight(const QuantTensor& t) {
   if ((t.shape.size() == 2 && kernels::gemv_dp4a_applies(w->format, w->view())) ||
       (t.shape.size() == 3 && kernels::expert_gemv_dp4a_applies(w->format, w->first_matrix_view(), w->matrix_parts))) {
     Status reserved = reserve_q8_activations(w->cols());
+    if (reserved.ok() && launch_tuning_ && integer_gemv_ && t.shape.size() == 2) reserved = tune_dp4a_rows(*w);
     if (!reserved.ok()) {
       cudaFree(allocation);
       return reserved.with_context(where);

@@ -1,6 +1,7 @@
 // The CUDA backend's matrix products: linear (the integer-dot and dense GEMVs, the int8 tensor-core GEMM, the fused
 // or cuBLAS prefill GEMMs), projections sharing an input in one launch, the stacked experts of MoE layers, and the
 // quantized activations they share.
+#include <algorithm>
 #include <climits>
 #include <span>
 #include <string>
@@ -109,7 +110,11 @@ Status CudaBackend::linear_same_input(ConstF32View x, std::span<const LinearPart
   const int m = static_cast<int>(x.rows);
   if (dp4a) {
     QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, first.cols));
-    QRT_TRY(kernels::gemv_dp4a_parts(format, gemv_parts, {q.codes, q.scales}, m, ctx_->compute_stream()));
+    // The rows per block tuned for the tallest part, whose blocks are most of the launch.
+    const Weight* tallest = *std::max_element(weights.begin(), weights.end(),
+                                              [](const Weight* a, const Weight* b) { return a->rows() < b->rows(); });
+    QRT_TRY(kernels::gemv_dp4a_parts(format, gemv_parts, {q.codes, q.scales}, m, ctx_->compute_stream(),
+                                     m == 1 ? tallest->dp4a_rows_one : tallest->dp4a_rows_batch));
   } else {
     QRT_TRY(kernels::gemv_dense_parts(format, gemv_parts, x.data, m, ctx_->compute_stream()));
   }
@@ -144,8 +149,8 @@ Status CudaBackend::linear_dp4a(const Weight& w, ConstF32View x, F32View y, bool
       kernels::q8_activation_bytes(x.rows, view.cols) > q8_bytes_)
     return ok_status();
   QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, view.cols));
-  QRT_TRY(kernels::gemv_dp4a(w.format, view, {q.codes, q.scales}, static_cast<int>(x.rows), y.data,
-                             ctx_->compute_stream()));
+  QRT_TRY(kernels::gemv_dp4a_rows(w.format, view, {q.codes, q.scales}, static_cast<int>(x.rows), y.data,
+                                  ctx_->compute_stream(), x.rows == 1 ? w.dp4a_rows_one : w.dp4a_rows_batch));
   *done = true;
   return ok_status();
 }

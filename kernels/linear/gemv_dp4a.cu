@@ -110,8 +110,8 @@ Status gemv_dp4a_rows(quant::FormatId format, const quant::QuantView& w, Q8Const
 }
 
 Status gemv_dp4a_parts(quant::FormatId format, std::span<const GemvPart> parts, Q8ConstActivations x, int m,
-                       cudaStream_t stream) {
-  return launch_parts(format, parts, x, m, stream, 0);
+                       cudaStream_t stream, int rows_per_block) {
+  return launch_parts(format, parts, x, m, stream, rows_per_block);
 }
 
 }  // namespace qrt::kernels
