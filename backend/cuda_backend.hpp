@@ -139,24 +139,34 @@ class CudaBackend final : public Backend {
   void set_half_weights(bool on) { half_weights_ = on; }
   // Batches of 2..kernels::kMmaMaxBatch rows on Q4_0, Q8_0, Q4_K, Q5_K and Q6_K weights through the int8 tensor-core
   // GEMM (kernels/linear/gemm_q8_mma.hpp: W read once per 32 batch rows, x in two int8 limbs as for the integer-dot
-  // GEMV) instead of the GEMV (up to 8 rows) or fp16 tiles + cuBLAS (above). Off by default until a GPU has
-  // compared them; QRT_CUDA_MMA=1 sets it at creation. Set it before uploading weights (their buffers are sized then).
-  // min_rows 1 (QRT_CUDA_MMA=all) takes single rows too, to measure it against the GEMV at batch 1.
+  // GEMV) instead of the GEMV (up to 8 rows) or fp16 tiles + cuBLAS (above). By default launch tuning decides per
+  // weight shape (set_launch_tuning; without it, never); on takes it for every weight, off for none. QRT_CUDA_MMA=1
+  // or 0 sets it at creation. Set it before uploading weights (their buffers are sized then). min_rows 1
+  // (QRT_CUDA_MMA=all) takes single rows too, to measure it against the GEMV at batch 1.
   void set_mma_gemm(bool on, int64_t min_rows = 2) {
-    mma_gemm_ = on;
+    mma_mode_ = on ? MmaMode::kOn : MmaMode::kOff;
     mma_min_rows_ = min_rows;
   }
   // Prompt attention over a 16-bit cache with head dim 64 or 128: on (the default), the kernel keeping S, P and O in
   // registers (kernels/attention/attention_prefill_tc.hpp: attention_prefill_mma); off, the one keeping them in
   // shared memory, which every other head dim takes. QRT_CUDA_PREFILL_ATTENTION=registers|shared sets it at creation.
   void set_prefill_attention_registers(bool on) { prefill_attention_registers_ = on; }
-  // Launch tuning: at upload, each new shape (format, rows, cols) of a matrix the integer-dot GEMV takes has its rows
-  // per block (1, 2 or 4 for one x row; 1 or 2 for several) timed on the device, and the fastest is used from then on
-  // (the sums are the same bits whichever it is). On by default on a GPU, off under the SIMT layer (its timings mean
-  // nothing); QRT_CUDA_TUNE=0|1 sets it at creation. Applies to the weights uploaded after it is set.
+  // Launch tuning: at upload, each new shape (format, rows, cols) of a matrix the integer-dot GEMV takes is timed on
+  // the device and the fastest choices are used from then on: the GEMV's rows per block (1, 2 or 4 for one x row;
+  // 1 or 2 for several; the same bits whichever), and where the int8 tensor-core GEMM takes the format, whether it
+  // replaces the GEMV for 2..8 rows (timed at 8) and the fused or cuBLAS GEMM for 9..64 (timed at 32). set_mma_gemm
+  // overrides the latter for every weight. On by default on a GPU, off under the SIMT layer (its timings mean
+  // nothing); QRT_CUDA_TUNE=0|1 sets it at creation. Set it before uploading weights (their buffers are sized then).
   void set_launch_tuning(bool on) { launch_tuning_ = on; }
-  // The rows per block chosen for a weight (for one x row, and for several); 0 where none was measured.
-  std::pair<int, int> tuned_dp4a_rows(WeightHandle weight) const;
+  struct TunedLinear {
+    int dp4a_rows_one = 0, dp4a_rows_batch = 0;  // 0: not measured, the kernel's plan decides
+    bool mma_several = false, mma_wide = false;  // the tensor-core GEMM for 2..8 rows, for 9..64
+  };
+  // What launch tuning chose for a weight (all zero and false where nothing was measured).
+  TunedLinear tuned_linear(WeightHandle weight) const;
+  // Replaces those choices for one weight (tests; choices measured elsewhere). Rows per block: 0, 1, 2 or 4 for one
+  // row, 0, 1 or 2 for several; the tensor-core GEMM only where it takes the weight.
+  Status set_tuned_linear(WeightHandle weight, const TunedLinear& choices);
 
  private:
   struct Weight;
@@ -189,8 +199,9 @@ class CudaBackend final : public Backend {
   // Grows the quantized-activation buffer (and with set_mma_gemm the tiles) to hold q8_batch_rows() rows of `cols`
   // columns (at weight upload, so that no linear() inside a graph capture allocates).
   Status reserve_q8_activations(int64_t cols);
-  // Times the integer-dot GEMV's rows per block for w's shape (launch tuning) and records the fastest on w.
-  Status tune_dp4a_rows(Weight& w);
+  // Launch tuning for w's shape: times the integer-dot GEMV's rows per block, and where the tensor-core GEMM takes
+  // the format, it against the GEMV (8 rows) and against linear_wide (32 rows); records the fastest on w.
+  Status tune_linear(Weight& w);
   // Quantizes x and runs the integer-dot GEMV when the format and buffer allow; *done says whether it ran.
   Status linear_dp4a(const Weight& w, ConstF32View x, F32View y, bool* done);
   // The same for the int8 tensor-core GEMM (set_mma_gemm), rearranging the quantized x once per input.
@@ -198,7 +209,14 @@ class CudaBackend final : public Backend {
   // Whether linear() takes the tensor-core GEMM for this weight and batch.
   bool mma_applies(const Weight& w, int64_t rows) const;
   // The most rows whose quantized activations the buffer is sized for.
-  int64_t q8_batch_rows() const { return mma_gemm_ ? kernels::kMmaMaxBatch : kernels::kGemvMaxBatch; }
+  int64_t q8_batch_rows() const { return mma_buffers() ? kernels::kMmaMaxBatch : kernels::kGemvMaxBatch; }
+  // Whether the tensor-core GEMM may run (set_mma_gemm, or launch tuning choosing it per weight): its buffers are
+  // reserved at upload.
+  bool mma_buffers() const {
+    return mma_mode_ == MmaMode::kOn || (mma_mode_ == MmaMode::kTuned && launch_tuning_);
+  }
+  // Above the GEMV batch without the tensor-core GEMM: the fused dequantize + wmma kernel or fp16 tiles + cuBLAS.
+  Status linear_wide(const Weight& w, ConstF32View x, F32View y);
   // The quantized x for the integer-dot GEMV (quantized now unless the buffer already holds it).
   Result<kernels::Q8Activations> quantized_input(ConstF32View x, int64_t cols);
   // After a linear wrote y: its bias, and the quantized input forgotten when y overwrote (part of) its source.
@@ -231,10 +249,10 @@ class CudaBackend final : public Backend {
 #else
   bool launch_tuning_ = true;
 #endif
-  // Tuned rows per block by (format, rows, cols): {one x row, several}, so that a model's layers measure each shape
-  // once.
-  std::map<std::tuple<int, int64_t, int64_t>, std::pair<int, int>> dp4a_rows_tuned_;
-  bool mma_gemm_ = false;
+  // Launch tuning's choices by (format, rows, cols), so that a model's layers measure each shape once.
+  std::map<std::tuple<int, int64_t, int64_t>, TunedLinear> linear_tuned_;
+  enum class MmaMode { kTuned, kOn, kOff };
+  MmaMode mma_mode_ = MmaMode::kTuned;
   int64_t mma_min_rows_ = 2;
   // The quantized x rearranged for gemm_q8_mma (grown with q8_buffer_), valid while mma_tiles_ready_: any new
   // quantization or forgotten source clears it.

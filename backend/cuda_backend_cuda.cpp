@@ -64,7 +64,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, Communicato
       return invalid_argument("QRT_CUDA_GEMM=" + choice + ": expected fused or cublas");
     backend->fused_gemm_ = choice == "fused";
   }
-  // QRT_CUDA_MMA=1 runs batches of 2..64 rows on the int8 tensor cores where the format has a policy; all: 1..64.
+  // QRT_CUDA_MMA=1 runs batches of 2..64 rows on the int8 tensor cores where the format has a policy; all: 1..64;
+  // 0: never. Unset, launch tuning decides per weight shape.
   if (const char* mma = std::getenv("QRT_CUDA_MMA"); mma != nullptr && *mma != '\0') {
     const std::string choice(mma);
     if (choice != "0" && choice != "1" && choice != "all")
@@ -239,7 +240,7 @@ Status CudaBackend::reserve_q8_activations(int64_t cols) {
     return ok_status();
   };
   QRT_TRY(grow(&q8_buffer_, &q8_bytes_, kernels::q8_activation_bytes(q8_batch_rows(), cols), "quantized activations"));
-  if (mma_gemm_) {
+  if (mma_buffers()) {
     QRT_TRY(grow(&mma_tiles_, &mma_tiles_bytes_, kernels::q8_mma_tile_bytes(kernels::kMmaMaxBatch, cols),
                  "tensor-core activation tiles"));
   }
@@ -311,7 +312,7 @@ Result<WeightHandle> CudaBackend::upload_weight(const QuantTensor& t) {
   if ((t.shape.size() == 2 && kernels::gemv_dp4a_applies(w->format, w->view())) ||
       (t.shape.size() == 3 && kernels::expert_gemv_dp4a_applies(w->format, w->first_matrix_view(), w->matrix_parts))) {
     Status reserved = reserve_q8_activations(w->cols());
-    if (reserved.ok() && launch_tuning_ && integer_gemv_ && t.shape.size() == 2) reserved = tune_dp4a_rows(*w);
+    if (reserved.ok() && launch_tuning_ && integer_gemv_ && t.shape.size() == 2) reserved = tune_linear(*w);
     if (!reserved.ok()) {
       cudaFree(allocation);
       return reserved.with_context(where);

@@ -46,12 +46,16 @@ Status CudaBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bia
     bool done = false;
     QRT_TRY(linear_dp4a(*w, x, y, &done));
     if (!done) QRT_TRY(kernels::gemv(w->format, w->view(), x.data, static_cast<int>(x.rows), y.data, stream));
-  } else if (w->half == nullptr && fused_gemm_applies(*w)) {
-    QRT_TRY(kernels::gemm_dequant_tc(w->format, w->view(), x.data, x.rows, y.data, stream));
   } else {
-    QRT_TRY(linear_gemm(*w, x, y));
+    QRT_TRY(linear_wide(*w, x, y));
   }
   return finish_linear(b, y);
+}
+
+Status CudaBackend::linear_wide(const Weight& w, ConstF32View x, F32View y) {
+  if (w.half == nullptr && fused_gemm_applies(w))
+    return kernels::gemm_dequant_tc(w.format, w.view(), x.data, x.rows, y.data, ctx_->compute_stream());
+  return linear_gemm(w, x, y);
 }
 
 Status CudaBackend::finish_linear(const Weight* bias, F32View y) {
@@ -156,8 +160,12 @@ Status CudaBackend::linear_dp4a(const Weight& w, ConstF32View x, F32View y, bool
 }
 
 bool CudaBackend::mma_applies(const Weight& w, int64_t rows) const {
-  return mma_gemm_ && integer_gemv_ && rows >= mma_min_rows_ && rows <= kernels::kMmaMaxBatch && w.shape.size() == 2 &&
-         kernels::gemm_q8_mma_applies(w.format, w.view());
+  if (!integer_gemv_ || rows < 1 || rows > kernels::kMmaMaxBatch || w.shape.size() != 2 ||
+      !kernels::gemm_q8_mma_applies(w.format, w.view()))
+    return false;
+  // set_mma_gemm / QRT_CUDA_MMA decide for every weight; else launch tuning's measurement for this one, if any.
+  if (mma_mode_ != MmaMode::kTuned) return mma_mode_ == MmaMode::kOn && rows >= mma_min_rows_;
+  return rows == 1 ? false : rows <= kernels::kGemvMaxBatch ? w.mma_several : w.mma_wide;
 }
 
 Status CudaBackend::linear_mma(const Weight& w, ConstF32View x, F32View y, bool* done) {

@@ -1,14 +1,19 @@
-// Launch tuning: the CUDA backend times a kernel's work splits on the device where no rule picks the best one for
-// every GPU and shape, once per shape, and keeps the fastest. Today that is the integer-dot GEMV's rows per block:
-// more rows keep more bytes in flight per block and read x once for more rows, fewer give more blocks, and which
-// wins depends on the matrix, the batch and the card (bench/NOTES-gemv.md). Every candidate gives the same sums bit
-// for bit, so tuning changes speed only.
-#include <algorithm>
+// Launch tuning: the CUDA backend times the kernels and work splits that no rule ranks the same on every GPU and
+// shape, once per weight shape at upload, and keeps the fastest (bench/NOTES-gemv.md, "Launch tuning"):
+//   - the integer-dot GEMV's rows per block, for one x row (1, 2, 4) and for several (1, 2, timed at 8): more rows
+//     keep more bytes in flight per block and read x once for more rows, fewer give more blocks; every candidate
+//     gives the same sums bit for bit;
+//   - where the int8 tensor-core GEMM takes the format (and set_mma_gemm has not decided for every weight): it against
+//     the GEMV for 2..8 rows (timed at 8), and against the fused or cuBLAS GEMM for 9..64 rows (timed at 32). These
+//     round differently (all within the integer-dot tolerance of the fp32 product), so a weight's batch sizes keep
+//     whichever path their bucket chose.
+// The inputs are zeros: the kernels' speed does not depend on the values.
 #include <string>
 
 #include "backend/cuda_backend.hpp"
 #include "backend/cuda_backend_weight.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/linear/gemm_q8_mma.hpp"
 #include "kernels/linear/gemv_dp4a.hpp"
 
 namespace qrt {
@@ -16,6 +21,7 @@ namespace {
 
 constexpr int kWarmups = 2;
 constexpr int kTimedRuns = 5;
+constexpr int kWideRows = 32;  // the batch the tensor-core GEMM and the wide GEMMs are compared at
 
 // Destroys the two events however the timing ends.
 struct EventPair {
@@ -28,36 +34,69 @@ struct EventPair {
 
 }  // namespace
 
-std::pair<int, int> CudaBackend::tuned_dp4a_rows(WeightHandle weight) const {
-  auto w = find_weight(weight, "tuned_dp4a_rows", "weight");
-  if (!w.ok()) return {0, 0};
-  return {(*w)->dp4a_rows_one, (*w)->dp4a_rows_batch};
+CudaBackend::TunedLinear CudaBackend::tuned_linear(WeightHandle weight) const {
+  auto w = find_weight(weight, "tuned_linear", "weight");
+  if (!w.ok()) return {};
+  return {(*w)->dp4a_rows_one, (*w)->dp4a_rows_batch, (*w)->mma_several, (*w)->mma_wide};
 }
 
-Status CudaBackend::tune_dp4a_rows(Weight& w) {
+Status CudaBackend::set_tuned_linear(WeightHandle weight, const TunedLinear& c) {
+  QRT_TRY(find_weight(weight, "set_tuned_linear", "weight").status());
+  Weight& w = *weights_[weight.id - 1];  // find_weight checked the handle
+  if ((c.dp4a_rows_one != 0 && c.dp4a_rows_one != 1 && c.dp4a_rows_one != 2 && c.dp4a_rows_one != 4) ||
+      (c.dp4a_rows_batch != 0 && c.dp4a_rows_batch != 1 && c.dp4a_rows_batch != 2))
+    return invalid_argument("set_tuned_linear: rows per block " + std::to_string(c.dp4a_rows_one) + " / " +
+                            std::to_string(c.dp4a_rows_batch) + " (0, 1, 2 or 4 for one row; 0, 1 or 2 for several)");
+  if ((c.mma_several || c.mma_wide) &&
+      (w.shape.size() != 2 || !kernels::gemm_q8_mma_applies(w.format, w.view()) || !mma_buffers()))
+    return invalid_argument("set_tuned_linear: no tensor-core GEMM for this weight (" +
+                            std::string(quant::format_name(w.format)) + ", or its buffers were not reserved)");
+  w.dp4a_rows_one = c.dp4a_rows_one;
+  w.dp4a_rows_batch = c.dp4a_rows_batch;
+  w.mma_several = c.mma_several;
+  w.mma_wide = c.mma_wide;
+  return ok_status();
+}
+
+Status CudaBackend::tune_linear(Weight& w) {
   const quant::QuantView view = w.view();
   const auto key = std::make_tuple(static_cast<int>(w.format), view.rows, view.cols);
-  if (auto it = dp4a_rows_tuned_.find(key); it != dp4a_rows_tuned_.end()) {
-    std::tie(w.dp4a_rows_one, w.dp4a_rows_batch) = it->second;
+  const auto apply = [&w](const TunedLinear& t) {
+    w.dp4a_rows_one = t.dp4a_rows_one;
+    w.dp4a_rows_batch = t.dp4a_rows_batch;
+    w.mma_several = t.mma_several;
+    w.mma_wide = t.mma_wide;
+  };
+  if (auto it = linear_tuned_.find(key); it != linear_tuned_.end()) {
+    apply(it->second);
     return ok_status();
   }
   const int batch = kernels::kGemvMaxBatch;
+  const bool mma = mma_mode_ == MmaMode::kTuned && kernels::gemm_q8_mma_applies(w.format, view) &&
+                   kernels::q8_activation_bytes(kWideRows, view.cols) <= q8_bytes_ &&
+                   kernels::q8_mma_tile_bytes(kWideRows, view.cols) <= mma_tiles_bytes_;
   if (kernels::q8_activation_bytes(batch, view.cols) > q8_bytes_) return ok_status();  // not reserved: untuned
+  const std::string what = "launch tuning for " + std::string(quant::format_name(w.format)) + " [" +
+                           std::to_string(view.rows) + ", " + std::to_string(view.cols) + "]";
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   const cudaStream_t stream = ctx_->compute_stream();
-  // x: zeros (the kernels' speed does not depend on the values), which replaces whatever quantization the buffer held.
+  // x (fp32 and quantized, and rearranged for the tensor cores) and y for kWideRows rows, zeros; the quantized x
+  // replaces whatever the decode buffer held.
   forget_q8_source();
-  QRT_CUDA_TRY(cudaMemsetAsync(q8_buffer_, 0, kernels::q8_activation_bytes(batch, view.cols), stream));
-  const kernels::Q8Activations q = kernels::q8_activations_at(q8_buffer_, batch, view.cols);
-  QRT_ASSIGN_OR_RETURN(float* y, dequant_scratch(static_cast<uint64_t>(batch) * view.rows * sizeof(float)));
+  const int64_t x_rows = mma ? kWideRows : batch;
+  QRT_ASSIGN_OR_RETURN(ScopedBuffer x, allocate_scoped(*this, static_cast<uint64_t>(x_rows) * view.cols * 4));
+  QRT_ASSIGN_OR_RETURN(ScopedBuffer y, allocate_scoped(*this, static_cast<uint64_t>(x_rows) * view.rows * 4));
+  QRT_CUDA_TRY(cudaMemsetAsync(x.buffer().ptr, 0, x.buffer().bytes, stream));
+  QRT_CUDA_TRY(cudaMemsetAsync(q8_buffer_, 0, kernels::q8_activation_bytes(x_rows, view.cols), stream));
+  const kernels::Q8Activations q = kernels::q8_activations_at(q8_buffer_, x_rows, view.cols);
+  if (mma) QRT_TRY(kernels::q8_to_mma_tiles({q.codes, q.scales}, x_rows, view.cols, mma_tiles_, stream));
+  float* const yp = static_cast<float*>(y.buffer().ptr);
+
   EventPair ev;
   QRT_CUDA_TRY(cudaEventCreate(&ev.start));
   QRT_CUDA_TRY(cudaEventCreate(&ev.stop));
-  // The mean time of kTimedRuns launches after kWarmups, in ms.
-  const auto time = [&](int m, int rows_per_block, float* ms) -> Status {
-    const auto run = [&] {
-      return kernels::gemv_dp4a_rows(w.format, view, {q.codes, q.scales}, m, y, stream, rows_per_block);
-    };
+  // The mean time of kTimedRuns calls of run() after kWarmups, in ms.
+  const auto time = [&](const auto& run, float* ms) -> Status {
     for (int i = 0; i < kWarmups; ++i) QRT_TRY(run());
     QRT_CUDA_TRY(cudaEventRecord(ev.start, stream));
     for (int i = 0; i < kTimedRuns; ++i) QRT_TRY(run());
@@ -66,26 +105,42 @@ Status CudaBackend::tune_dp4a_rows(Weight& w) {
     QRT_CUDA_TRY(cudaEventElapsedTime(ms, ev.start, ev.stop));
     return ok_status();
   };
-  const auto fastest = [&](int m, std::initializer_list<int> candidates, int* best) -> Status {
-    float best_ms = 0.0f;
+  const auto gemv = [&](int m, int rows_per_block) {
+    return [&, m, rows_per_block] {
+      return kernels::gemv_dp4a_rows(w.format, view, {q.codes, q.scales}, m, yp, stream, rows_per_block);
+    };
+  };
+  // The fastest rows per block for m rows, and its time.
+  const auto fastest_rows = [&](int m, std::initializer_list<int> candidates, int* best, float* best_ms) -> Status {
     for (const int r : candidates) {
       float ms = 0.0f;
-      QRT_TRY(time(m, r, &ms));
-      if (*best == 0 || ms < best_ms) {
+      QRT_TRY(time(gemv(m, r), &ms));
+      if (*best == 0 || ms < *best_ms) {
         *best = r;
-        best_ms = ms;
+        *best_ms = ms;
       }
     }
     return ok_status();
   };
-  int one = 0, several = 0;
-  const std::string what = "launch tuning of the integer-dot GEMV for " + std::string(quant::format_name(w.format)) +
-                           " [" + std::to_string(view.rows) + ", " + std::to_string(view.cols) + "]";
-  QRT_TRY(fastest(1, {1, 2, 4}, &one).with_context(what));
-  QRT_TRY(fastest(batch, {1, 2}, &several).with_context(what));
-  w.dp4a_rows_one = one;
-  w.dp4a_rows_batch = several;
-  dp4a_rows_tuned_[key] = {one, several};
+  TunedLinear t;
+  float one_ms = 0.0f, several_ms = 0.0f;
+  QRT_TRY(fastest_rows(1, {1, 2, 4}, &t.dp4a_rows_one, &one_ms).with_context(what));
+  QRT_TRY(fastest_rows(batch, {1, 2}, &t.dp4a_rows_batch, &several_ms).with_context(what));
+  if (mma) {
+    const auto tensor_cores = [&](int m) {
+      return [&, m] { return kernels::gemm_q8_mma(w.format, view, mma_tiles_, m, yp, stream); };
+    };
+    float mma_several_ms = 0.0f, mma_wide_ms = 0.0f, wide_ms = 0.0f;
+    QRT_TRY(time(tensor_cores(batch), &mma_several_ms).with_context(what));
+    QRT_TRY(time(tensor_cores(kWideRows), &mma_wide_ms).with_context(what));
+    const ConstF32View xv{static_cast<const float*>(x.buffer().ptr), kWideRows, view.cols};
+    const F32View yv{yp, kWideRows, view.rows};
+    QRT_TRY(time([&] { return linear_wide(w, xv, yv); }, &wide_ms).with_context(what));
+    t.mma_several = mma_several_ms < several_ms;
+    t.mma_wide = mma_wide_ms < wide_ms;
+  }
+  apply(t);
+  linear_tuned_[key] = t;
   return ok_status();
 }
 

@@ -1,7 +1,9 @@
-// Launch tuning (CudaBackend::set_launch_tuning, QRT_CUDA_TUNE): the integer-dot GEMV's rows per block are timed
-// per weight shape at upload and the fastest is kept. Under the SIMT layer the timings are the CPU's, so which
-// candidate wins says nothing; what is checked is that a choice is made once per shape among the legal ones, that
-// the outputs are the bits of an untuned backend whatever it is, and that the environment switch is validated.
+// Launch tuning (CudaBackend::set_launch_tuning, QRT_CUDA_TUNE): at upload the integer-dot GEMV's rows per block,
+// and the int8 tensor-core GEMM against the GEMV (2..8 rows) and against the wide GEMMs (9..64 rows), are timed per
+// weight shape and the fastest kept. Under the SIMT layer the timings are the CPU's, so which candidate wins says
+// nothing; what is checked is that a legal choice is made once per shape, that the rows per block change no bit,
+// that each choice routes its batches where it says (launch counts) with the path's accuracy, and that the
+// environment switch is validated.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -40,7 +42,7 @@ std::vector<float> linear_on(CudaBackend& b, const QuantTensor& t, const std::ve
   return y;
 }
 
-TEST_F(CudaLaunchTuning, OneChoicePerShapeAndTheSameBitsAsUntuned) {
+TEST_F(CudaLaunchTuning, OneChoicePerShapeAndRowsPerBlockChangeNoBits) {
   auto plain = CudaBackend::create(0);
   ASSERT_TRUE(plain.ok()) << plain.status().to_string();
   (*plain)->set_launch_tuning(false);
@@ -57,32 +59,80 @@ TEST_F(CudaLaunchTuning, OneChoicePerShapeAndTheSameBitsAsUntuned) {
                                   test::default_params(quant::FormatId::kF16));
   const auto wa = weight(a->tensor), wb = weight(b->tensor), wc = weight(c->tensor), wd = weight(d->tensor);
   for (const auto* w : {&wa, &wb, &wc}) {
-    const auto [one, several] = gpu_->tuned_dp4a_rows(w->gpu);
-    EXPECT_TRUE(one == 1 || one == 2 || one == 4) << one;
-    EXPECT_TRUE(several == 1 || several == 2) << several;
+    const CudaBackend::TunedLinear t = gpu_->tuned_linear(w->gpu);
+    EXPECT_TRUE(t.dp4a_rows_one == 1 || t.dp4a_rows_one == 2 || t.dp4a_rows_one == 4) << t.dp4a_rows_one;
+    EXPECT_TRUE(t.dp4a_rows_batch == 1 || t.dp4a_rows_batch == 2) << t.dp4a_rows_batch;
   }
-  EXPECT_EQ(gpu_->tuned_dp4a_rows(wa.gpu), gpu_->tuned_dp4a_rows(wb.gpu)) << "one timing per shape";
-  EXPECT_EQ(gpu_->tuned_dp4a_rows(wd.gpu), (std::pair<int, int>{0, 0})) << "F16 has no integer-dot kernel";
+  const CudaBackend::TunedLinear ta = gpu_->tuned_linear(wa.gpu), tb = gpu_->tuned_linear(wb.gpu);
+  EXPECT_TRUE(ta.dp4a_rows_one == tb.dp4a_rows_one && ta.dp4a_rows_batch == tb.dp4a_rows_batch &&
+              ta.mma_several == tb.mma_several && ta.mma_wide == tb.mma_wide)
+      << "one timing per shape";
+  const CudaBackend::TunedLinear td = gpu_->tuned_linear(wd.gpu);
+  EXPECT_TRUE(td.dp4a_rows_one == 0 && td.dp4a_rows_batch == 0 && !td.mma_several && !td.mma_wide)
+      << "F16 has no integer-dot kernel";
 
+  // Whatever rows per block were chosen, the GEMV gives an untuned backend's bits (the tensor-core GEMM is kept off
+  // here, so that 3 rows take the GEMV whatever the timing said).
   for (const auto& [w, pair] : {std::pair{&a->tensor, wa}, {&b->tensor, wb}, {&c->tensor, wc}}) {
+    CudaBackend::TunedLinear t = gpu_->tuned_linear(pair.gpu);
+    t.mma_several = t.mma_wide = false;
+    ASSERT_TRUE(gpu_->set_tuned_linear(pair.gpu, t).ok());
     for (const int64_t rows : {int64_t{1}, int64_t{3}}) {
       const int64_t cols = w->shape[1];
       const std::vector<float> xv = test::random_normal(static_cast<size_t>(rows * cols), 2610 + rows);
       const auto x = input_values(xv, rows, cols);
       const auto y = output(rows, w->shape[0]);
       ASSERT_TRUE(cpu_.linear(x.cpu, pair.cpu, WeightHandle{}, y.cpu).ok());
-#if defined(QRT_SIMT)
-      const simt::StreamCounters before = simt::device_counters(0);
-#endif
       ASSERT_TRUE(gpu_->linear(x.gpu, pair.gpu, WeightHandle{}, y.gpu).ok());
-#if defined(QRT_SIMT)
-      EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, 2u) << "quantize x, then the GEMV: no timing";
-#endif
       expect_close(y, kIntegerGemvTolerance, std::string(quant::format_name(w->format)) + " tuned");
       EXPECT_EQ(gpu_values(y.gpu), linear_on(**plain, *w, xv, rows))
           << quant::format_name(w->format) << " [" << w->shape[0] << "], " << rows << " rows: tuned and untuned differ";
     }
   }
+}
+
+// Each choice sends its batches where it says: 2..8 rows to the GEMV or the tensor-core GEMM, 9..64 to the
+// tensor-core GEMM or the cuBLAS path, each within its tolerance of the CPU; choices the weight cannot take are
+// refused.
+TEST_F(CudaLaunchTuning, TheChoicesRouteTheBatches) {
+  const int64_t in = 512, out = 96;
+  auto q = test::quantized_tensor(quant::FormatId::kQ4_K, {out, in}, test::random_normal(out * in, 2620),
+                                  test::default_params(quant::FormatId::kQ4_K));
+  const auto w = weight(q->tensor);
+  for (const bool mma : {false, true}) {
+    CudaBackend::TunedLinear t = gpu_->tuned_linear(w.gpu);
+    t.mma_several = t.mma_wide = mma;
+    ASSERT_TRUE(gpu_->set_tuned_linear(w.gpu, t).ok());
+    for (const int64_t rows : {int64_t{5}, int64_t{20}}) {
+      const std::string what = std::string(mma ? "tensor cores" : "GEMV / cuBLAS") + ", " + std::to_string(rows) +
+                               " rows";
+      const auto x = input(rows, in, 2621 + rows);
+      const auto y = output(rows, out);
+      ASSERT_TRUE(cpu_.linear(x.cpu, w.cpu, WeightHandle{}, y.cpu).ok());
+#if defined(QRT_SIMT)
+      const simt::StreamCounters before = simt::device_counters(0);
+#endif
+      ASSERT_TRUE(gpu_->linear(x.gpu, w.gpu, WeightHandle{}, y.gpu).ok());
+#if defined(QRT_SIMT)
+      const uint64_t launches = (simt::device_counters(0) - before).kernel_launches;
+      if (mma) {
+        EXPECT_EQ(launches, 3u) << what << ": quantize x, rearrange it, the tensor-core GEMM";
+      } else if (rows <= kernels::kGemvMaxBatch) {
+        EXPECT_EQ(launches, 2u) << what << ": quantize x, the GEMV";
+      }
+#endif
+      expect_close(y, mma || rows <= kernels::kGemvMaxBatch ? kIntegerGemvTolerance : kGemmTolerance, what);
+    }
+  }
+  CudaBackend::TunedLinear bad;
+  bad.dp4a_rows_batch = 4;
+  EXPECT_FALSE(gpu_->set_tuned_linear(w.gpu, bad).ok()) << "4 rows per block at batch 8";
+  auto f16 = test::quantized_tensor(quant::FormatId::kF16, {out, in}, test::random_normal(out * in, 2622),
+                                    test::default_params(quant::FormatId::kF16));
+  const auto wf = weight(f16->tensor);
+  CudaBackend::TunedLinear tensor_cores;
+  tensor_cores.mma_several = true;
+  EXPECT_FALSE(gpu_->set_tuned_linear(wf.gpu, tensor_cores).ok()) << "F16 has no tensor-core GEMM here";
 }
 
 TEST(CudaLaunchTuningSwitch, TheEnvironmentValueIsChecked) {
