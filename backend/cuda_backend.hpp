@@ -252,6 +252,10 @@ class CudaBackend final : public Backend {
   // Launch tuning's choices by (format, rows, cols), so that a model's layers measure each shape once.
   std::map<std::tuple<int, int64_t, int64_t>, TunedLinear> linear_tuned_;
   enum class MmaMode { kTuned, kOn, kOff };
+  // A batch's experts go to the tensor cores when its slots are at least this many per expert of the stack (a
+  // prompt of 512 tokens routed 8 of 128: 32), unless set_mma_gemm decided (not measured yet: a GPU run compares
+  // expert_gemm_mma against the grouped integer-dot kernel).
+  static constexpr int64_t kMmaMinSlotsPerExpert = 8;
   MmaMode mma_mode_ = MmaMode::kTuned;
   int64_t mma_min_rows_ = 2;
   // The quantized x rearranged for gemm_q8_mma (grown with q8_buffer_), valid while mma_tiles_ready_: any new

@@ -271,8 +271,17 @@ Status CudaBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32
       return finish_linear(nullptr, y);
     }
     if (shape.experts <= kernels::kGroupedMaxExperts) {
-      // The slot lists, then (for x wider than the decode buffer: a prompt's tokens, a batch's slots) x's quantization.
-      const uint64_t lists = (kernels::expert_gemv_grouped_workspace_bytes(shape) + 15) / 16 * 16;
+      // A prompt or a wide batch, where an expert sees several slots on average: the tensor cores (one weight load
+      // for up to 32 slots); else the grouped integer-dot kernel. QRT_CUDA_MMA=1|0 decides for every batch.
+      const int64_t slots = ids.rows * ids.cols;
+      const bool mma = mma_mode_ != MmaMode::kOff &&
+                       (mma_mode_ == MmaMode::kOn || slots >= kMmaMinSlotsPerExpert * shape.experts) &&
+                       kernels::expert_gemm_mma_applies(w->format, expert0, w->matrix_parts, shape);
+      // The slot lists (and for the tensor cores the chunk table and gathered tiles), then, for x wider than the
+      // decode buffer (a prompt's tokens, a batch's slots), x's quantization.
+      const uint64_t work = mma ? kernels::expert_gemm_mma_workspace_bytes(w->format, shape, x.cols)
+                                : kernels::expert_gemv_grouped_workspace_bytes(shape);
+      const uint64_t lists = (work + 255) / 256 * 256;
       QRT_ASSIGN_OR_RETURN(float* scratch,
                            dequant_scratch(lists + (fits ? 0 : kernels::q8_activation_bytes(x.rows, x.cols))));
       kernels::Q8Activations q;
@@ -283,8 +292,13 @@ Status CudaBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32
         q = kernels::q8_activations_at(reinterpret_cast<uint8_t*>(scratch) + lists, x.rows, x.cols);
         QRT_TRY(kernels::quantize_q8_activations(x.data, x.rows, x.cols, q, ctx_->compute_stream()));
       }
-      QRT_TRY(kernels::expert_gemv_dp4a_grouped(w->format, expert0, w->matrix_parts, ids.data, shape,
-                                                {q.codes, q.scales}, y.data, scratch, ctx_->compute_stream()));
+      if (mma) {
+        QRT_TRY(kernels::expert_gemm_mma_grouped(w->format, expert0, w->matrix_parts, ids.data, shape,
+                                                 {q.codes, q.scales}, y.data, scratch, ctx_->compute_stream()));
+      } else {
+        QRT_TRY(kernels::expert_gemv_dp4a_grouped(w->format, expert0, w->matrix_parts, ids.data, shape,
+                                                  {q.codes, q.scales}, y.data, scratch, ctx_->compute_stream()));
+      }
       return finish_linear(nullptr, y);
     }
   }

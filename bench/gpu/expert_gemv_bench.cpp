@@ -77,11 +77,15 @@ void BM_Experts(benchmark::State& state, FormatId id, int64_t rows, int64_t cols
 }
 
 // A batch of tokens at the same shapes, grouped by expert: the float kernel (expert_gemv_grouped) against the
-// integer-dot one (expert_gemv_dp4a_grouped, x quantized before timing), each including its slot-sorting kernel.
+// integer-dot one (expert_gemv_dp4a_grouped) and the int8 tensor-core one (expert_gemm_mma_grouped, Q4_K and Q8_0),
+// x quantized before timing, each including its slot-sorting (and chunking, gathering) kernels.
 // Each token routes to 8 distinct experts drawn at random; the runs cycle through 4 such routings so that a run
 // does not find the last one's experts in L2. Bytes: each routing's distinct experts once, x and y once, averaged.
+enum class Grouped { kFloat, kDp4a, kMma };
+
 void BM_ExpertsBatch(benchmark::State& state, FormatId id, int64_t rows, int64_t cols, bool shared_input,
-                     int64_t tokens, bool dp4a) {
+                     int64_t tokens, Grouped kind) {
+  const bool dp4a = kind != Grouped::kFloat;  // x quantized
   BenchWeights bw = bench_weights(id, kExperts * rows, cols);
   if (bw.copies.empty()) {
     state.SkipWithError("quantizer rejected the shape");
@@ -114,7 +118,9 @@ void BM_ExpertsBatch(benchmark::State& state, FormatId id, int64_t rows, int64_t
   }
   const kernels::ExpertGemvShape shape{tokens, kTopK, kExperts, shared_input};
   DeviceBuffer ids(routes.size() * 4), x(x_rows * cols * 4), y(slots * rows * 4),
-      q8(kernels::q8_activation_bytes(x_rows, cols)), workspace(kernels::expert_gemv_grouped_workspace_bytes(shape));
+      q8(kernels::q8_activation_bytes(x_rows, cols)),
+      workspace(kind == Grouped::kMma ? kernels::expert_gemm_mma_workspace_bytes(id, shape, cols)
+                                      : kernels::expert_gemv_grouped_workspace_bytes(shape));
   QRT_BENCH_CUDA(cudaMemcpy(ids.ptr, routes.data(), routes.size() * 4, cudaMemcpyHostToDevice));
   std::vector<float> hx(static_cast<size_t>(x_rows * cols));
   std::normal_distribution<float> dist;
@@ -128,10 +134,17 @@ void BM_ExpertsBatch(benchmark::State& state, FormatId id, int64_t rows, int64_t
   int64_t run_index = 0;
   auto run = [&] {
     const int32_t* route = ids.as<int32_t>() + (run_index++ % kRoutings) * slots;
-    return dp4a ? kernels::expert_gemv_dp4a_grouped(id, expert0, *sizes, route, shape, {q.codes, q.scales},
-                                                    y.as<float>(), workspace.ptr, nullptr)
-                : kernels::expert_gemv_grouped(id, expert0, *sizes, route, shape, x.as<float>(), y.as<float>(),
-                                               workspace.ptr, nullptr);
+    switch (kind) {
+      case Grouped::kMma:
+        return kernels::expert_gemm_mma_grouped(id, expert0, *sizes, route, shape, {q.codes, q.scales},
+                                                y.as<float>(), workspace.ptr, nullptr);
+      case Grouped::kDp4a:
+        return kernels::expert_gemv_dp4a_grouped(id, expert0, *sizes, route, shape, {q.codes, q.scales},
+                                                 y.as<float>(), workspace.ptr, nullptr);
+      default:
+        return kernels::expert_gemv_grouped(id, expert0, *sizes, route, shape, x.as<float>(), y.as<float>(),
+                                            workspace.ptr, nullptr);
+    }
   };
   if (Status s = run(); !s.ok()) {
     state.SkipWithError(s.to_string().c_str());
@@ -142,7 +155,10 @@ void BM_ExpertsBatch(benchmark::State& state, FormatId id, int64_t rows, int64_t
                        (dp4a ? static_cast<double>(kernels::q8_activation_bytes(x_rows, cols)) : 4.0 * x_rows * cols) +
                        4.0 * static_cast<double>(slots * rows);
   state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
-  state.SetLabel(std::string(dp4a ? "expert_gemv_dp4a_grouped" : "expert_gemv_grouped (float)") + ", " +
+  const char* label = kind == Grouped::kMma    ? "expert_gemm_mma_grouped"
+                      : kind == Grouped::kDp4a ? "expert_gemv_dp4a_grouped"
+                                               : "expert_gemv_grouped (float)";
+  state.SetLabel(std::string(label) + ", " +
                  std::to_string(static_cast<int>(distinct + 0.5)) + " experts used");
   state.counters["pct_of_copy_bw"] = benchmark::Counter(bytes * state.iterations() / measured_copy_bandwidth() * 100.0,
                                                         benchmark::Counter::kIsRate);
@@ -166,11 +182,14 @@ const bool registered = [] {
             ->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
       }
       for (int64_t tokens : {8, 512}) {
-        for (bool dp4a : {false, true}) {
-          const std::string name = std::string(dp4a ? "experts_grouped_dp4a/" : "experts_grouped_float/") +
-                                   std::string(format_name(id)) + "/" + s.name + "/tokens:" + std::to_string(tokens);
+        for (Grouped kind : {Grouped::kFloat, Grouped::kDp4a, Grouped::kMma}) {
+          const char* prefix = kind == Grouped::kMma    ? "experts_grouped_mma/"
+                               : kind == Grouped::kDp4a ? "experts_grouped_dp4a/"
+                                                        : "experts_grouped_float/";
+          const std::string name =
+              prefix + std::string(format_name(id)) + "/" + s.name + "/tokens:" + std::to_string(tokens);
           benchmark::RegisterBenchmark(name.c_str(), BM_ExpertsBatch, id, s.rows, s.cols, s.shared_input, tokens,
-                                       dp4a)
+                                       kind)
               ->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
         }
       }

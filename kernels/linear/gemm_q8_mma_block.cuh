@@ -1,0 +1,179 @@
+// The block of the int8 tensor-core GEMM (gemm_q8_mma.hpp): 32 weight rows times up to 4 batch tiles of 8 rows, its
+// output written through the caller's store, so that the dense GEMM (gemm_q8_mma.cu, row n of y) and the grouped
+// experts (kernels/moe/expert_gemm_mma.cu, the slot of chunk row n) share every product and reduction.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/linear/gemm_q8_mma.hpp"
+#include "kernels/linear/gemm_q8_mma_formats.cuh"
+#include "kernels/linear/mma_int8.cuh"
+
+namespace qrt::kernels::mma_block {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kMTiles = 2;  // 16-row A tiles per block
+constexpr int kBlockRows = 16 * kMTiles;
+static_assert(kThreads == kMTiles * 32 * 4, "the reduction gives each thread one output of the block's tiles");
+
+struct MmaParams {
+  const uint8_t* data;
+  int64_t rows;
+  int64_t row_bytes;
+  int64_t steps;     // per row
+  int64_t x_blocks;  // 32-column blocks per row
+  const uint8_t* tiles;
+  int m;
+  float* y;
+};
+
+// A block's kBlockRows weight rows from row0 of the matrix at `data` times NT batch tiles of 8 rows of `tiles` (m <= 8
+// NT); p gives the rest (row count and bytes, steps, x blocks). They are separate arguments so that a kernel that
+// picks them per block (an expert, a chunk of slots) need not copy p into registers. Lane (g, t) owns rows g and g + 8
+// of each A tile and batch columns 2t, 2t + 1 of each B tile (the C fragment's places). store(n, row, sum) writes
+// each output of a row < p.rows and a batch row n < m; `partial` is the kernel's
+// __shared__ float4 [kWarps][kMTiles][32].
+template <class P, int NT, class Store>
+__device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t* data, const uint8_t* tiles, int m,
+                                              int64_t row0, float4 (*partial)[kMTiles][32], const Store& store) {
+  const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
+  const int g = lane >> 2, t = lane & 3;
+  const uint8_t* rows[kMTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = min(row0 + 16 * mt + 8 * h + g, p.rows - 1);  // past the end: a repeat, not stored
+      rows[mt][h] = data + r * p.row_bytes;
+    }
+
+  float acc[kMTiles][NT][4];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
+
+#pragma unroll 1
+  for (int64_t s = warp; s < p.steps; s += kWarps) {
+    typename P::Raw raw[kMTiles][2];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) raw[mt][h] = P::load(rows[mt][h], s, t);
+#pragma unroll
+    for (int j = 0; j < P::kStepBlocks; ++j) {
+      uint32_t a[kMTiles][4];
+      float d[kMTiles][2], d16[kMTiles][2], mn[kMTiles][2];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if constexpr (P::kHalfScales) {
+            P::block(raw[mt][h], j, a[mt][h], a[mt][2 + h], d[mt][h], d16[mt][h], mn[mt][h]);
+          } else {
+            P::block(raw[mt][h], j, a[mt][h], a[mt][2 + h], d[mt][h], mn[mt][h]);
+            d16[mt][h] = d[mt][h];
+          }
+        }
+      const int64_t kb = s * P::kStepBlocks + j;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const uint8_t* tile = tiles + (nt * p.x_blocks + kb) * kMmaTileBytes;
+        const uint2 hi = __ldg(reinterpret_cast<const uint2*>(tile) + lane);
+        const uint2 lo = __ldg(reinterpret_cast<const uint2*>(tile + 256) + lane);
+        const float4 sx[2] = {__ldg(reinterpret_cast<const float4*>(tile + 512) + 2 * t),
+                              __ldg(reinterpret_cast<const float4*>(tile + 512) + 2 * t + 1)};
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          if constexpr (P::kHalfScales) {
+            // Two products per limb, each over one half of the block's columns (the other half's codes zero).
+            const uint32_t first[4] = {a[mt][0], a[mt][1], 0u, 0u}, second[4] = {0u, 0u, a[mt][2], a[mt][3]};
+            int c_hi[4] = {0, 0, 0, 0}, c_lo[4] = {0, 0, 0, 0}, c_hi16[4] = {0, 0, 0, 0}, c_lo16[4] = {0, 0, 0, 0};
+            mma_s8_16832(c_hi, first, hi.x, hi.y);
+            mma_s8_16832(c_lo, first, lo.x, lo.y);
+            mma_s8_16832(c_hi16, second, hi.x, hi.y);
+            mma_s8_16832(c_lo16, second, lo.x, lo.y);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const float4& x = sx[e & 1];
+              const float dot = fmaf(x.x, static_cast<float>(c_hi[e]), x.y * static_cast<float>(c_lo[e]));
+              const float dot16 = fmaf(x.x, static_cast<float>(c_hi16[e]), x.y * static_cast<float>(c_lo16[e]));
+              acc[mt][nt][e] += fmaf(d[mt][e >> 1], dot, fmaf(d16[mt][e >> 1], dot16, -mn[mt][e >> 1] * x.z));
+            }
+          } else {
+            int c_hi[4] = {0, 0, 0, 0}, c_lo[4] = {0, 0, 0, 0};
+            mma_s8_16832(c_hi, a[mt], hi.x, hi.y);
+            mma_s8_16832(c_lo, a[mt], lo.x, lo.y);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const float4& x = sx[e & 1];
+              const float dot = fmaf(x.x, static_cast<float>(c_hi[e]), x.y * static_cast<float>(c_lo[e]));
+              acc[mt][nt][e] += fmaf(d[mt][e >> 1], dot, -mn[mt][e >> 1] * x.z);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // The warps' partial sums in warp order (the same order on every run), one output per thread and batch tile.
+  const int mt_out = static_cast<int>(threadIdx.x) >> 7, lane_out = (static_cast<int>(threadIdx.x) >> 2) & 31;
+  const int e_out = static_cast<int>(threadIdx.x) & 3;
+  const int64_t row = row0 + 16 * mt_out + (lane_out >> 2) + 8 * (e_out >> 1);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+      partial[warp][mt][lane] = make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]);
+    __syncthreads();
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float4 v = partial[w][mt_out][lane_out];
+      sum += e_out == 0 ? v.x : (e_out == 1 ? v.y : (e_out == 2 ? v.z : v.w));
+    }
+    const int n = nt * kMmaTileRows + 2 * (lane_out & 3) + (e_out & 1);
+    if (row < p.rows && n < m) store(n, row, sum);
+    __syncthreads();
+  }
+}
+
+// At most 4 batch tiles per launch (32 batch rows): above that the accumulators and the hoisted activation loads
+// outgrow the registers (ptxas spilled at 5–8 tiles), so m = 33..64 runs as two launches, reading W twice. Q6_K, with
+// its larger raw bytes and twice the products, spills from 3 tiles: 2 per launch.
+template <class P>
+__host__ __device__ constexpr int launch_tiles() {
+  return P::kHalfScales ? 2 : 4;
+}
+
+// One warp writes one tile of the rearranged activations (gemm_q8_mma.hpp): 32-column block kb of the 8 batch rows
+// x_row(0) .. x_row(7) (a row of the q8 activations, or -1 for a row past the batch: zeros). Lane 4g + t writes row
+// g's hi codes of columns 4t .. 4t+3 and 16+4t .. 16+4t+3 at 8 (4g + t), the lo codes 256 bytes on, and lanes 0..7
+// the scales of their rows.
+template <class XRow>
+__device__ __forceinline__ void write_tile(const int8_t* __restrict__ codes, const float* __restrict__ scales,
+                                           int64_t x_blocks, int64_t kb, const XRow& x_row, uint8_t* tile) {
+  const int lane = static_cast<int>(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+  const int64_t n = x_row(g);
+  uint2 hi = make_uint2(0u, 0u), lo = make_uint2(0u, 0u);
+  if (n >= 0) {
+    const auto* c = reinterpret_cast<const uint8_t*>(codes) + (n * x_blocks + kb) * kQ8BlockCodeBytes;
+    hi = make_uint2(dp4a::ldg_u32(c + 4 * t), dp4a::ldg_u32(c + 16 + 4 * t));
+    lo = make_uint2(dp4a::ldg_u32(c + 32 + 4 * t), dp4a::ldg_u32(c + 48 + 4 * t));
+  }
+  reinterpret_cast<uint2*>(tile)[lane] = hi;
+  reinterpret_cast<uint2*>(tile + 256)[lane] = lo;
+  if (lane < kMmaTileRows) {
+    const int64_t row = x_row(lane);
+    float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (row >= 0) s = __ldg(reinterpret_cast<const float4*>(scales) + row * x_blocks + kb);
+    reinterpret_cast<float4*>(tile + 512)[lane] = s;
+  }
+}
+
+}  // namespace qrt::kernels::mma_block

@@ -1,0 +1,199 @@
+// A batch's expert projections on the int8 tensor cores (expert_gemv.hpp: expert_gemm_mma_grouped). Four launches:
+//   1. group_expert_slots: the slots sorted by expert;
+//   2. one block cuts each expert's list into chunks of up to 32 slots (24 for Q4_0, 16 for Q6_K: the batch tiles
+//      one tensor-core block holds in registers) and writes the chunk table {expert, first, count} and its length;
+//   3. a warp per (chunk, 8-row batch tile, 32-column block) gathers the chunk's x rows (a slot's token, or the slot)
+//      into the rearranged tile layout gemm_q8_mma reads (gemm_q8_mma.hpp);
+//   4. a block per (32 weight rows, chunk) runs the dense GEMM's block (gemm_q8_mma_block.cuh) on its expert's
+//      matrix and writes each output to its slot's row.
+// The grids of 3 and 4 are sized for the most chunks a batch can have (slots / chunk + one per expert used),
+// so a captured graph serves any routing; the blocks past the table's length return at once. Each expert's rows
+// are read once per chunk, so once per batch for an expert with up to a chunk of slots.
+#include <algorithm>
+#include <climits>
+#include <string>
+#include <type_traits>
+
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/linear/gemm_q8_mma.hpp"
+#include "kernels/linear/gemm_q8_mma_block.cuh"
+#include "kernels/moe/expert_gemv.hpp"
+
+namespace qrt::kernels {
+namespace {
+
+using mma_block::kBlockRows;
+using mma_block::kMTiles;
+using mma_block::kThreads;
+using mma_block::kWarps;
+using mma_block::launch_tiles;
+using mma_block::MmaParams;
+using mma_block::multiply_rows;
+
+constexpr int kTileThreads = 128;  // 4 tiles per block, a warp each
+constexpr int64_t kMaxGridY = 65535;
+
+// The most batch tiles a chunk holds for a policy: the dense GEMM's per launch, but 3 for Q4_0, whose larger raw
+// words spilled 68 bytes at 4 here (the per-chunk choice of the tile count keeps every instance live at once).
+template <class P>
+__host__ __device__ constexpr int chunk_tiles() {
+  return std::is_same_v<P, mma_q8::Q4_0> ? 3 : launch_tiles<P>();
+}
+int chunk_tiles(quant::FormatId format) {
+  switch (format) {
+    case quant::FormatId::kQ4_0: return chunk_tiles<mma_q8::Q4_0>();
+    case quant::FormatId::kQ6_K: return chunk_tiles<mma_q8::Q6K>();
+    default: return chunk_tiles<mma_q8::Q4K>();
+  }
+}
+
+struct Layout {
+  uint64_t lists, chunks, tiles, total;
+  int64_t max_chunks;
+  int tiles_per_chunk;
+  int64_t x_blocks;
+};
+
+Layout layout_for(quant::FormatId format, const ExpertGemvShape& s, int64_t cols) {
+  Layout l{};
+  const int64_t slots = s.tokens * s.top_k;
+  l.tiles_per_chunk = chunk_tiles(format);
+  const int64_t rows = int64_t{l.tiles_per_chunk} * kMmaTileRows;
+  l.max_chunks = (slots + rows - 1) / rows + std::min<int64_t>(s.experts, slots);
+  l.x_blocks = cols / kQ8BlockCols;
+  const auto align = [](uint64_t n) { return (n + 255) / 256 * 256; };
+  l.lists = 0;
+  l.chunks = align(expert_gemv_grouped_workspace_bytes(s));
+  l.tiles = l.chunks + align((static_cast<uint64_t>(l.max_chunks) * 3 + 1) * sizeof(int32_t));
+  l.total = l.tiles + static_cast<uint64_t>(l.max_chunks) * l.tiles_per_chunk * l.x_blocks * kMmaTileBytes;
+  return l;
+}
+
+// Chunk table: chunks[3c .. 3c + 2] = {expert, first index into order, slot count}, chunks[3 max_chunks] = the count.
+__global__ void expert_chunks_kernel(const int32_t* __restrict__ offsets, int experts, int chunk_rows,
+                                     int64_t max_chunks, int32_t* __restrict__ chunks) {
+  if (threadIdx.x != 0) return;
+  int64_t c = 0;
+  for (int e = 0; e < experts; ++e) {
+    for (int32_t first = offsets[e]; first < offsets[e + 1] && c < max_chunks; first += chunk_rows, ++c) {
+      const int32_t left = offsets[e + 1] - first;
+      chunks[3 * c] = e;
+      chunks[3 * c + 1] = first;
+      chunks[3 * c + 2] = left < chunk_rows ? left : chunk_rows;
+    }
+  }
+  chunks[3 * max_chunks] = static_cast<int32_t>(c);
+}
+
+// Tile i = (chunk · tiles_per_chunk + nt) · x_blocks + kb: batch tile nt of the chunk's slots, 32-column block kb.
+__global__ void __launch_bounds__(kTileThreads) gather_tiles_kernel(
+    const int8_t* __restrict__ codes, const float* __restrict__ scales, const int32_t* __restrict__ chunks,
+    int64_t max_chunks, const int32_t* __restrict__ order, int top_k, bool shared_input, int tiles_per_chunk,
+    int64_t x_blocks, uint8_t* __restrict__ out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * (kTileThreads / 32) + threadIdx.x / 32;
+  const int64_t chunk = i / (tiles_per_chunk * x_blocks);
+  if (chunk >= chunks[3 * max_chunks]) return;
+  const int64_t nt = (i / x_blocks) % tiles_per_chunk, kb = i % x_blocks;
+  const int32_t first = chunks[3 * chunk + 1], count = chunks[3 * chunk + 2];
+  const auto x_row = [&](int r) -> int64_t {
+    const int64_t n = nt * kMmaTileRows + r;
+    if (n >= count) return -1;  // past the chunk's slots: zeros
+    const int64_t slot = order[first + n];
+    return shared_input ? slot / top_k : slot;
+  };
+  mma_block::write_tile(codes, scales, x_blocks, kb, x_row, out + i * kMmaTileBytes);
+}
+
+// grid (row blocks, max_chunks). p: expert 0's matrix, p.tiles the first chunk's tiles; each chunk's NT follows
+// its slot count.
+template <class P>
+__global__ void __launch_bounds__(kThreads) expert_gemm_mma_kernel(const MmaParams p, uint64_t expert_stride,
+                                                                   const int32_t* __restrict__ chunks,
+                                                                   int64_t max_chunks, uint64_t chunk_tile_bytes,
+                                                                   const int32_t* __restrict__ order) {
+  __shared__ float4 partial[kWarps][kMTiles][32];
+  const int64_t c = blockIdx.y;
+  if (c >= chunks[3 * max_chunks]) return;  // the whole block: past the table
+  const int32_t expert = chunks[3 * c], first = chunks[3 * c + 1], count = chunks[3 * c + 2];
+  const uint8_t* data = p.data + static_cast<uint64_t>(expert) * expert_stride;
+  const uint8_t* tiles = p.tiles + static_cast<uint64_t>(c) * chunk_tile_bytes;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
+  const auto store = [&](int n, int64_t row, float v) {
+    p.y[static_cast<int64_t>(order[first + n]) * p.rows + row] = v;
+  };
+  switch ((count + kMmaTileRows - 1) / kMmaTileRows) {
+    case 1: multiply_rows<P, 1>(p, data, tiles, count, row0, partial, store); break;
+    case 2: multiply_rows<P, 2>(p, data, tiles, count, row0, partial, store); break;
+    case 3:
+      if constexpr (chunk_tiles<P>() >= 3) multiply_rows<P, 3>(p, data, tiles, count, row0, partial, store);
+      break;
+    default:
+      if constexpr (chunk_tiles<P>() >= 4) multiply_rows<P, 4>(p, data, tiles, count, row0, partial, store);
+      break;
+  }
+}
+
+template <class P>
+Status launch_gemm(const quant::QuantView& w, uint64_t expert_stride, const Layout& l, const uint8_t* base,
+                   const int32_t* order, float* y, cudaStream_t stream) {
+  const MmaParams p{w.data,     w.rows, w.cols / P::kStepCols * P::kStepBytes, w.cols / P::kStepCols, l.x_blocks,
+                    base + l.tiles, 0,      y};
+  const dim3 grid(static_cast<unsigned>((w.rows + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(l.max_chunks));
+  expert_gemm_mma_kernel<P><<<grid, kThreads, 0, stream>>>(
+      p, expert_stride, reinterpret_cast<const int32_t*>(base + l.chunks), l.max_chunks,
+      static_cast<uint64_t>(l.tiles_per_chunk) * l.x_blocks * kMmaTileBytes, order);
+  return cuda_launch_status("expert_gemm_mma_kernel");
+}
+
+}  // namespace
+
+bool expert_gemm_mma_applies(quant::FormatId format, const quant::QuantView& expert0,
+                             const quant::PartSizes& per_expert, const ExpertGemvShape& s) {
+  if (!gemm_q8_mma_applies(format, expert0) || per_expert.data % 16 != 0 || expert0.rows > INT_MAX) return false;
+  if (s.tokens <= 0 || s.top_k <= 0 || s.experts <= 0 || s.experts > kGroupedMaxExperts) return false;
+  if (s.tokens * s.top_k > INT32_MAX) return false;
+  return layout_for(format, s, expert0.cols).max_chunks <= kMaxGridY;
+}
+
+uint64_t expert_gemm_mma_workspace_bytes(quant::FormatId format, const ExpertGemvShape& s, int64_t cols) {
+  return layout_for(format, s, cols).total;
+}
+
+Status expert_gemm_mma_grouped(quant::FormatId format, const quant::QuantView& expert0,
+                               const quant::PartSizes& per_expert, const int32_t* ids, const ExpertGemvShape& s,
+                               Q8ConstActivations x, float* y, void* workspace, cudaStream_t stream) {
+  const std::string name = "expert_gemm_mma_grouped " + std::string(quant::format_name(format));
+  if (!expert_gemm_mma_applies(format, expert0, per_expert, s))
+    return invalid_argument(name + ": no tensor-core kernel for experts of [" + std::to_string(expert0.rows) + ", " +
+                            std::to_string(expert0.cols) + "] with " + std::to_string(s.tokens) + " tokens of " +
+                            std::to_string(s.top_k) + " (check expert_gemm_mma_applies)");
+  if (ids == nullptr || y == nullptr || x.codes == nullptr || x.scales == nullptr || workspace == nullptr)
+    return invalid_argument(name + ": null ids, activations, output or workspace");
+  const Layout l = layout_for(format, s, expert0.cols);
+  auto* base = static_cast<uint8_t*>(workspace);
+  ExpertSlotLists lists;
+  QRT_TRY(group_expert_slots(ids, s, expert0.rows, y, base + l.lists, stream, &lists).with_context(name));
+  auto* chunks = reinterpret_cast<int32_t*>(base + l.chunks);
+  const int chunk_rows = l.tiles_per_chunk * kMmaTileRows;
+  expert_chunks_kernel<<<1, 32, 0, stream>>>(lists.offsets, s.experts, chunk_rows, l.max_chunks, chunks);
+  QRT_TRY(cuda_launch_status("expert_chunks_kernel"));
+  const int64_t tiles = l.max_chunks * l.tiles_per_chunk * l.x_blocks;
+  const int64_t blocks = (tiles + kTileThreads / 32 - 1) / (kTileThreads / 32);
+  if (blocks > INT_MAX) return unsupported(name + ": more activation tiles than one grid holds");
+  gather_tiles_kernel<<<static_cast<unsigned>(blocks), kTileThreads, 0, stream>>>(
+      x.codes, x.scales, chunks, l.max_chunks, lists.order, s.top_k, s.shared_input, l.tiles_per_chunk, l.x_blocks,
+      base + l.tiles);
+  QRT_TRY(cuda_launch_status("gather_tiles_kernel"));
+  const auto run = [&](auto policy) {
+    return launch_gemm<decltype(policy)>(expert0, per_expert.data, l, base, lists.order, y, stream);
+  };
+  switch (format) {
+    case quant::FormatId::kQ4_0: return run(mma_q8::Q4_0{});
+    case quant::FormatId::kQ8_0: return run(mma_q8::Q8_0{});
+    case quant::FormatId::kQ4_K: return run(mma_q8::Q4K{});
+    case quant::FormatId::kQ5_K: return run(mma_q8::Q5K{});
+    default: return run(mma_q8::Q6K{});  // expert_gemm_mma_applies left only Q6_K
+  }
+}
+
+}  // namespace qrt::kernels

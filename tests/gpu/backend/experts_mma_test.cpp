@@ -1,0 +1,108 @@
+// A prompt's MoE experts on the int8 tensor cores (kernels::expert_gemm_mma_grouped, through linear_experts): the
+// slots grouped by expert, cut into chunks of up to 32 (16 for Q6_K), gathered into the GEMM's tiles and multiplied
+// per (32 weight rows, chunk), against the CPU; the routing between it and the grouped integer-dot kernel.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend_pair.hpp"
+#if defined(QRT_SIMT)
+#include "simt/simt.hpp"
+#endif
+
+namespace qrt {
+namespace {
+
+using CudaBackendExpertsMma = test::BackendPair;
+
+// 40 tokens, 2 experts each of 6: expert 0 by every token (40 slots: chunks of 32 and 8, or 16, 16 and 8 for Q6_K),
+// the second pick spread over experts 1..5 (8 slots each); 40 weight rows (a block of 32 and a partial one). Shared
+// and per-slot inputs (40 and 80 rows, wider than the decode buffer: quantized into scratch memory).
+TEST_F(CudaBackendExpertsMma, APromptOnTheTensorCoresMatchesCpu) {
+  const int64_t experts = 6, out = 40, tokens = 40, top_k = 2;
+  std::vector<int32_t> picks;
+  for (int64_t t = 0; t < tokens; ++t) {
+    picks.push_back(0);
+    picks.push_back(static_cast<int32_t>(1 + t % 5));
+  }
+  const auto ids = input_values(picks, tokens, top_k);
+  for (const auto& [format, in] : {std::pair{quant::FormatId::kQ4_K, int64_t{512}}, {quant::FormatId::kQ8_0, 256},
+                                   {quant::FormatId::kQ6_K, 512}, {quant::FormatId::kQ5_K, 256},
+                                   {quant::FormatId::kQ4_0, 256}}) {
+    const auto values = test::random_normal(static_cast<size_t>(experts * out * in), 2700);
+    auto w = test::quantized_tensor(format, {experts, out, in}, values, test::default_params(format));
+    const auto weight_pair = weight(w->tensor);
+    const auto x_shared = input(tokens, in, 2701);
+    const auto x_slots = input(tokens * top_k, in, 2702);
+    for (const auto* x : {&x_shared, &x_slots}) {
+      const std::string name = std::string(quant::format_name(format)) +
+                               (x == &x_shared ? " shared input" : " per-slot input");
+      const auto y = output(tokens * top_k, out);
+      ASSERT_TRUE(cpu_.linear_experts(x->cpu, weight_pair.cpu, ids.cpu, y.cpu).ok());
+#if defined(QRT_SIMT)
+      const simt::StreamCounters before = simt::device_counters(0);
+#endif
+      const Status s = gpu_->linear_experts(x->gpu, weight_pair.gpu, ids.gpu, y.gpu);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+#if defined(QRT_SIMT)
+      EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, 5u)
+          << name << ": quantize x, group the slots, cut the chunks, gather the tiles, the tensor-core GEMM";
+#endif
+      expect_close(y, kIntegerGemvTolerance, name + " on the tensor cores");
+    }
+  }
+}
+
+// An id outside the stack gives its slot's row NaN and leaves the others the CPU's; a decode step of 2 tokens (2
+// slots per expert at most: under 8 on average) keeps the grouped integer-dot kernel, and set_mma_gemm(false) keeps
+// it for the prompt too.
+TEST_F(CudaBackendExpertsMma, BadIdsAndTheRouting) {
+  const int64_t experts = 4, out = 32, in = 256, tokens = 20, top_k = 2;
+  const auto values = test::random_normal(static_cast<size_t>(experts * out * in), 2710);
+  auto w = test::quantized_tensor(quant::FormatId::kQ4_K, {experts, out, in}, values,
+                                  test::default_params(quant::FormatId::kQ4_K));
+  const auto weight_pair = weight(w->tensor);
+  std::vector<int32_t> picks;
+  for (int64_t t = 0; t < tokens; ++t) {
+    picks.push_back(static_cast<int32_t>(t % 4));
+    picks.push_back(static_cast<int32_t>((t + 1) % 4));
+  }
+  const auto x = input(tokens, in, 2711);
+  const auto y = output(tokens * top_k, out);
+  const auto ids = input_values(picks, tokens, top_k);
+  ASSERT_TRUE(cpu_.linear_experts(x.cpu, weight_pair.cpu, ids.cpu, y.cpu).ok());
+  picks[7] = 4;  // token 3, slot 1: outside the stack
+  const auto bad_ids = input_values(picks, tokens, top_k);
+  const auto y_bad = output(tokens * top_k, out);
+  ASSERT_TRUE(gpu_->linear_experts(x.gpu, weight_pair.gpu, bad_ids.gpu, y_bad.gpu).ok());
+  const std::vector<float> got = gpu_values(y_bad.gpu), want = cpu_values(y.cpu);
+  for (int64_t slot = 0; slot < tokens * top_k; ++slot)
+    for (int64_t r = 0; r < out; ++r) {
+      const float g = got[static_cast<size_t>(slot * out + r)];
+      if (slot == 7) {
+        EXPECT_TRUE(std::isnan(g)) << "row " << r << " of the slot with a bad id";
+      } else {
+        EXPECT_NEAR(g, want[static_cast<size_t>(slot * out + r)], 2e-3) << "slot " << slot << " row " << r;
+      }
+    }
+
+#if defined(QRT_SIMT)
+  const auto launches = [&](ConstF32View xv, ConstI32View idv, F32View yv) {
+    const simt::StreamCounters before = simt::device_counters(0);
+    EXPECT_TRUE(gpu_->linear_experts(xv, weight_pair.gpu, idv, yv).ok());
+    return (simt::device_counters(0) - before).kernel_launches;
+  };
+  const auto y2 = output(2 * top_k, out);
+  EXPECT_EQ(launches(x.gpu.row_range(0, 2), ids.gpu.row_range(0, 2), y2.gpu), 3u)
+      << "2 tokens: quantize, group, the grouped integer-dot kernel";
+  gpu_->set_mma_gemm(false);
+  EXPECT_EQ(launches(x.gpu, ids.gpu, y.gpu), 3u) << "the prompt with the tensor-core GEMM off: quantize (scratch), "
+                                                    "group, the grouped integer-dot kernel";
+#endif
+  expect_close(y, kIntegerGemvTolerance, "Q4_K prompt experts");
+}
+
+}  // namespace
+}  // namespace qrt
