@@ -19,20 +19,35 @@ using namespace qrt::quant;
 
 constexpr int kExperts = 128, kTopK = 8;
 
-void BM_Experts(benchmark::State& state, FormatId id, int64_t rows, int64_t cols, bool shared_input, bool dp4a) {
-  // The stack as one [experts * rows, cols] matrix: expert e's rows follow expert e - 1's.
-  BenchWeights bw = bench_weights(id, kExperts * rows, cols);
-  if (bw.copies.empty()) {
+// The stack as one [experts * rows, cols] matrix on the device (expert e's rows follow expert e - 1's), expert 0's
+// view and one expert's part sizes; false, with the benchmark skipped, where the format cannot hold the shape.
+struct ExpertStack {
+  BenchWeights bw;
+  QuantView expert0;
+  quant::PartSizes sizes;
+};
+bool make_stack(benchmark::State& state, FormatId id, int64_t rows, int64_t cols, ExpertStack* stack) {
+  stack->bw = bench_weights(id, kExperts * rows, cols);
+  if (stack->bw.copies.empty()) {
     state.SkipWithError("quantizer rejected the shape");
-    return;
+    return false;
   }
-  QuantView expert0 = bw.copies[0].view;
-  expert0.rows = rows;
+  stack->expert0 = stack->bw.copies[0].view;
+  stack->expert0.rows = rows;
   auto sizes = cpu::part_sizes(id, rows, cols, bench_params(format_info(id)));
   if (!sizes.ok()) {
     state.SkipWithError(sizes.status().to_string().c_str());
-    return;
+    return false;
   }
+  stack->sizes = *sizes;
+  return true;
+}
+
+void BM_Experts(benchmark::State& state, FormatId id, int64_t rows, int64_t cols, bool shared_input, bool dp4a) {
+  ExpertStack stack;
+  if (!make_stack(state, id, rows, cols, &stack)) return;
+  const QuantView& expert0 = stack.expert0;
+  const quant::PartSizes* sizes = &stack.sizes;
   const int64_t x_rows = shared_input ? 1 : kTopK;
   std::vector<int32_t> sets;  // run k routes to experts 8k .. 8k + 7 (mod 128), in a shuffled order
   std::mt19937 gen(11);
@@ -86,18 +101,10 @@ enum class Grouped { kFloat, kDp4a, kMma };
 void BM_ExpertsBatch(benchmark::State& state, FormatId id, int64_t rows, int64_t cols, bool shared_input,
                      int64_t tokens, Grouped kind) {
   const bool dp4a = kind != Grouped::kFloat;  // x quantized
-  BenchWeights bw = bench_weights(id, kExperts * rows, cols);
-  if (bw.copies.empty()) {
-    state.SkipWithError("quantizer rejected the shape");
-    return;
-  }
-  QuantView expert0 = bw.copies[0].view;
-  expert0.rows = rows;
-  auto sizes = cpu::part_sizes(id, rows, cols, bench_params(format_info(id)));
-  if (!sizes.ok()) {
-    state.SkipWithError(sizes.status().to_string().c_str());
-    return;
-  }
+  ExpertStack stack;
+  if (!make_stack(state, id, rows, cols, &stack)) return;
+  const QuantView& expert0 = stack.expert0;
+  const quant::PartSizes* sizes = &stack.sizes;
   constexpr int kRoutings = 4;
   const int64_t slots = tokens * kTopK, x_rows = shared_input ? tokens : slots;
   std::vector<int32_t> routes;

@@ -14,6 +14,7 @@
 #include <climits>
 #include <string>
 
+#include "kernels/attention/attention_prefill_common.cuh"
 #include "kernels/attention/attention_prefill_tc.hpp"
 #include "kernels/attention/kv_element.cuh"
 #include "kernels/cuda/cuda_check.hpp"
@@ -27,49 +28,6 @@ constexpr int kKeys = 64;  // keys per tile
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kPad = 8;  // elements after each K/V row in shared memory
-
-// K and V rows j0 .. j0 + 63 of head offset kv_off into k_s and v_s ([kKeys][D + kPad]), rows no query of the block
-// sees zeroed (unwritten slots may hold NaN, and 0 · NaN would poison the products). 16-byte vectors where the
-// cache allows (kv_stride and kv_off are multiples of 8 since D is), four per thread in flight.
-template <class T, int D>
-__device__ __forceinline__ void load_tile(const T* __restrict__ k, const T* __restrict__ v, int64_t j0,
-                                          int64_t kv_stride, int64_t kv_off, const KvPages& pages,
-                                          const unsigned char* key_live, T* k_s, T* v_s) {
-  constexpr int kVectorsPerRow = D / 8, kVectors = kKeys * kVectorsPerRow, kUnroll = 4;
-  const int tid = static_cast<int>(threadIdx.x);
-  if (reinterpret_cast<uintptr_t>(k) % 16 == 0 && reinterpret_cast<uintptr_t>(v) % 16 == 0) {
-    for (int i0 = tid; i0 < kVectors; i0 += kUnroll * kThreads) {
-      uint4 kr[kUnroll], vr[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int i = i0 + u * kThreads, c = i / kVectorsPerRow;
-        kr[u] = vr[u] = make_uint4(0u, 0u, 0u, 0u);  // +0.0 in both 16-bit types
-        if (i < kVectors && key_live[c] != 0) {
-          const int64_t at = kv_row(pages, j0 + c) * kv_stride + kv_off + 8 * (i % kVectorsPerRow);
-          kr[u] = *reinterpret_cast<const uint4*>(k + at);
-          vr[u] = *reinterpret_cast<const uint4*>(v + at);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int i = i0 + u * kThreads;
-        if (i < kVectors) {
-          const int at = (i / kVectorsPerRow) * (D + kPad) + 8 * (i % kVectorsPerRow);
-          *reinterpret_cast<uint4*>(k_s + at) = kr[u];
-          *reinterpret_cast<uint4*>(v_s + at) = vr[u];
-        }
-      }
-    }
-    return;
-  }
-  for (int i = tid; i < kKeys * D; i += kThreads) {
-    const int c = i / D;
-    const int64_t at = kv_row(pages, j0 + c) * kv_stride + kv_off + i % D;
-    const bool live = key_live[c] != 0;
-    k_s[c * (D + kPad) + i % D] = live ? k[at] : kv_from_float<T>(0.0f);
-    v_s[c * (D + kPad) + i % D] = live ? v[at] : kv_from_float<T>(0.0f);
-  }
-}
 
 // grid (query tiles, heads). Lane (g, t) = (lane / 4, lane % 4) of warp w holds rows a = 16w + g and b = a + 8 of
 // the block's 64: their scores at keys 8n + 2t, 8n + 2t + 1 of each 8-key slice n, and their outputs at columns
@@ -99,25 +57,12 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_mma_kernel(
 
   if (tid < kRows) q_pos_s[tid] = tid < rows ? q_pos[t0 + tid] : -1;  // -1: a row past the prompt sees nothing
   __syncthreads();
-  if (tid == 0) {
-    int32_t lo = INT_MAX, hi = INT_MIN;
-    for (int r = 0; r < rows; ++r) {
-      lo = q_pos_s[r] < lo ? q_pos_s[r] : lo;
-      hi = q_pos_s[r] > hi ? q_pos_s[r] : hi;
-    }
-    block_q_min = lo;
-    block_q_max = hi;
-  }
+  if (tid == 0) position_range(q_pos_s, 0, rows, &block_q_min, &block_q_max);
   const int ra = 16 * warp + g, rb = ra + 8;
   const int32_t qpa = q_pos_s[ra], qpb = q_pos_s[rb];
   // The warp's own rows' range, for skipping a tile none of them sees.
-  int32_t w_lo = INT_MAX, w_hi = INT_MIN;
-  for (int r = 16 * warp; r < 16 * warp + 16; ++r) {
-    if (r < rows) {
-      w_lo = q_pos_s[r] < w_lo ? q_pos_s[r] : w_lo;
-      w_hi = q_pos_s[r] > w_hi ? q_pos_s[r] : w_hi;
-    }
-  }
+  int32_t w_lo, w_hi;
+  position_range(q_pos_s, 16 * warp, min(16 * warp + 16, rows), &w_lo, &w_hi);
 
   // Q as A fragments, rounded to T: qf[kk] covers columns 16kk .. 16kk + 15 of rows a and b.
   uint32_t qf[D / 16][4];
@@ -150,15 +95,9 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_mma_kernel(
 
   for (int64_t j0 = 0; j0 < keys; j0 += kKeys) {
     const int n_keys = static_cast<int>(keys - j0 < kKeys ? keys - j0 : kKeys);
-    int useful = 0;
-    if (tid < kKeys) {
-      const int32_t kp = tid < n_keys ? key_pos[kv_row(s.pages, j0 + tid)] : 0;
-      useful = tid < n_keys && kp <= q_max && (s.sliding_window <= 0 || kp > q_min - s.sliding_window);
-      key_pos_s[tid] = kp;
-      key_live[tid] = static_cast<unsigned char>(useful);
-    }
+    const int useful = mark_tile_keys<kKeys>(key_pos, s, j0, n_keys, q_min, q_max, key_pos_s, key_live);
     if (!__syncthreads_or(useful)) continue;  // the whole block agrees: nothing here for any of its rows
-    load_tile<T, D>(k, v, j0, kv_stride, kv_off, s.pages, key_live, k_s, v_s);
+    load_kv_tile<kKeys, kThreads>(k, v, j0, kv_stride, kv_off, D, D + kPad, s.pages, key_live, k_s, v_s);
     __syncthreads();
 
     // Whether any key of the tile is visible to some row of this warp (two keys per lane, then the warp agrees).

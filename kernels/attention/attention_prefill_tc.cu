@@ -2,6 +2,7 @@
 
 #include <climits>
 
+#include "kernels/attention/attention_prefill_common.cuh"
 #include "kernels/attention/attention_prefill_tc.hpp"
 #include "kernels/attention/kv_element.cuh"
 #include "kernels/cuda/cuda_check.hpp"
@@ -38,54 +39,6 @@ __host__ __device__ constexpr Layout layout_for(int d) {
   l.key_live = l.key_pos + round_up(kKeys * 4);          // [kKeys] bytes
   l.total = l.key_live + round_up(kKeys);
   return l;
-}
-
-// Copies one tile of kKeys K and V rows (head offset kv_off, d columns) into shared memory, zeroing the rows no
-// query of the block can see (unwritten slots may hold NaN, and 0 · NaN would poison the products). 16-byte
-// vectors of 8 elements where the cache is 16-byte aligned (kv_stride, kv_off and d are multiples of 8), four of
-// them per thread loaded before any is stored, so a thread has eight loads in flight: with the element-wise loop
-// before, each load waited for the previous one and a tile took about 70 µs on an H100.
-template <class T>
-__device__ __forceinline__ void load_kv_tile(const T* __restrict__ k, const T* __restrict__ v, int64_t j0,
-                                             int64_t kv_stride, int64_t kv_off, int d, const KvPages& pages,
-                                             const unsigned char* key_live, T* k_s, T* v_s) {
-  constexpr int kUnroll = 4;
-  const int tid = threadIdx.x;
-  if (reinterpret_cast<uintptr_t>(k) % 16 == 0 && reinterpret_cast<uintptr_t>(v) % 16 == 0) {
-    const int vectors = kKeys * d / 8;
-    for (int i0 = tid; i0 < vectors; i0 += kUnroll * kThreads) {
-      uint4 kr[kUnroll], vr[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int i = i0 + u * kThreads;
-        kr[u] = vr[u] = make_uint4(0u, 0u, 0u, 0u);  // +0.0 in both 16-bit types
-        if (i < vectors) {
-          const int c = 8 * i / d;
-          if (key_live[c] != 0) {
-            const int64_t at = kv_row(pages, j0 + c) * kv_stride + kv_off + (8 * i) % d;
-            kr[u] = *reinterpret_cast<const uint4*>(k + at);
-            vr[u] = *reinterpret_cast<const uint4*>(v + at);
-          }
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int i = i0 + u * kThreads;
-        if (i < vectors) {
-          *reinterpret_cast<uint4*>(k_s + 8 * i) = kr[u];
-          *reinterpret_cast<uint4*>(v_s + 8 * i) = vr[u];
-        }
-      }
-    }
-    return;
-  }
-  for (int i = tid; i < kKeys * d; i += kThreads) {
-    const int c = i / d;
-    const int64_t at = kv_row(pages, j0 + c) * kv_stride + kv_off + i % d;
-    const bool live = key_live[c] != 0;
-    k_s[i] = live ? k[at] : kv_from_float<T>(0.0f);
-    v_s[i] = live ? v[at] : kv_from_float<T>(0.0f);
-  }
 }
 
 // grid (query tiles, heads). T: the cache's 16-bit type, which Q and P are rounded to for the products.
@@ -146,30 +99,16 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_tc_kernel(
     row_sum[r] = s.sinks != nullptr ? 1.0f : 0.0f;
   }
   __syncthreads();
-  if (tid == 0) {
-    int32_t lo = INT_MAX, hi = INT_MIN;
-    for (int r = 0; r < rows; ++r) {
-      lo = q_pos_s[r] < lo ? q_pos_s[r] : lo;
-      hi = q_pos_s[r] > hi ? q_pos_s[r] : hi;
-    }
-    block_q_min = lo;
-    block_q_max = hi;
-  }
+  if (tid == 0) position_range(q_pos_s, 0, rows, &block_q_min, &block_q_max);
   __syncthreads();
   const int64_t q_min = block_q_min, q_max = block_q_max;
 
   for (int64_t j0 = 0; j0 < keys; j0 += kKeys) {
     const int n = static_cast<int>(keys - j0 < kKeys ? keys - j0 : kKeys);
     // 1. which keys of the tile some query of the block may see
-    int useful = 0;
-    if (tid < kKeys) {
-      const int32_t kp = tid < n ? key_pos[kv_row(s.pages, j0 + tid)] : 0;
-      useful = tid < n && kp <= q_max && (s.sliding_window <= 0 || kp > q_min - s.sliding_window);
-      key_pos_s[tid] = kp;
-      key_live[tid] = static_cast<unsigned char>(useful);
-    }
+    const int useful = mark_tile_keys<kKeys>(key_pos, s, j0, n, q_min, q_max, key_pos_s, key_live);
     if (!__syncthreads_or(useful)) continue;  // the whole block agrees: nothing here for any of its rows
-    load_kv_tile(k, v, j0, kv_stride, kv_off, d, s.pages, key_live, k_s, v_s);
+    load_kv_tile<kKeys, kThreads>(k, v, j0, kv_stride, kv_off, d, d, s.pages, key_live, k_s, v_s);
     __syncthreads();
 
     // 2. S = Q·Kᵀ for rows [16 warp, 16 warp + 16)
