@@ -76,6 +76,8 @@ int step_cols(quant::FormatId format) {
     case quant::FormatId::kQ4_K: return mma_q8::Q4K::kStepCols;
     case quant::FormatId::kQ5_K: return mma_q8::Q5K::kStepCols;
     case quant::FormatId::kQ6_K: return mma_q8::Q6K::kStepCols;
+    case quant::FormatId::kIQ4_NL: return mma_q8::Iq4Nl::kStepCols;
+    case quant::FormatId::kMXFP4_GGML: return mma_q8::Mxfp4Ggml::kStepCols;
     default: return 0;
   }
 }
@@ -118,6 +120,8 @@ Status gemm_q8_mma(quant::FormatId format, const quant::QuantView& w, const void
     case quant::FormatId::kQ8_0: return launch<mma_q8::Q8_0>(w, tiles, m, y, stream);
     case quant::FormatId::kQ4_K: return launch<mma_q8::Q4K>(w, tiles, m, y, stream);
     case quant::FormatId::kQ5_K: return launch<mma_q8::Q5K>(w, tiles, m, y, stream);
+    case quant::FormatId::kIQ4_NL: return launch<mma_q8::Iq4Nl>(w, tiles, m, y, stream);
+    case quant::FormatId::kMXFP4_GGML: return launch<mma_q8::Mxfp4Ggml>(w, tiles, m, y, stream);
     default: return launch<mma_q8::Q6K>(w, tiles, m, y, stream);  // gemm_q8_mma_applies left only Q6_K
   }
 }

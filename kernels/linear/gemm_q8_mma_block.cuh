@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/linear/gemm_q8_mma.hpp"
 #include "kernels/linear/gemm_q8_mma_formats.cuh"
@@ -145,10 +146,11 @@ __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t*
 
 // At most 4 batch tiles per launch (32 batch rows): above that the accumulators and the hoisted activation loads
 // outgrow the registers (ptxas spilled at 5–8 tiles), so m = 33..64 runs as two launches, reading W twice. Q6_K, with
-// its larger raw bytes and twice the products, spills from 3 tiles: 2 per launch.
+// its larger raw bytes and twice the products, spills from 3 tiles: 2 per launch. IQ4_NL's table lookups spilled
+// 40 bytes at 4: 3 per launch.
 template <class P>
 __host__ __device__ constexpr int launch_tiles() {
-  return P::kHalfScales ? 2 : 4;
+  return P::kHalfScales ? 2 : std::is_same_v<P, mma_q8::Iq4Nl> ? 3 : 4;
 }
 
 // One warp writes one tile of the rearranged activations (gemm_q8_mma.hpp): 32-column block kb of the 8 batch rows

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "kernels/linear/gemv_dp4a_formats.cuh"
+#include "kernels/linear/gemv_dp4a_iquants.cuh"
 
 namespace qrt::kernels::mma_q8 {
 
@@ -51,6 +52,49 @@ struct Q4_0 {
     k0 = __vsub4(r.q[j] & 0x0F0F0F0Fu, 0x08080808u);
     k16 = __vsub4((r.q[j] >> 4) & 0x0F0F0F0Fu, 0x08080808u);
     d = half_at(r.d[j]);
+    m = 0.0f;
+  }
+};
+
+// IQ4_NL: Q4_0's blocks and nibble placement, each nibble an index into the 16 int8 levels of kvalues_iq4nl (looked
+// up four at a time as the integer-dot GEMV does); w = d · level, m = 0.
+struct Iq4Nl : Q4_0 {
+  __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& m) {
+    k0 = dp4a::table_levels<dp4a::Iq4Levels>(r.q[j] & 0x0F0F0F0Fu);
+    k16 = dp4a::table_levels<dp4a::Iq4Levels>((r.q[j] >> 4) & 0x0F0F0F0Fu);
+    d = half_at(r.d[j]);
+    m = 0.0f;
+  }
+};
+
+// MXFP4 in GGML blocks (GGUF's gpt-oss experts): 17 bytes {E8M0 e, 16 bytes of nibbles} in Q4_0's placement, each
+// nibble an E2M1 code whose value doubled is an integer level (kvalues_mxfp4), so d = 2^(e - 128); m = 0. The blocks
+// are byte aligned: a lane's four code bytes are read one by one.
+struct Mxfp4Ggml {
+  static constexpr bool kHalfScales = false;
+  static constexpr int kStepBlocks = 8;
+  static constexpr int kStepCols = 32 * kStepBlocks;
+  static constexpr int kBlockBytes = 17;
+  static constexpr int kStepBytes = kStepBlocks * kBlockBytes;
+  struct Raw {
+    uint32_t q[kStepBlocks], e[kStepBlocks];
+  };
+  __device__ static Raw load(const uint8_t* row, int64_t step, int t) {
+    Raw r;
+    const uint8_t* b = row + step * kStepBytes;
+#pragma unroll
+    for (int j = 0; j < kStepBlocks; ++j) {
+      const uint8_t* q = b + j * kBlockBytes + 1 + 4 * t;
+      r.q[j] = static_cast<uint32_t>(__ldg(q)) | static_cast<uint32_t>(__ldg(q + 1)) << 8 |
+               static_cast<uint32_t>(__ldg(q + 2)) << 16 | static_cast<uint32_t>(__ldg(q + 3)) << 24;
+      r.e[j] = __ldg(b + j * kBlockBytes);
+    }
+    return r;
+  }
+  __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& m) {
+    k0 = dp4a::table_levels<dp4a::Mxfp4Levels>(r.q[j] & 0x0F0F0F0Fu);
+    k16 = dp4a::table_levels<dp4a::Mxfp4Levels>((r.q[j] >> 4) & 0x0F0F0F0Fu);
+    d = quant::FormatTraits<quant::FormatId::kMXFP4_GGML>::e8m0_to_f32_half(static_cast<uint8_t>(r.e[j]));
     m = 0.0f;
   }
 };

@@ -1,7 +1,7 @@
 // A batch's expert projections on the int8 tensor cores (expert_gemv.hpp: expert_gemm_mma_grouped). Four launches:
 //   1. group_expert_slots: the slots sorted by expert;
-//   2. one block cuts each expert's list into chunks of up to 32 slots (24 for Q4_0, 16 for Q6_K: the batch tiles
-//      one tensor-core block holds in registers) and writes the chunk table {expert, first, count} and its length;
+//   2. one block cuts each expert's list into chunks of up to 32 slots (24 for Q4_0, IQ4_NL and MXFP4, 16 for Q6_K:
+//      the batch tiles one tensor-core block holds in registers) and writes the chunk table {expert, first, count} and its length;
 //   3. a warp per (chunk, 8-row batch tile, 32-column block) gathers the chunk's x rows (a slot's token, or the slot)
 //      into the rearranged tile layout gemm_q8_mma reads (gemm_q8_mma.hpp);
 //   4. a block per (32 weight rows, chunk) runs the dense GEMM's block (gemm_q8_mma_block.cuh) on its expert's
@@ -33,15 +33,18 @@ using mma_block::multiply_rows;
 constexpr int kTileThreads = 128;  // 4 tiles per block, a warp each
 constexpr int64_t kMaxGridY = 65535;
 
-// The most batch tiles a chunk holds for a policy: the dense GEMM's per launch, but 3 for Q4_0, whose larger raw
-// words spilled 68 bytes at 4 here (the per-chunk choice of the tile count keeps every instance live at once).
+// The most batch tiles a chunk holds for a policy: the dense GEMM's per launch, but 3 for Q4_0 (and IQ4_NL, MXFP4,
+// whose raw words are as many), which spilled 68 bytes at 4 here (the per-chunk choice of the tile count keeps every
+// instance live at once).
 template <class P>
 __host__ __device__ constexpr int chunk_tiles() {
-  return std::is_same_v<P, mma_q8::Q4_0> ? 3 : launch_tiles<P>();
+  return std::is_base_of_v<mma_q8::Q4_0, P> || std::is_same_v<P, mma_q8::Mxfp4Ggml> ? 3 : launch_tiles<P>();
 }
 int chunk_tiles(quant::FormatId format) {
   switch (format) {
-    case quant::FormatId::kQ4_0: return chunk_tiles<mma_q8::Q4_0>();
+    case quant::FormatId::kQ4_0:
+    case quant::FormatId::kIQ4_NL:
+    case quant::FormatId::kMXFP4_GGML: return chunk_tiles<mma_q8::Q4_0>();
     case quant::FormatId::kQ6_K: return chunk_tiles<mma_q8::Q6K>();
     default: return chunk_tiles<mma_q8::Q4K>();
   }
@@ -192,6 +195,8 @@ Status expert_gemm_mma_grouped(quant::FormatId format, const quant::QuantView& e
     case quant::FormatId::kQ8_0: return run(mma_q8::Q8_0{});
     case quant::FormatId::kQ4_K: return run(mma_q8::Q4K{});
     case quant::FormatId::kQ5_K: return run(mma_q8::Q5K{});
+    case quant::FormatId::kIQ4_NL: return run(mma_q8::Iq4Nl{});
+    case quant::FormatId::kMXFP4_GGML: return run(mma_q8::Mxfp4Ggml{});
     default: return run(mma_q8::Q6K{});  // expert_gemm_mma_applies left only Q6_K
   }
 }

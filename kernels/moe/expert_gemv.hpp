@@ -78,8 +78,8 @@ Status expert_gemv_dp4a_grouped(quant::FormatId format, const quant::QuantView& 
 // layout, and gemm_q8_mma's block run per (32 weight rows, chunk) on that expert's matrix. For prompts and wide
 // batches, where an expert sees many slots: one load of its weights serves up to 32 of them through mma instead of
 // 8 through dp4a. x as expert_gemv_dp4a's; results within the integer-dot tolerance of the float product (the
-// rounding of gemm_q8_mma, not expert_gemv_dp4a's bits). Q4_0, Q8_0, Q4_K, Q5_K and Q6_K; workspace of
-// expert_gemm_mma_workspace_bytes (the slot lists, the chunk table and the gathered tiles).
+// rounding of gemm_q8_mma, not expert_gemv_dp4a's bits). gemm_q8_mma's formats (GGUF gpt-oss's MXFP4 among them);
+// workspace of expert_gemm_mma_workspace_bytes (the slot lists, the chunk table and the gathered tiles).
 bool expert_gemm_mma_applies(quant::FormatId format, const quant::QuantView& expert0,
                              const quant::PartSizes& per_expert, const ExpertGemvShape& shape);
 uint64_t expert_gemm_mma_workspace_bytes(quant::FormatId format, const ExpertGemvShape& shape, int64_t cols);

@@ -57,7 +57,8 @@ TEST_F(CudaMmaGemm, EveryBatchAndFormatMatchesCpu) {
   const int64_t out = 75, in = 512;  // 75 rows: the last 32-row block holds 11
   uint64_t seed = 3300;
   for (quant::FormatId f : {quant::FormatId::kQ4_0, quant::FormatId::kQ8_0, quant::FormatId::kQ4_K,
-                            quant::FormatId::kQ5_K, quant::FormatId::kQ6_K, quant::FormatId::kQ4_1}) {
+                            quant::FormatId::kQ5_K, quant::FormatId::kQ6_K, quant::FormatId::kIQ4_NL,
+                            quant::FormatId::kMXFP4_GGML, quant::FormatId::kQ4_1}) {
     const auto w = make(f, out, in, ++seed);
     const bool mma = f != quant::FormatId::kQ4_1;  // no policy: the integer-dot GEMV, then cuBLAS
     for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{8}, int64_t{9}, int64_t{33}, int64_t{64}}) {
@@ -67,8 +68,9 @@ TEST_F(CudaMmaGemm, EveryBatchAndFormatMatchesCpu) {
       ASSERT_TRUE(cpu_.linear(x.cpu, w.cpu, WeightHandle{}, y.cpu).ok());
       const uint64_t ran = launches([&] { ASSERT_TRUE(gpu_->linear(x.gpu, w.gpu, WeightHandle{}, y.gpu).ok()); });
       const bool tensor_cores = mma && n >= 2;
-      // Quantize, rearrange, then one GEMM per 32 batch rows (16 for Q6_K: gemm_q8_mma.cu's launch_tiles).
-      const int64_t per_launch = f == quant::FormatId::kQ6_K ? 16 : 32;
+      // Quantize, rearrange, then one GEMM per 32 batch rows (16 for Q6_K, 24 for IQ4_NL: launch_tiles in
+      // gemm_q8_mma_block.cuh).
+      const int64_t per_launch = f == quant::FormatId::kQ6_K ? 16 : f == quant::FormatId::kIQ4_NL ? 24 : 32;
       if (kCounted && tensor_cores) {
         EXPECT_EQ(ran, 2u + static_cast<uint64_t>((n + per_launch - 1) / per_launch)) << what;
       }
