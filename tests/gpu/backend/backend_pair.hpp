@@ -187,6 +187,20 @@ class BackendPair : public testing::Test {
     EXPECT_TRUE(s.ok()) << s.to_string();
     return out;
   }
+  // Experts' outputs [slots, out] where slot `bad` had an id outside the stack: its rows NaN (the device cannot
+  // report the id), every other element within `tol` of the CPU's.
+  static void expect_bad_slot_only(const std::vector<float>& got, const std::vector<float>& want, int64_t slots,
+                                   int64_t out, int64_t bad, float tol, const std::string& what) {
+    for (int64_t slot = 0; slot < slots; ++slot)
+      for (int64_t r = 0; r < out; ++r) {
+        const float g = got[static_cast<size_t>(slot * out + r)];
+        if (slot == bad) {
+          EXPECT_TRUE(std::isnan(g)) << what << " row " << r << " of the slot with a bad id";
+        } else {
+          EXPECT_NEAR(g, want[static_cast<size_t>(slot * out + r)], tol) << what << " slot " << slot << " row " << r;
+        }
+      }
+  }
   // The prefill GEMM (batches above kernels::kGemvMaxBatch) rounds x and W to fp16 for the tensor cores: every
   // value within 2^-11 relative, so on random data the products land about 4e-4 from fp32 in relative L2. This
   // bound leaves room for that; a wrong row, tile or element shows as O(1).
