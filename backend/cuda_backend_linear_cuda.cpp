@@ -303,8 +303,19 @@ Status CudaBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32
     }
   }
   forget_q8_source();
-  // Several tokens: slots grouped by expert, so an expert's rows are read once per batch rather than once per slot
-  // (the same bits). One token (a decode step, inside the captured graph) has no repeats to group.
+  // The formats without an integer-dot kernel (MXFP4, FP8, BF16, ... experts) on the dense model's staged kernel:
+  // one token's slots each on their own, several tokens grouped by expert (the same bits either way).
+  if (kernels::expert_gemv_staged_applies(w->format, expert0, w->matrix_parts, x.data)) {
+    if (ids.rows == 1)
+      return kernels::expert_gemv_staged(w->format, expert0, w->matrix_parts, ids.data, shape, x.data, y.data,
+                                         ctx_->compute_stream());
+    if (shape.experts <= kernels::kGroupedMaxExperts) {
+      QRT_ASSIGN_OR_RETURN(float* workspace, dequant_scratch(kernels::expert_gemv_grouped_workspace_bytes(shape)));
+      return kernels::expert_gemv_staged_grouped(w->format, expert0, w->matrix_parts, ids.data, shape, x.data,
+                                                 y.data, workspace, ctx_->compute_stream());
+    }
+  }
+  // The others (HQQ, F8Q8, the GGML formats with the float GEMV chosen): the generic kernels, grouped likewise.
   if (ids.rows > 1 && shape.experts <= kernels::kGroupedMaxExperts) {
     QRT_ASSIGN_OR_RETURN(float* workspace, dequant_scratch(kernels::expert_gemv_grouped_workspace_bytes(shape)));
     return kernels::expert_gemv_grouped(w->format, w->first_matrix_view(), w->matrix_parts, ids.data, shape, x.data,

@@ -217,6 +217,13 @@ struct ChunkArgs {
   float global_scale = 1.0f;  // QuantParams::global_scale (FP8 per tensor, NVFP4)
 };
 
+// Where batch row i of x begins (a.x already points at the chunk's first column). The dense GEMV's rows follow each
+// other (ContiguousX); the experts' kernel gathers a pass's slots from anywhere in x (expert_gemv_staged.cu), with
+// the offsets in registers: compute() is inlined with i unrolled, so neither costs a load.
+struct ContiguousX {
+  QRT_HD const float* operator()(const ChunkArgs& a, int i) const { return a.x + i * a.x_stride; }
+};
+
 // The matrix row whose bytes staged row r holds.
 QRT_HD int64_t staged_row(const ChunkArgs& a, int r) { return a.row0 + (r < a.valid_rows ? r : a.valid_rows - 1); }
 
@@ -230,8 +237,9 @@ QRT_HD int64_t staged_row(const ChunkArgs& a, int r) { return a.row0 + (r < a.va
 //   kGroupCols      columns per entry of the separate scale arrays: -1 none, 0 params.group_size, else fixed
 //   kHasPrepare     whether prepare() does anything (a __syncwarp separates it from compute())
 //   QRT_HD static void prepare(const ChunkArgs&, int lane);
-//   template <int M> QRT_HD static void compute(const ChunkArgs&, int lane, float (&acc)[kRows][M]);
-//       acc[r][i] += this lane's share of Σ_c W[row r, col0 + c] · x[i, col0 + c] over the chunk
+//   template <int M, class XRows> QRT_HD static void compute(const ChunkArgs&, int lane, float (&acc)[kRows][M],
+//                                                            const XRows& x_rows);
+//       acc[r][i] += this lane's share of Σ_c W[row r, col0 + c] · x_rows(a, i)[c] over the chunk
 
 // The lane policy of each format's fast kernel, specialized next to the policies (gemv_lanes_ggml.hpp,
 // gemv_lanes_afq_mx.hpp); `type` is void for formats without one. ScaleType matters only to formats whose separate

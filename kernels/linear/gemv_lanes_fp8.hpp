@@ -43,8 +43,8 @@ struct GemvE4m3 {
     }
   }
 
-  template <int M>
-  QRT_HD static void compute(const ChunkArgs& a, int lane, float (&acc)[kRows][M]) {
+  template <int M, class XRows = ContiguousX>
+  QRT_HD static void compute(const ChunkArgs& a, int lane, float (&acc)[kRows][M], const XRows& x_rows = {}) {
     const int tiles = (a.cols + kTileCols - 1) / kTileCols;
     for (int t = 0; t < tiles; ++t) {
       const int col = t * kTileCols + kLaneCols * lane;
@@ -52,7 +52,7 @@ struct GemvE4m3 {
       float xa[M][4], xb[M][4];
       QRT_GEMV_UNROLL
       for (int i = 0; i < M; ++i) {
-        const float* xi = a.x + i * a.x_stride + col;
+        const float* xi = x_rows(a, i) + col;
         ldg_x4(xi, xa[i]);
         ldg_x4(xi + 4, xb[i]);
       }

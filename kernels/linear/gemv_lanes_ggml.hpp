@@ -30,8 +30,8 @@ struct GemvQ4_0 {
 
   QRT_HD static void prepare(const ChunkArgs&, int) {}
 
-  template <int M>
-  QRT_HD static void compute(const ChunkArgs& a, int lane, float (&acc)[kRows][M]) {
+  template <int M, class XRows = ContiguousX>
+  QRT_HD static void compute(const ChunkArgs& a, int lane, float (&acc)[kRows][M], const XRows& x_rows = {}) {
     const int block = lane >> 2;
     const int quarter = lane & 3;
     const int col_lo = 32 * block + 4 * quarter;
@@ -40,7 +40,7 @@ struct GemvQ4_0 {
       float xa[M][4], xb[M][4];
       QRT_GEMV_UNROLL
       for (int i = 0; i < M; ++i) {
-        const float* xi = a.x + i * a.x_stride + t * kTileCols + col_lo;
+        const float* xi = x_rows(a, i) + t * kTileCols + col_lo;
         ldg_x4(xi, xa[i]);
         ldg_x4(xi + 16, xb[i]);
       }
@@ -73,8 +73,8 @@ struct GemvQ8_0 {
 
   QRT_HD static void prepare(const ChunkArgs&, int) {}
 
-  template <int M>
-  QRT_HD static void compute(const ChunkArgs& a, int lane, float (&acc)[kRows][M]) {
+  template <int M, class XRows = ContiguousX>
+  QRT_HD static void compute(const ChunkArgs& a, int lane, float (&acc)[kRows][M], const XRows& x_rows = {}) {
     const int block = lane >> 2;
     const int eighth = lane & 3;
     const int col = 32 * block + 8 * eighth;
@@ -83,7 +83,7 @@ struct GemvQ8_0 {
       float xa[M][4], xb[M][4];
       QRT_GEMV_UNROLL
       for (int i = 0; i < M; ++i) {
-        const float* xi = a.x + i * a.x_stride + t * kTileCols + col;
+        const float* xi = x_rows(a, i) + t * kTileCols + col;
         ldg_x4(xi, xa[i]);
         ldg_x4(xi + 4, xb[i]);
       }
@@ -146,8 +146,8 @@ struct GemvKQuant4 {
     }
   }
 
-  template <int M>
-  QRT_HD static void compute(const ChunkArgs& a, int lane, float (&acc)[kRows][M]) {
+  template <int M, class XRows = ContiguousX>
+  QRT_HD static void compute(const ChunkArgs& a, int lane, float (&acc)[kRows][M], const XRows& x_rows = {}) {
     const int pair = lane >> 3;
     const int col_lo = 64 * pair + 4 * (lane & 7);
     const int tiles = a.cols / kTileCols;
@@ -155,7 +155,7 @@ struct GemvKQuant4 {
       float xa[M][4], xb[M][4], sum_a[M], sum_b[M];
       QRT_GEMV_UNROLL
       for (int i = 0; i < M; ++i) {
-        const float* xi = a.x + i * a.x_stride + t * kTileCols + col_lo;
+        const float* xi = x_rows(a, i) + t * kTileCols + col_lo;
         ldg_x4(xi, xa[i]);
         ldg_x4(xi + 32, xb[i]);
         sum_a[i] = sum4(xa[i]);
@@ -219,8 +219,8 @@ struct GemvQ6_K {
 
   QRT_HD static void prepare(const ChunkArgs&, int) {}
 
-  template <int M>
-  QRT_HD static void compute(const ChunkArgs& a, int lane, float (&acc)[kRows][M]) {
+  template <int M, class XRows = ContiguousX>
+  QRT_HD static void compute(const ChunkArgs& a, int lane, float (&acc)[kRows][M], const XRows& x_rows = {}) {
     const int h = lane >> 4;
     const int k = (lane >> 2) & 3;
     const int j = 8 * (lane & 3);
@@ -235,7 +235,7 @@ struct GemvQ6_K {
       float xa[M][4], xb[M][4];
       QRT_GEMV_UNROLL
       for (int i = 0; i < M; ++i) {
-        const float* xi = a.x + i * a.x_stride + t * kTileCols + col;
+        const float* xi = x_rows(a, i) + t * kTileCols + col;
         ldg_x4(xi, xa[i]);
         ldg_x4(xi + 4, xb[i]);
       }

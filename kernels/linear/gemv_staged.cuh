@@ -80,12 +80,89 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
-template <class P, int M>
-__global__ void __launch_bounds__(kMaxWarpsPerBlock * 32, 1) gemv_staged_kernel(const StagedParams p) {
+// One warp's pass over its kRows rows: streams their packed bytes (src[r], row r's first byte) chunk by chunk
+// through the warp's ring and sets acc[r][i] = this lane's share of row r · x row i, where x row i of a chunk
+// starts at x_rows(args, i) with args.x = x + the chunk's first column. args carries the rows' scale parts and
+// row0/valid_rows; the chunk fields are set here. Leaves no copy in flight, so the ring can be reused at once.
+template <class P, int M, class XRows>
+__device__ __forceinline__ void stream_rows(uint8_t* ring, const uint8_t* const (&src)[P::kRows], int64_t cols,
+                                            const float* x, const XRows& x_rows, gemv_lanes::ChunkArgs& args,
+                                            int lane, float (&acc)[P::kRows][M]) {
   constexpr int R = P::kRows;
   constexpr int S = P::kStages;
   constexpr int CB = gemv_lanes::chunk_bytes<P>();
   static_assert(S >= 2, "the ring needs a buffer being filled and one being read");
+  const int chunks = gemv_lanes::chunk_count<P>(cols);
+
+  // Copies chunk c of every row into ring slot `slot`; one commit group per call, empty past the last chunk, so
+  // that cp.async.wait_group<S - 2> always means "chunk c has landed".
+  auto issue = [&](int c, int slot) {
+    if (c < chunks) {
+      const int bytes = gemv_lanes::bytes_in_chunk<P>(cols, c);
+      const int64_t offset = static_cast<int64_t>(c) * CB;
+      uint8_t* dst = ring + slot * (R * CB);
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        for (int i = 16 * lane; i < bytes; i += 16 * 32) cp_async_16(dst + r * CB + i, src[r] + offset + i);
+    }
+    cp_async_commit();
+  };
+
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) issue(s, s);
+
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < M; ++i) acc[r][i] = 0.0f;
+
+  args.scratch = reinterpret_cast<float*>(ring + S * R * CB);
+  args.x_stride = cols;
+  int read_slot = 0;
+  int write_slot = S - 1;
+  for (int c = 0; c < chunks; ++c) {
+    cp_async_wait<S - 2>();
+    // Every lane's copies of chunk c are visible to the warp, and every lane has finished reading the slot that
+    // the next issue overwrites (it held chunk c - 1) and the scratch that prepare() rewrites.
+    __syncwarp();
+    issue(c + S - 1, write_slot);
+    write_slot = write_slot + 1 == S ? 0 : write_slot + 1;
+
+    args.stage = ring + read_slot * (R * CB);
+    args.col0 = static_cast<int64_t>(c) * gemv_lanes::chunk_cols<P>();
+    args.cols = gemv_lanes::cols_in_chunk<P>(cols, c);
+    args.x = x + args.col0;
+    if constexpr (P::kHasPrepare) {
+      P::prepare(args, lane);
+      __syncwarp();
+    }
+    P::template compute<M>(args, lane, acc, x_rows);
+    read_slot = read_slot + 1 == S ? 0 : read_slot + 1;
+  }
+  cp_async_wait<0>();  // no copy may still target shared memory when the warp exits or refills the ring
+  __syncwarp();        // nor may a lane still read the ring or the scratch when another starts the next pass
+}
+
+// acc[r][i] summed over the warp's lanes, stored by lane (r·M + i) mod 32 at y_row(i)[row0 + r] for the valid
+// rows and the first `count` batch rows (every lane holds the sum, so the stores spread over the lanes).
+template <int R, int M, class YRow>
+__device__ __forceinline__ void store_warp_sums(const float (&acc)[R][M], int64_t row0, int valid, int lane, int count,
+                                                const YRow& y_row) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      float v = acc[r][i];
+#pragma unroll
+      for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+      if (r < valid && i < count && lane == ((r * M + i) & 31)) y_row(i)[row0 + r] = v;
+    }
+  }
+}
+
+template <class P, int M>
+__global__ void __launch_bounds__(kMaxWarpsPerBlock * 32, 1) gemv_staged_kernel(const StagedParams p) {
+  constexpr int R = P::kRows;
   extern __shared__ __align__(16) uint8_t smem[];
 
   const int warp = static_cast<int>(threadIdx.x >> 5);
@@ -99,34 +176,8 @@ __global__ void __launch_bounds__(kMaxWarpsPerBlock * 32, 1) gemv_staged_kernel(
   const uint8_t* src[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) src[r] = p.data + (row0 + min(r, valid - 1)) * row_bytes;
-  const int chunks = gemv_lanes::chunk_count<P>(p.cols);
-
-  // Copies chunk c of every row into ring slot `slot`; one commit group per call, empty past the last chunk, so
-  // that cp.async.wait_group<S - 2> always means "chunk c has landed".
-  auto issue = [&](int c, int slot) {
-    if (c < chunks) {
-      const int bytes = gemv_lanes::bytes_in_chunk<P>(p.cols, c);
-      const int64_t offset = static_cast<int64_t>(c) * CB;
-      uint8_t* dst = ring + slot * (R * CB);
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-        for (int i = 16 * lane; i < bytes; i += 16 * 32) cp_async_16(dst + r * CB + i, src[r] + offset + i);
-    }
-    cp_async_commit();
-  };
-
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) issue(s, s);
-
-  float acc[R][M];
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int i = 0; i < M; ++i) acc[r][i] = 0.0f;
 
   gemv_lanes::ChunkArgs args;
-  args.scratch = reinterpret_cast<float*>(ring + S * R * CB);
-  args.x_stride = p.cols;
   args.row0 = row0;
   args.valid_rows = valid;
   args.scales = p.scales;
@@ -134,41 +185,9 @@ __global__ void __launch_bounds__(kMaxWarpsPerBlock * 32, 1) gemv_staged_kernel(
   args.groups_per_row = p.groups_per_row;
   args.group_shift = p.group_shift;
   args.global_scale = p.global_scale;
-
-  int read_slot = 0;
-  int write_slot = S - 1;
-  for (int c = 0; c < chunks; ++c) {
-    cp_async_wait<S - 2>();
-    // Every lane's copies of chunk c are visible to the warp, and every lane has finished reading the slot that
-    // the next issue overwrites (it held chunk c - 1) and the scratch that prepare() rewrites.
-    __syncwarp();
-    issue(c + S - 1, write_slot);
-    write_slot = write_slot + 1 == S ? 0 : write_slot + 1;
-
-    args.stage = ring + read_slot * (R * CB);
-    args.col0 = static_cast<int64_t>(c) * gemv_lanes::chunk_cols<P>();
-    args.cols = gemv_lanes::cols_in_chunk<P>(p.cols, c);
-    args.x = p.x + args.col0;
-    if constexpr (P::kHasPrepare) {
-      P::prepare(args, lane);
-      __syncwarp();
-    }
-    P::template compute<M>(args, lane, acc);
-    read_slot = read_slot + 1 == S ? 0 : read_slot + 1;
-  }
-  cp_async_wait<0>();  // no copy may still target shared memory when the warp exits
-
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-#pragma unroll
-    for (int i = 0; i < M; ++i) {
-      float v = acc[r][i];
-#pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-      // Every lane holds the sum; spread the stores over the lanes.
-      if (r < valid && lane == ((r * M + i) & 31)) p.y[i * p.rows + row0 + r] = v;
-    }
-  }
+  float acc[R][M];
+  stream_rows<P, M>(ring, src, p.cols, p.x, gemv_lanes::ContiguousX{}, args, lane, acc);
+  store_warp_sums<R, M>(acc, row0, valid, lane, M, [&](int i) { return p.y + i * p.rows; });
 }
 
 inline bool aligned_to(const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }

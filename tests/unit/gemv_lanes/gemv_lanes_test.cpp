@@ -19,6 +19,7 @@
 #include "gemv_test_weights.hpp"
 #include "kernels/linear/gemv_batch.hpp"
 #include "kernels/linear/gemv_lanes_afq_mx.hpp"
+#include "kernels/linear/gemv_lanes_dense.hpp"
 #include "kernels/linear/gemv_lanes_fp8.hpp"
 #include "kernels/linear/gemv_lanes_ggml.hpp"
 #include "test_support.hpp"
