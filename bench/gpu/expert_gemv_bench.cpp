@@ -3,7 +3,9 @@
 // decoding whole blocks) and the integer-dot one (expert_gemv_dp4a, x quantized before timing as the norm would).
 // Each run routes to the next 8 experts (16 runs before one repeats, more bytes than the L2 holds), so no run finds
 // its experts in L2. Bytes are the 8 experts' weights + x + y, each once; pct_of_copy_bw against the measured copy.
-// Batches of 8 and 512 tokens (a decode batch, a prompt) compare the two grouped kernels (BM_ExpertsBatch).
+// Batches of 8 and 512 tokens (a decode batch, a prompt) compare the grouped kernels (BM_ExpertsBatch). The formats
+// without an integer-dot kernel (MXFP4 as gpt-oss ships it, block FP8, BF16) compare the float kernels with the
+// staged ones (expert_gemv_staged*), which stream each expert's rows as the dense model's GEMV does.
 #include <algorithm>
 #include <random>
 #include <string>
@@ -43,7 +45,19 @@ bool make_stack(benchmark::State& state, FormatId id, int64_t rows, int64_t cols
   return true;
 }
 
-void BM_Experts(benchmark::State& state, FormatId id, int64_t rows, int64_t cols, bool shared_input, bool dp4a) {
+enum class Kernel { kFloat, kDp4a, kStaged, kMma };
+
+const char* kernel_prefix(Kernel k, bool grouped) {
+  switch (k) {
+    case Kernel::kMma: return "experts_grouped_mma/";
+    case Kernel::kDp4a: return grouped ? "experts_grouped_dp4a/" : "experts_dp4a/";
+    case Kernel::kStaged: return grouped ? "experts_grouped_staged/" : "experts_staged/";
+    default: return grouped ? "experts_grouped_float/" : "experts_float/";
+  }
+}
+
+void BM_Experts(benchmark::State& state, FormatId id, int64_t rows, int64_t cols, bool shared_input, Kernel kind) {
+  const bool dp4a = kind == Kernel::kDp4a;
   ExpertStack stack;
   if (!make_stack(state, id, rows, cols, &stack)) return;
   const QuantView& expert0 = stack.expert0;
@@ -73,6 +87,8 @@ void BM_Experts(benchmark::State& state, FormatId id, int64_t rows, int64_t cols
   int64_t run_index = 0;
   auto run = [&] {
     const int32_t* route = ids.as<int32_t>() + (run_index++ % (kExperts / kTopK)) * kTopK;
+    if (kind == Kernel::kStaged)
+      return kernels::expert_gemv_staged(id, expert0, *sizes, route, shape, x.as<float>(), y.as<float>(), nullptr);
     return dp4a ? kernels::expert_gemv_dp4a(id, expert0, *sizes, route, shape, {q.codes, q.scales}, y.as<float>(),
                                             nullptr)
                 : kernels::expert_gemv(id, expert0, *sizes, route, shape, x.as<float>(), y.as<float>(), nullptr);
@@ -86,7 +102,7 @@ void BM_Experts(benchmark::State& state, FormatId id, int64_t rows, int64_t cols
                        (dp4a ? static_cast<double>(kernels::q8_activation_bytes(x_rows, cols)) : 4.0 * x_rows * cols) +
                        4.0 * kTopK * rows;
   state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
-  state.SetLabel(dp4a ? "expert_gemv_dp4a" : "expert_gemv (float)");
+  state.SetLabel(dp4a ? "expert_gemv_dp4a" : kind == Kernel::kStaged ? "expert_gemv_staged" : "expert_gemv (float)");
   state.counters["pct_of_copy_bw"] = benchmark::Counter(bytes * state.iterations() / measured_copy_bandwidth() * 100.0,
                                                         benchmark::Counter::kIsRate);
 }
@@ -96,11 +112,9 @@ void BM_Experts(benchmark::State& state, FormatId id, int64_t rows, int64_t cols
 // x quantized before timing, each including its slot-sorting (and chunking, gathering) kernels.
 // Each token routes to 8 distinct experts drawn at random; the runs cycle through 4 such routings so that a run
 // does not find the last one's experts in L2. Bytes: each routing's distinct experts once, x and y once, averaged.
-enum class Grouped { kFloat, kDp4a, kMma };
-
 void BM_ExpertsBatch(benchmark::State& state, FormatId id, int64_t rows, int64_t cols, bool shared_input,
-                     int64_t tokens, Grouped kind) {
-  const bool dp4a = kind != Grouped::kFloat;  // x quantized
+                     int64_t tokens, Kernel kind) {
+  const bool dp4a = kind == Kernel::kDp4a || kind == Kernel::kMma;  // x quantized
   ExpertStack stack;
   if (!make_stack(state, id, rows, cols, &stack)) return;
   const QuantView& expert0 = stack.expert0;
@@ -126,7 +140,7 @@ void BM_ExpertsBatch(benchmark::State& state, FormatId id, int64_t rows, int64_t
   const kernels::ExpertGemvShape shape{tokens, kTopK, kExperts, shared_input};
   DeviceBuffer ids(routes.size() * 4), x(x_rows * cols * 4), y(slots * rows * 4),
       q8(kernels::q8_activation_bytes(x_rows, cols)),
-      workspace(kind == Grouped::kMma ? kernels::expert_gemm_mma_workspace_bytes(id, shape, cols)
+      workspace(kind == Kernel::kMma ? kernels::expert_gemm_mma_workspace_bytes(id, shape, cols)
                                       : kernels::expert_gemv_grouped_workspace_bytes(shape));
   QRT_BENCH_CUDA(cudaMemcpy(ids.ptr, routes.data(), routes.size() * 4, cudaMemcpyHostToDevice));
   std::vector<float> hx(static_cast<size_t>(x_rows * cols));
@@ -142,12 +156,15 @@ void BM_ExpertsBatch(benchmark::State& state, FormatId id, int64_t rows, int64_t
   auto run = [&] {
     const int32_t* route = ids.as<int32_t>() + (run_index++ % kRoutings) * slots;
     switch (kind) {
-      case Grouped::kMma:
+      case Kernel::kMma:
         return kernels::expert_gemm_mma_grouped(id, expert0, *sizes, route, shape, {q.codes, q.scales},
                                                 y.as<float>(), workspace.ptr, nullptr);
-      case Grouped::kDp4a:
+      case Kernel::kDp4a:
         return kernels::expert_gemv_dp4a_grouped(id, expert0, *sizes, route, shape, {q.codes, q.scales},
                                                  y.as<float>(), workspace.ptr, nullptr);
+      case Kernel::kStaged:
+        return kernels::expert_gemv_staged_grouped(id, expert0, *sizes, route, shape, x.as<float>(), y.as<float>(),
+                                                   workspace.ptr, nullptr);
       default:
         return kernels::expert_gemv_grouped(id, expert0, *sizes, route, shape, x.as<float>(), y.as<float>(),
                                             workspace.ptr, nullptr);
@@ -162,9 +179,10 @@ void BM_ExpertsBatch(benchmark::State& state, FormatId id, int64_t rows, int64_t
                        (dp4a ? static_cast<double>(kernels::q8_activation_bytes(x_rows, cols)) : 4.0 * x_rows * cols) +
                        4.0 * static_cast<double>(slots * rows);
   state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
-  const char* label = kind == Grouped::kMma    ? "expert_gemm_mma_grouped"
-                      : kind == Grouped::kDp4a ? "expert_gemv_dp4a_grouped"
-                                               : "expert_gemv_grouped (float)";
+  const char* label = kind == Kernel::kMma      ? "expert_gemm_mma_grouped"
+                      : kind == Kernel::kDp4a   ? "expert_gemv_dp4a_grouped"
+                      : kind == Kernel::kStaged ? "expert_gemv_staged_grouped"
+                                                : "expert_gemv_grouped (float)";
   state.SetLabel(std::string(label) + ", " +
                  std::to_string(static_cast<int>(distinct + 0.5)) + " experts used");
   state.counters["pct_of_copy_bw"] = benchmark::Counter(bytes * state.iterations() / measured_copy_bandwidth() * 100.0,
@@ -180,26 +198,27 @@ const bool registered = [] {
     bool shared_input;
   };
   const Shape shapes[] = {{"gate_768x2048", 768, 2048, true}, {"down_2048x768", 2048, 768, false}};
-  for (FormatId id : {FormatId::kQ4_K, FormatId::kQ8_0}) {
-    for (const Shape& s : shapes) {
-      for (bool dp4a : {false, true}) {
-        const std::string name =
-            std::string(dp4a ? "experts_dp4a/" : "experts_float/") + std::string(format_name(id)) + "/" + s.name;
-        benchmark::RegisterBenchmark(name.c_str(), BM_Experts, id, s.rows, s.cols, s.shared_input, dp4a)
-            ->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
-      }
-      for (int64_t tokens : {8, 512}) {
-        for (Grouped kind : {Grouped::kFloat, Grouped::kDp4a, Grouped::kMma}) {
-          const char* prefix = kind == Grouped::kMma    ? "experts_grouped_mma/"
-                               : kind == Grouped::kDp4a ? "experts_grouped_dp4a/"
-                                                        : "experts_grouped_float/";
-          const std::string name =
-              prefix + std::string(format_name(id)) + "/" + s.name + "/tokens:" + std::to_string(tokens);
-          benchmark::RegisterBenchmark(name.c_str(), BM_ExpertsBatch, id, s.rows, s.cols, s.shared_input, tokens,
-                                       kind)
-              ->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
-        }
-      }
+  auto add = [](FormatId id, const Shape& s, Kernel kind) {
+    const std::string name = kernel_prefix(kind, false) + std::string(format_name(id)) + "/" + s.name;
+    benchmark::RegisterBenchmark(name.c_str(), BM_Experts, id, s.rows, s.cols, s.shared_input, kind)
+        ->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
+  };
+  auto add_batch = [](FormatId id, const Shape& s, int64_t tokens, Kernel kind) {
+    const std::string name = kernel_prefix(kind, true) + std::string(format_name(id)) + "/" + s.name +
+                             "/tokens:" + std::to_string(tokens);
+    benchmark::RegisterBenchmark(name.c_str(), BM_ExpertsBatch, id, s.rows, s.cols, s.shared_input, tokens, kind)
+        ->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
+  };
+  for (const Shape& s : shapes) {
+    for (FormatId id : {FormatId::kQ4_K, FormatId::kQ8_0}) {
+      for (Kernel kind : {Kernel::kFloat, Kernel::kDp4a}) add(id, s, kind);
+      for (int64_t tokens : {8, 512})
+        for (Kernel kind : {Kernel::kFloat, Kernel::kDp4a, Kernel::kMma}) add_batch(id, s, tokens, kind);
+    }
+    for (FormatId id : {FormatId::kMXFP4, FormatId::kFP8_BLOCK, FormatId::kBF16}) {
+      for (Kernel kind : {Kernel::kFloat, Kernel::kStaged}) add(id, s, kind);
+      for (int64_t tokens : {8, 512})
+        for (Kernel kind : {Kernel::kFloat, Kernel::kStaged}) add_batch(id, s, tokens, kind);
     }
   }
   return true;
