@@ -303,8 +303,9 @@ Status CudaBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32
     }
   }
   forget_q8_source();
-  // The formats without an integer-dot kernel (MXFP4, FP8, BF16, ... experts) on the dense model's staged kernel:
-  // one token's slots each on their own, several tokens grouped by expert (the same bits either way).
+  // The formats without an integer-dot kernel (FP8, NVFP4, BF16, ... experts; OCP MXFP4 with the float GEMV chosen)
+  // on the dense model's staged kernel: one token's slots each on their own, several tokens grouped by expert (the
+  // same bits either way).
   if (kernels::expert_gemv_staged_applies(w->format, expert0, w->matrix_parts, x.data)) {
     if (ids.rows == 1)
       return kernels::expert_gemv_staged(w->format, expert0, w->matrix_parts, ids.data, shape, x.data, y.data,

@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(kTileThreads) q8_tiles_kernel(const int8_t* __
 template <class P, int NT>
 __global__ void __launch_bounds__(kThreads) gemm_q8_mma_kernel(const MmaParams p) {
   __shared__ float4 partial[kWarps][kMTiles][32];
-  multiply_rows<P, NT>(p, p.data, p.tiles, p.m, static_cast<int64_t>(blockIdx.x) * kBlockRows, partial,
+  multiply_rows<P, NT>(p, p.data, p.scales, p.tiles, p.m, static_cast<int64_t>(blockIdx.x) * kBlockRows, partial,
                        [&](int n, int64_t row, float v) { p.y[static_cast<int64_t>(n) * p.rows + row] = v; });
 }
 
@@ -50,9 +50,16 @@ Status launch(const quant::QuantView& w, const void* tiles, int m, float* y, cud
   constexpr int kRowsPerLaunch = launch_tiles<P>() * kMmaTileRows;
   for (int first = 0; first < m; first += kRowsPerLaunch) {
     const int rows_here = m - first < kRowsPerLaunch ? m - first : kRowsPerLaunch;
-    const MmaParams p{w.data, w.rows, w.cols / P::kStepCols * P::kStepBytes, w.cols / P::kStepCols, x_blocks,
-                      static_cast<const uint8_t*>(tiles) + first / kMmaTileRows * x_blocks * kMmaTileBytes, rows_here,
-                      y + static_cast<int64_t>(first) * w.rows};
+    const MmaParams p{w.data,
+                      w.rows,
+                      w.cols / P::kStepCols * P::kStepBytes,
+                      w.cols / P::kStepCols,
+                      x_blocks,
+                      static_cast<const uint8_t*>(tiles) + first / kMmaTileRows * x_blocks * kMmaTileBytes,
+                      rows_here,
+                      y + static_cast<int64_t>(first) * w.rows,
+                      w.scales,
+                      w.cols / kQ8BlockCols};  // OCP MXFP4's scale bytes: one per 32 columns (others: unused)
     switch ((rows_here + kMmaTileRows - 1) / kMmaTileRows) {
       case 1: gemm_q8_mma_kernel<P, 1><<<blocks, kThreads, 0, stream>>>(p); break;
       case 2: gemm_q8_mma_kernel<P, 2><<<blocks, kThreads, 0, stream>>>(p); break;
@@ -78,6 +85,7 @@ int step_cols(quant::FormatId format) {
     case quant::FormatId::kQ6_K: return mma_q8::Q6K::kStepCols;
     case quant::FormatId::kIQ4_NL: return mma_q8::Iq4Nl::kStepCols;
     case quant::FormatId::kMXFP4_GGML: return mma_q8::Mxfp4Ggml::kStepCols;
+    case quant::FormatId::kMXFP4: return mma_q8::Mxfp4Ocp::kStepCols;
     default: return 0;
   }
 }
@@ -103,6 +111,7 @@ bool gemm_q8_mma_applies(quant::FormatId format, const quant::QuantView& w) {
   const int step = step_cols(format);
   if (step == 0 || w.data == nullptr || reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return false;
   if (w.rows <= 0 || w.cols <= 0 || w.cols % step != 0) return false;
+  if (format == quant::FormatId::kMXFP4 && w.scales == nullptr) return false;  // its E8M0 bytes: any address
   return (w.rows + kBlockRows - 1) / kBlockRows < INT_MAX;
 }
 
@@ -122,6 +131,7 @@ Status gemm_q8_mma(quant::FormatId format, const quant::QuantView& w, const void
     case quant::FormatId::kQ5_K: return launch<mma_q8::Q5K>(w, tiles, m, y, stream);
     case quant::FormatId::kIQ4_NL: return launch<mma_q8::Iq4Nl>(w, tiles, m, y, stream);
     case quant::FormatId::kMXFP4_GGML: return launch<mma_q8::Mxfp4Ggml>(w, tiles, m, y, stream);
+    case quant::FormatId::kMXFP4: return launch<mma_q8::Mxfp4Ocp>(w, tiles, m, y, stream);
     default: return launch<mma_q8::Q6K>(w, tiles, m, y, stream);  // gemm_q8_mma_applies left only Q6_K
   }
 }

@@ -29,26 +29,42 @@ struct MmaParams {
   const uint8_t* tiles;
   int m;
   float* y;
+  // Formats with a separate scale array (kSeparateScales): the matrix's (expert 0's) and its bytes per row.
+  const uint8_t* scales = nullptr;
+  int64_t scale_row_bytes = 0;
 };
 
-// A block's kBlockRows weight rows from row0 of the matrix at `data` times NT batch tiles of 8 rows of `tiles` (m <= 8
-// NT); p gives the rest (row count and bytes, steps, x blocks). They are separate arguments so that a kernel that
+// Whether policy P reads a scale array apart from its rows.
+template <class P>
+__host__ __device__ constexpr bool separate_scales() {
+  if constexpr (requires { P::kSeparateScales; }) {
+    return P::kSeparateScales;
+  } else {
+    return false;
+  }
+}
+
+// A block's kBlockRows weight rows from row0 of the matrix at `data` (and its scale array at `scales`, for the
+// formats that have one) times NT batch tiles of 8 rows of `tiles` (m <= 8 NT); p gives the rest (row count and bytes, steps, x blocks). They are separate arguments so that a kernel that
 // picks them per block (an expert, a chunk of slots) need not copy p into registers. Lane (g, t) owns rows g and g + 8
 // of each A tile and batch columns 2t, 2t + 1 of each B tile (the C fragment's places). store(n, row, sum) writes
 // each output of a row < p.rows and a batch row n < m; `partial` is the kernel's
 // __shared__ float4 [kWarps][kMTiles][32].
 template <class P, int NT, class Store>
-__device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t* data, const uint8_t* tiles, int m,
-                                              int64_t row0, float4 (*partial)[kMTiles][32], const Store& store) {
+__device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t* data, const uint8_t* scales,
+                                              const uint8_t* tiles, int m, int64_t row0, float4 (*partial)[kMTiles][32],
+                                              const Store& store) {
   const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
   const int g = lane >> 2, t = lane & 3;
   const uint8_t* rows[kMTiles][2];
+  const uint8_t* scale_rows[kMTiles][2];
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t r = min(row0 + 16 * mt + 8 * h + g, p.rows - 1);  // past the end: a repeat, not stored
       rows[mt][h] = data + r * p.row_bytes;
+      scale_rows[mt][h] = separate_scales<P>() ? scales + r * p.scale_row_bytes : nullptr;
     }
 
   float acc[kMTiles][NT][4];
@@ -65,7 +81,13 @@ __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t*
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) raw[mt][h] = P::load(rows[mt][h], s, t);
+      for (int h = 0; h < 2; ++h) {
+        if constexpr (separate_scales<P>()) {
+          raw[mt][h] = P::load(rows[mt][h], scale_rows[mt][h], s, t);
+        } else {
+          raw[mt][h] = P::load(rows[mt][h], s, t);
+        }
+      }
 #pragma unroll
     for (int j = 0; j < P::kStepBlocks; ++j) {
       uint32_t a[kMTiles][4];

@@ -4,7 +4,8 @@
 // and a minimum m such that the block's Σ_c w_c · x_c = d · Σ_c q_c · x_c − m · Σ_c x_c (the CPU reference's
 // dequantization, regrouped):
 //   kStepCols, kStepBytes         columns and bytes per step (the row width must be a whole number of steps)
-//   Raw load(row, step, t)        the lane's bytes of the step
+//   Raw load(row, step, t)        the lane's bytes of the step (with kSeparateScales: load(row, row_scales, step, t),
+//                                 the row's bytes of the format's separate scale array too)
 //   block(raw, j, k0, k16, d, m)  block j's two code words, scale and minimum
 // Formats with a scale per 16 columns (Q6_K) set kHalfScales and give two: d for columns 0..15 of the block (k0's),
 // d16 for 16..31 (k16's): block(raw, j, k0, k16, d, d16, m); the kernel then multiplies each half by itself.
@@ -95,6 +96,41 @@ struct Mxfp4Ggml {
     k0 = dp4a::table_levels<dp4a::Mxfp4Levels>(r.q[j] & 0x0F0F0F0Fu);
     k16 = dp4a::table_levels<dp4a::Mxfp4Levels>((r.q[j] >> 4) & 0x0F0F0F0Fu);
     d = quant::FormatTraits<quant::FormatId::kMXFP4_GGML>::e8m0_to_f32_half(static_cast<uint8_t>(r.e[j]));
+    m = 0.0f;
+  }
+};
+
+// OCP MXFP4 (gpt-oss's checkpoints, UQFF): each row a stream of E2M1 nibbles, byte i holding columns 2i (low) and
+// 2i + 1 (high), 16 bytes per 32-column block, the blocks' E8M0 scale bytes in a separate [rows, cols / 32] array
+// (kSeparateScales: the kernel hands load() the row's scale bytes too). Lane t's columns 4t .. 4t+3 are bytes 2t and
+// 2t + 1 of the block and columns 16+4t .. 16+4t+3 bytes 8+2t and 9+2t: one 2-byte load each, unzipped into column
+// order by two byte permutes, then the doubled E2M1 levels looked up as for GGML's blocks; d = 2^(e - 127) / 2, m = 0.
+struct Mxfp4Ocp {
+  static constexpr bool kHalfScales = false;
+  static constexpr bool kSeparateScales = true;
+  static constexpr int kStepBlocks = 8;
+  static constexpr int kStepCols = 32 * kStepBlocks;
+  static constexpr int kBlockBytes = 16;
+  static constexpr int kStepBytes = kStepBlocks * kBlockBytes;
+  struct Raw {
+    uint32_t q[kStepBlocks], e[kStepBlocks];
+  };
+  __device__ static Raw load(const uint8_t* row, const uint8_t* row_scales, int64_t step, int t) {
+    Raw r;
+    const uint8_t* b = row + step * kStepBytes;
+    const uint8_t* e = row_scales + step * kStepBlocks;
+#pragma unroll
+    for (int j = 0; j < kStepBlocks; ++j) {
+      r.q[j] = ldg_u16(b + j * kBlockBytes + 2 * t) | ldg_u16(b + j * kBlockBytes + 8 + 2 * t) << 16;
+      r.e[j] = __ldg(e + j);
+    }
+    return r;
+  }
+  __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& m) {
+    const uint32_t lo = r.q[j] & 0x0F0F0F0Fu, hi = (r.q[j] >> 4) & 0x0F0F0F0Fu;
+    k0 = dp4a::table_levels<dp4a::Mxfp4Levels>(__byte_perm(lo, hi, 0x5140));
+    k16 = dp4a::table_levels<dp4a::Mxfp4Levels>(__byte_perm(lo, hi, 0x7362));
+    d = 0.5f * quant::e8m0_to_f32(static_cast<uint8_t>(r.e[j]));
     m = 0.0f;
   }
 };

@@ -18,6 +18,7 @@ int64_t policy_block_cols(quant::FormatId format) {
     case quant::FormatId::kQ8_0:
     case quant::FormatId::kIQ4_NL:
     case quant::FormatId::kMXFP4_GGML:
+    case quant::FormatId::kMXFP4:
     case quant::FormatId::kAFQ4:
     case quant::FormatId::kAFQ8: return 32;
     case quant::FormatId::kQ2_K:
@@ -55,6 +56,7 @@ bool gemv_dp4a_applies(quant::FormatId format, const quant::QuantView& w) {
     if (reinterpret_cast<uintptr_t>(w.scales) % align != 0 || reinterpret_cast<uintptr_t>(w.biases) % align != 0)
       return false;
   }
+  if (format == quant::FormatId::kMXFP4 && w.scales == nullptr) return false;  // E8M0 bytes: any address
   return w.cols / 8 < INT_MAX;  // items per row fit an int (8 columns per item at the least)
 }
 

@@ -90,6 +90,54 @@ struct Mxfp4Ggml : TableLevelsItems {
   }
 };
 
+// OCP MXFP4 (gpt-oss's checkpoints, UQFF, Ollama's mxfp4): each row a stream of E2M1 nibbles, byte i holding
+// columns 2i (low) and 2i + 1 (high), and a separate [rows, cols / 32] array of E8M0 scale bytes (kScaleGroupCols
+// and kScaleBytes tell the launch so; the tensor's params do not). An item is one 32-column block: its 16 code bytes
+// in one load, the even and odd columns' doubled E2M1 values looked up as signed bytes once for every batch row and
+// dotted with x's even and odd bytes, as AFQ4 does with its codes; d = 2^(e - 127) / 2.
+struct Mxfp4Ocp {
+  static constexpr int kBlockCols = 32;
+  static constexpr int kBlockBytes = 16;
+  static constexpr int kItemsPerBlock = 1;
+  static constexpr int kScaleGroupCols = 32;
+  static constexpr int kScaleBytes = 1;
+
+  struct W {
+    uint32_t even[4], odd[4];  // word t: the levels of columns 8t + 0, 2, 4, 6 and 8t + 1, 3, 5, 7
+    float d;
+  };
+  using X = Afq<4, quant::ScalarType::kF32>::X;
+
+  __device__ static W fetch(const RowRef& row, int it) {
+    const uint4 q = ldg_u128(row.data + static_cast<int64_t>(it) * kBlockBytes);
+    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+    W w;
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      w.even[t] = table_levels<Mxfp4Levels>(words[t] & 0x0F0F0F0Fu);
+      w.odd[t] = table_levels<Mxfp4Levels>((words[t] >> 4) & 0x0F0F0F0Fu);
+    }
+    const int64_t group = (static_cast<int64_t>(it) * kBlockCols) >> row.group_shift;
+    w.d = 0.5f * quant::e8m0_to_f32(__ldg(row.scales + group));
+    return w;
+  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
+    return Afq<4, quant::ScalarType::kF32>::load_x(codes, scales, it);
+  }
+  // Σ level·x over the item for one limb (x: its 32 code bytes as two uint4).
+  __device__ static int limb(const W& w, const uint4 (&x)[2]) {
+    const uint32_t xs[8] = {x[0].x, x[0].y, x[0].z, x[0].w, x[1].x, x[1].y, x[1].z, x[1].w};
+    int acc = 0;
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      acc = __dp4a(static_cast<int>(w.even[t]), static_cast<int>(__byte_perm(xs[2 * t], xs[2 * t + 1], 0x6420)), acc);
+      acc = __dp4a(static_cast<int>(w.odd[t]), static_cast<int>(__byte_perm(xs[2 * t], xs[2 * t + 1], 0x7531)), acc);
+    }
+    return acc;
+  }
+  __device__ static float dot(const W& w, const X& x, int) { return w.d * limb_dot(x.s, limb(w, x.hi), limb(w, x.lo)); }
+};
+
 // IQ4_XS: 136-byte super-blocks of 256 {f16 d, u16 scales_h, 4 bytes scales_l, 8 x 16 bytes of nibbles}: sub-block
 // sb (32 columns, 16 bytes at 8 + 16 sb) has the 6-bit scale (nibble sb % 2 of scales_l[sb / 2]) | (bits 2 sb of
 // scales_h) << 4, minus 32. Sixteen items per super-block, two per sub-block.

@@ -255,11 +255,16 @@ Status launch(const Dp4aLaunch& l) {
   const int64_t blocks_per_row = w.cols / P::kBlockCols;
   int64_t groups_per_row = 0;
   int group_shift = 0;
-  if (w.params.group_size > 0 && w.scales != nullptr) {
+  int scale_bytes = 0;
+  if constexpr (requires { P::kScaleGroupCols; }) {  // a scale layout fixed by the format (OCP MXFP4)
+    groups_per_row = w.cols / P::kScaleGroupCols;
+    while ((1 << group_shift) < P::kScaleGroupCols) ++group_shift;
+    scale_bytes = P::kScaleBytes;
+  } else if (w.params.group_size > 0 && w.scales != nullptr) {  // AFQ: the tensor's group size and scale dtype
     groups_per_row = w.cols / w.params.group_size;
     while ((1 << group_shift) < w.params.group_size) ++group_shift;
+    scale_bytes = quant::float_scale_bytes(w.params.scale_type);
   }
-  const int scale_bytes = w.scales == nullptr ? 0 : quant::float_scale_bytes(w.params.scale_type);
   Dp4aParams params{groups_per_row, scale_bytes, group_shift, blocks_per_row * P::kBlockBytes,
                     static_cast<int>(blocks_per_row * P::kItemsPerBlock), w.cols / kQ8BlockCols,
                     x.codes, x.scales, plan_part_grid(parts, kTallRows, l.rows_per_block), {}, {}, {}, {}, {}};

@@ -33,18 +33,22 @@ using mma_block::multiply_rows;
 constexpr int kTileThreads = 128;  // 4 tiles per block, a warp each
 constexpr int64_t kMaxGridY = 65535;
 
-// The most batch tiles a chunk holds for a policy: the dense GEMM's per launch, but 3 for Q4_0 (and IQ4_NL, MXFP4,
-// whose raw words are as many), which spilled 68 bytes at 4 here (the per-chunk choice of the tile count keeps every
+// The most batch tiles a chunk holds for a policy: the dense GEMM's per launch, but 3 for Q4_0 (and IQ4_NL, both
+// MXFP4s, whose raw words are as many), which spilled 68 bytes at 4 here (the per-chunk choice of the tile count keeps every
 // instance live at once).
 template <class P>
 __host__ __device__ constexpr int chunk_tiles() {
-  return std::is_base_of_v<mma_q8::Q4_0, P> || std::is_same_v<P, mma_q8::Mxfp4Ggml> ? 3 : launch_tiles<P>();
+  return std::is_base_of_v<mma_q8::Q4_0, P> || std::is_same_v<P, mma_q8::Mxfp4Ggml> ||
+                 std::is_same_v<P, mma_q8::Mxfp4Ocp>
+             ? 3
+             : launch_tiles<P>();
 }
 int chunk_tiles(quant::FormatId format) {
   switch (format) {
     case quant::FormatId::kQ4_0:
     case quant::FormatId::kIQ4_NL:
-    case quant::FormatId::kMXFP4_GGML: return chunk_tiles<mma_q8::Q4_0>();
+    case quant::FormatId::kMXFP4_GGML:
+    case quant::FormatId::kMXFP4: return chunk_tiles<mma_q8::Q4_0>();
     case quant::FormatId::kQ6_K: return chunk_tiles<mma_q8::Q6K>();
     default: return chunk_tiles<mma_q8::Q4K>();
   }
@@ -111,6 +115,7 @@ __global__ void __launch_bounds__(kTileThreads) gather_tiles_kernel(
 // its slot count.
 template <class P>
 __global__ void __launch_bounds__(kThreads) expert_gemm_mma_kernel(const MmaParams p, uint64_t expert_stride,
+                                                                   uint64_t scale_stride,
                                                                    const int32_t* __restrict__ chunks,
                                                                    int64_t max_chunks, uint64_t chunk_tile_bytes,
                                                                    const int32_t* __restrict__ order) {
@@ -119,31 +124,40 @@ __global__ void __launch_bounds__(kThreads) expert_gemm_mma_kernel(const MmaPara
   if (c >= chunks[3 * max_chunks]) return;  // the whole block: past the table
   const int32_t expert = chunks[3 * c], first = chunks[3 * c + 1], count = chunks[3 * c + 2];
   const uint8_t* data = p.data + static_cast<uint64_t>(expert) * expert_stride;
+  const uint8_t* scales = p.scales == nullptr ? nullptr : p.scales + static_cast<uint64_t>(expert) * scale_stride;
   const uint8_t* tiles = p.tiles + static_cast<uint64_t>(c) * chunk_tile_bytes;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   const auto store = [&](int n, int64_t row, float v) {
     p.y[static_cast<int64_t>(order[first + n]) * p.rows + row] = v;
   };
   switch ((count + kMmaTileRows - 1) / kMmaTileRows) {
-    case 1: multiply_rows<P, 1>(p, data, tiles, count, row0, partial, store); break;
-    case 2: multiply_rows<P, 2>(p, data, tiles, count, row0, partial, store); break;
+    case 1: multiply_rows<P, 1>(p, data, scales, tiles, count, row0, partial, store); break;
+    case 2: multiply_rows<P, 2>(p, data, scales, tiles, count, row0, partial, store); break;
     case 3:
-      if constexpr (chunk_tiles<P>() >= 3) multiply_rows<P, 3>(p, data, tiles, count, row0, partial, store);
+      if constexpr (chunk_tiles<P>() >= 3) multiply_rows<P, 3>(p, data, scales, tiles, count, row0, partial, store);
       break;
     default:
-      if constexpr (chunk_tiles<P>() >= 4) multiply_rows<P, 4>(p, data, tiles, count, row0, partial, store);
+      if constexpr (chunk_tiles<P>() >= 4) multiply_rows<P, 4>(p, data, scales, tiles, count, row0, partial, store);
       break;
   }
 }
 
 template <class P>
-Status launch_gemm(const quant::QuantView& w, uint64_t expert_stride, const Layout& l, const uint8_t* base,
-                   const int32_t* order, float* y, cudaStream_t stream) {
-  const MmaParams p{w.data,     w.rows, w.cols / P::kStepCols * P::kStepBytes, w.cols / P::kStepCols, l.x_blocks,
-                    base + l.tiles, 0,      y};
+Status launch_gemm(const quant::QuantView& w, const quant::PartSizes& per_expert, const Layout& l,
+                   const uint8_t* base, const int32_t* order, float* y, cudaStream_t stream) {
+  const MmaParams p{w.data,
+                    w.rows,
+                    w.cols / P::kStepCols * P::kStepBytes,
+                    w.cols / P::kStepCols,
+                    l.x_blocks,
+                    base + l.tiles,
+                    0,
+                    y,
+                    w.scales,
+                    w.cols / kQ8BlockCols};  // OCP MXFP4's scale bytes: one per 32 columns (others: unused)
   const dim3 grid(static_cast<unsigned>((w.rows + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(l.max_chunks));
   expert_gemm_mma_kernel<P><<<grid, kThreads, 0, stream>>>(
-      p, expert_stride, reinterpret_cast<const int32_t*>(base + l.chunks), l.max_chunks,
+      p, per_expert.data, per_expert.scales, reinterpret_cast<const int32_t*>(base + l.chunks), l.max_chunks,
       static_cast<uint64_t>(l.tiles_per_chunk) * l.x_blocks * kMmaTileBytes, order);
   return cuda_launch_status("expert_gemm_mma_kernel");
 }
@@ -188,7 +202,7 @@ Status expert_gemm_mma_grouped(quant::FormatId format, const quant::QuantView& e
       base + l.tiles);
   QRT_TRY(cuda_launch_status("gather_tiles_kernel"));
   const auto run = [&](auto policy) {
-    return launch_gemm<decltype(policy)>(expert0, per_expert.data, l, base, lists.order, y, stream);
+    return launch_gemm<decltype(policy)>(expert0, per_expert, l, base, lists.order, y, stream);
   };
   switch (format) {
     case quant::FormatId::kQ4_0: return run(mma_q8::Q4_0{});
@@ -197,6 +211,7 @@ Status expert_gemm_mma_grouped(quant::FormatId format, const quant::QuantView& e
     case quant::FormatId::kQ5_K: return run(mma_q8::Q5K{});
     case quant::FormatId::kIQ4_NL: return run(mma_q8::Iq4Nl{});
     case quant::FormatId::kMXFP4_GGML: return run(mma_q8::Mxfp4Ggml{});
+    case quant::FormatId::kMXFP4: return run(mma_q8::Mxfp4Ocp{});
     default: return run(mma_q8::Q6K{});  // expert_gemm_mma_applies left only Q6_K
   }
 }

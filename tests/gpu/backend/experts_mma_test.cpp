@@ -31,7 +31,7 @@ TEST_F(CudaBackendExpertsMma, APromptOnTheTensorCoresMatchesCpu) {
   for (const auto& [format, in] : {std::pair{quant::FormatId::kQ4_K, int64_t{512}}, {quant::FormatId::kQ8_0, 256},
                                    {quant::FormatId::kQ6_K, 512}, {quant::FormatId::kQ5_K, 256},
                                    {quant::FormatId::kQ4_0, 256}, {quant::FormatId::kIQ4_NL, 256},
-                                   {quant::FormatId::kMXFP4_GGML, 256}}) {
+                                   {quant::FormatId::kMXFP4_GGML, 256}, {quant::FormatId::kMXFP4, 512}}) {
     const auto values = test::random_normal(static_cast<size_t>(experts * out * in), 2700);
     auto w = test::quantized_tensor(format, {experts, out, in}, values, test::default_params(format));
     const auto weight_pair = weight(w->tensor);

@@ -58,7 +58,7 @@ TEST_F(CudaMmaGemm, EveryBatchAndFormatMatchesCpu) {
   uint64_t seed = 3300;
   for (quant::FormatId f : {quant::FormatId::kQ4_0, quant::FormatId::kQ8_0, quant::FormatId::kQ4_K,
                             quant::FormatId::kQ5_K, quant::FormatId::kQ6_K, quant::FormatId::kIQ4_NL,
-                            quant::FormatId::kMXFP4_GGML, quant::FormatId::kQ4_1}) {
+                            quant::FormatId::kMXFP4_GGML, quant::FormatId::kMXFP4, quant::FormatId::kQ4_1}) {
     const auto w = make(f, out, in, ++seed);
     const bool mma = f != quant::FormatId::kQ4_1;  // no policy: the integer-dot GEMV, then cuBLAS
     for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{8}, int64_t{9}, int64_t{33}, int64_t{64}}) {

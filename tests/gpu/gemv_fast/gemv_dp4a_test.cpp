@@ -98,7 +98,7 @@ std::vector<Dp4aCase> dp4a_cases() {
                       FormatId::kQ2_K, FormatId::kQ3_K, FormatId::kQ4_K, FormatId::kQ5_K, FormatId::kQ6_K,
                       FormatId::kIQ4_NL, FormatId::kIQ4_XS, FormatId::kTQ2_0, FormatId::kIQ2_XXS, FormatId::kIQ2_XS,
                       FormatId::kIQ2_S, FormatId::kIQ3_XXS, FormatId::kIQ3_S, FormatId::kIQ1_S, FormatId::kIQ1_M,
-                      FormatId::kTQ1_0, FormatId::kMXFP4_GGML}) {
+                      FormatId::kTQ1_0, FormatId::kMXFP4_GGML, FormatId::kMXFP4}) {
     const int64_t unit = format_info(id).block_elems;  // 32 or 256
     cases.push_back({id, 1, unit, true});
     cases.push_back({id, 37, 5 * unit, true});  // an odd block count: rows start at odd 2-byte offsets
@@ -234,6 +234,10 @@ TEST(GemvDp4aInputs, AppliesOnlyWhereItCanRun) {
   EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kIQ2_XXS, w));
   EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kTQ1_0, w));
   EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kMXFP4_GGML, w));
+  EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kMXFP4, w));  // OCP MXFP4 without its scale bytes
+  QuantView ocp = w;
+  ocp.scales = fake + 2049;  // E8M0 bytes: any address
+  EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kMXFP4, ocp));
   EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kAFQ4, w));   // AFQ without its scales and biases
   QuantView afq = w;
   afq.params.group_size = 64;
@@ -247,7 +251,7 @@ TEST(GemvDp4aInputs, AppliesOnlyWhereItCanRun) {
   QuantView wide_group = afq;
   wide_group.params.group_size = 256;
   EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kAFQ8, wide_group));
-  EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kMXFP4, w));  // no policy
+  EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kNVFP4, w));  // no policy
   EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kF16, w));
   QuantView misaligned = w;
   misaligned.data = fake + 2;
