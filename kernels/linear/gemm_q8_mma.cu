@@ -86,6 +86,7 @@ int step_cols(quant::FormatId format) {
     case quant::FormatId::kIQ4_NL: return mma_q8::Iq4Nl::kStepCols;
     case quant::FormatId::kMXFP4_GGML: return mma_q8::Mxfp4Ggml::kStepCols;
     case quant::FormatId::kMXFP4: return mma_q8::Mxfp4Ocp::kStepCols;
+    case quant::FormatId::kQ3_K: return mma_q8::Q3K::kStepCols;
     default: return 0;
   }
 }
@@ -132,6 +133,7 @@ Status gemm_q8_mma(quant::FormatId format, const quant::QuantView& w, const void
     case quant::FormatId::kIQ4_NL: return launch<mma_q8::Iq4Nl>(w, tiles, m, y, stream);
     case quant::FormatId::kMXFP4_GGML: return launch<mma_q8::Mxfp4Ggml>(w, tiles, m, y, stream);
     case quant::FormatId::kMXFP4: return launch<mma_q8::Mxfp4Ocp>(w, tiles, m, y, stream);
+    case quant::FormatId::kQ3_K: return launch<mma_q8::Q3K>(w, tiles, m, y, stream);
     default: return launch<mma_q8::Q6K>(w, tiles, m, y, stream);  // gemm_q8_mma_applies left only Q6_K
   }
 }

@@ -265,4 +265,53 @@ struct Q6K {
   }
 };
 
+// Q3_K: 110-byte super-blocks {hmask[32], qs[64], 12 bytes of 6-bit scales, f16 d}; 32-column block j = 4h + k (half
+// h of 128 columns, k = 0..3) has column c's code ((qs[32h + c] >> 2k) & 3) + 4 ((hmask[c] >> (4h + k)) & 1) − 4 and
+// w = d · (scale s − 32), s = 8h + 2k + c / 16 (6 bits: dp4a::Q3K::scale). Lane t's columns 4t.. and 16 + 4t.. of
+// every block lie in the same 4 qs and 2 hmask words, so a step (one super-block) loads 10 words per row.
+struct Q3K {
+  static constexpr bool kHalfScales = true;
+  static constexpr int kStepBlocks = 8;
+  static constexpr int kStepCols = 256;
+  static constexpr int kStepBytes = 110;
+  struct Raw {
+    uint32_t qs[2][2];  // [h][columns 4t.. / 16 + 4t..]
+    uint32_t hm[2];     // [columns 4t.. / 16 + 4t..]
+    uint32_t sc[3];
+    uint32_t d;
+  };
+  __device__ static Raw load(const uint8_t* row, int64_t step, int t) {
+    Raw r;
+    const uint8_t* b = row + step * kStepBytes;
+#pragma unroll
+    for (int part = 0; part < 2; ++part) {
+      r.hm[part] = ldg_u32_a2(b + 16 * part + 4 * t);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) r.qs[h][part] = ldg_u32_a2(b + 32 + 32 * h + 16 * part + 4 * t);
+    }
+#pragma unroll
+    for (int w = 0; w < 3; ++w) r.sc[w] = ldg_u32_a2(b + 96 + 4 * w);
+    r.d = ldg_u16(b + 108);
+    return r;
+  }
+  __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& d16, float& m) {
+    const int h = j >> 2, k = j & 3;
+    const auto code = [&](int part) {
+      const uint32_t low = (r.qs[h][part] >> (2 * k)) & 0x03030303u;
+      const uint32_t high = ((r.hm[part] >> (4 * h + k)) & 0x01010101u) << 2;
+      return __vsub4(low | high, 0x04040404u);
+    };
+    k0 = code(0);
+    k16 = code(1);
+    dp4a::Q3K::W w{};
+    w.sc[0] = r.sc[0];
+    w.sc[1] = r.sc[1];
+    w.sc[2] = r.sc[2];
+    const float super = half_at(r.d);
+    d = super * static_cast<float>(dp4a::Q3K::scale(w, 8 * h + 2 * k));
+    d16 = super * static_cast<float>(dp4a::Q3K::scale(w, 8 * h + 2 * k + 1));
+    m = 0.0f;
+  }
+};
+
 }  // namespace qrt::kernels::mma_q8

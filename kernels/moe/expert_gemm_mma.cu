@@ -49,7 +49,8 @@ int chunk_tiles(quant::FormatId format) {
     case quant::FormatId::kIQ4_NL:
     case quant::FormatId::kMXFP4_GGML:
     case quant::FormatId::kMXFP4: return chunk_tiles<mma_q8::Q4_0>();
-    case quant::FormatId::kQ6_K: return chunk_tiles<mma_q8::Q6K>();
+    case quant::FormatId::kQ6_K:
+    case quant::FormatId::kQ3_K: return chunk_tiles<mma_q8::Q6K>();
     default: return chunk_tiles<mma_q8::Q4K>();
   }
 }
@@ -212,6 +213,7 @@ Status expert_gemm_mma_grouped(quant::FormatId format, const quant::QuantView& e
     case quant::FormatId::kIQ4_NL: return run(mma_q8::Iq4Nl{});
     case quant::FormatId::kMXFP4_GGML: return run(mma_q8::Mxfp4Ggml{});
     case quant::FormatId::kMXFP4: return run(mma_q8::Mxfp4Ocp{});
+    case quant::FormatId::kQ3_K: return run(mma_q8::Q3K{});
     default: return run(mma_q8::Q6K{});  // expert_gemm_mma_applies left only Q6_K
   }
 }

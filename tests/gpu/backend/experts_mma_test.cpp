@@ -17,7 +17,7 @@ namespace {
 
 using CudaBackendExpertsMma = test::BackendPair;
 
-// 40 tokens, 2 experts each of 6: expert 0 by every token (40 slots: chunks of 32 and 8, or 16, 16 and 8 for Q6_K),
+// 40 tokens, 2 experts each of 6: expert 0 by every token (40 slots: chunks of 32 and 8, or 16, 16 and 8 for Q6_K and Q3_K),
 // the second pick spread over experts 1..5 (8 slots each); 40 weight rows (a block of 32 and a partial one). Shared
 // and per-slot inputs (40 and 80 rows, wider than the decode buffer: quantized into scratch memory).
 TEST_F(CudaBackendExpertsMma, APromptOnTheTensorCoresMatchesCpu) {
@@ -31,7 +31,8 @@ TEST_F(CudaBackendExpertsMma, APromptOnTheTensorCoresMatchesCpu) {
   for (const auto& [format, in] : {std::pair{quant::FormatId::kQ4_K, int64_t{512}}, {quant::FormatId::kQ8_0, 256},
                                    {quant::FormatId::kQ6_K, 512}, {quant::FormatId::kQ5_K, 256},
                                    {quant::FormatId::kQ4_0, 256}, {quant::FormatId::kIQ4_NL, 256},
-                                   {quant::FormatId::kMXFP4_GGML, 256}, {quant::FormatId::kMXFP4, 512}}) {
+                                   {quant::FormatId::kMXFP4_GGML, 256}, {quant::FormatId::kMXFP4, 512},
+                                   {quant::FormatId::kQ3_K, 256}}) {
     const auto values = test::random_normal(static_cast<size_t>(experts * out * in), 2700);
     auto w = test::quantized_tensor(format, {experts, out, in}, values, test::default_params(format));
     const auto weight_pair = weight(w->tensor);
