@@ -137,12 +137,12 @@ class CudaBackend final : public Backend {
   // they are, at no extra cost). Off by default; QRT_CUDA_HALF_WEIGHTS=1 sets it at creation. Applies to the
   // weights uploaded after it is set.
   void set_half_weights(bool on) { half_weights_ = on; }
-  // Batches of 2..kernels::kMmaMaxBatch rows on Q4_0, Q8_0, Q3_K-Q6_K, IQ4_NL and MXFP4 (GGML's or OCP's)
-  // weights through the int8 tensor-core GEMM (kernels/linear/gemm_q8_mma.hpp: W read once per 32 batch rows, x in
-  // two int8 limbs as for the integer-dot GEMV) instead of the GEMV (up to 8 rows) or fp16 tiles + cuBLAS (above). By
-  // default launch tuning decides per weight shape (set_launch_tuning; without it, never); on takes it for every weight, off for none. QRT_CUDA_MMA=1
-  // or 0 sets it at creation. Set it before uploading weights (their buffers are sized then). min_rows 1
-  // (QRT_CUDA_MMA=all) takes single rows too, to measure it against the GEMV at batch 1.
+  // Batches of 2..kernels::kMmaMaxBatch rows on Q4_0-Q8_0, Q3_K-Q6_K, IQ4_NL and MXFP4 (GGML's or OCP's) weights
+  // through the int8 tensor-core GEMM (kernels/linear/gemm_q8_mma.hpp: W read once per 32 batch rows, x in two int8
+  // limbs as for the integer-dot GEMV) instead of the GEMV (up to 8 rows) or fp16 tiles + cuBLAS (above). By default
+  // launch tuning decides per weight shape (set_launch_tuning; without it, never); on takes it for every weight, off
+  // for none. QRT_CUDA_MMA=1 or 0 sets it at creation. Set it before uploading weights (their buffers are sized then).
+  // min_rows 1 (QRT_CUDA_MMA=all) takes single rows too, to measure it against the GEMV at batch 1.
   void set_mma_gemm(bool on, int64_t min_rows = 2) {
     mma_mode_ = on ? MmaMode::kOn : MmaMode::kOff;
     mma_min_rows_ = min_rows;

@@ -87,6 +87,9 @@ int step_cols(quant::FormatId format) {
     case quant::FormatId::kMXFP4_GGML: return mma_q8::Mxfp4Ggml::kStepCols;
     case quant::FormatId::kMXFP4: return mma_q8::Mxfp4Ocp::kStepCols;
     case quant::FormatId::kQ3_K: return mma_q8::Q3K::kStepCols;
+    case quant::FormatId::kQ4_1: return mma_q8::Q4_1::kStepCols;
+    case quant::FormatId::kQ5_0: return mma_q8::Q5_0::kStepCols;
+    case quant::FormatId::kQ5_1: return mma_q8::Q5_1::kStepCols;
     default: return 0;
   }
 }
@@ -134,6 +137,9 @@ Status gemm_q8_mma(quant::FormatId format, const quant::QuantView& w, const void
     case quant::FormatId::kMXFP4_GGML: return launch<mma_q8::Mxfp4Ggml>(w, tiles, m, y, stream);
     case quant::FormatId::kMXFP4: return launch<mma_q8::Mxfp4Ocp>(w, tiles, m, y, stream);
     case quant::FormatId::kQ3_K: return launch<mma_q8::Q3K>(w, tiles, m, y, stream);
+    case quant::FormatId::kQ4_1: return launch<mma_q8::Q4_1>(w, tiles, m, y, stream);
+    case quant::FormatId::kQ5_0: return launch<mma_q8::Q5_0>(w, tiles, m, y, stream);
+    case quant::FormatId::kQ5_1: return launch<mma_q8::Q5_1>(w, tiles, m, y, stream);
     default: return launch<mma_q8::Q6K>(w, tiles, m, y, stream);  // gemm_q8_mma_applies left only Q6_K
   }
 }

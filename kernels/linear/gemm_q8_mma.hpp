@@ -1,8 +1,8 @@
 // Small-batch GEMM on the int8 tensor cores: y[m, rows] = x[m, cols] · Wᵀ for 1 <= m <= 64 with x quantized to two
-// int8 limbs per 32 columns (q8_activations.hpp) and W in Q4_0, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL or MXFP4 (GGML's
-// blocks or OCP's nibble stream with separate scale bytes), each 32-column block of W taken as int8 codes (IQ4_NL's
-// and MXFP4's: table levels) times a float scale (one per 16 columns for Q3_K and Q6_K) minus a minimum times Σx
-// (Q4_K, Q5_K), as the CPU reference defines them.
+// int8 limbs per 32 columns (q8_activations.hpp) and W in Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K,
+// IQ4_NL or MXFP4 (GGML's blocks or OCP's nibble stream with separate scale bytes), each 32-column block of W taken
+// as int8 codes (IQ4_NL's and MXFP4's: table levels) times a float scale (one per 16 columns for Q3_K and Q6_K)
+// minus a minimum times Σx (Q4_1, Q5_1, Q4_K, Q5_K), as the CPU reference defines them.
 //
 // Why: the integer-dot GEMV (gemv_dp4a.hpp) multiplies every weight once per batch row, so at 8 rows it runs about
 // 5x longer than at one (measured on an H200: 212 µs against 43 µs for the 8B gate/up), and above 8 rows the

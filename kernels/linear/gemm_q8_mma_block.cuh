@@ -44,12 +44,12 @@ __host__ __device__ constexpr bool separate_scales() {
   }
 }
 
-// A block's kBlockRows weight rows from row0 of the matrix at `data` (and its scale array at `scales`, for the
-// formats that have one) times NT batch tiles of 8 rows of `tiles` (m <= 8 NT); p gives the rest (row count and bytes, steps, x blocks). They are separate arguments so that a kernel that
-// picks them per block (an expert, a chunk of slots) need not copy p into registers. Lane (g, t) owns rows g and g + 8
-// of each A tile and batch columns 2t, 2t + 1 of each B tile (the C fragment's places). store(n, row, sum) writes
-// each output of a row < p.rows and a batch row n < m; `partial` is the kernel's
-// __shared__ float4 [kWarps][kMTiles][32].
+// A block's kBlockRows weight rows from row0 of the matrix at `data` (and its scale array at `scales`, for the formats
+// that have one) times NT batch tiles of 8 rows of `tiles` (m <= 8 NT); p gives the rest (row count and bytes, steps, x
+// blocks). They are separate arguments so that a kernel that picks them per block (an expert, a chunk of slots) need
+// not copy p into registers. Lane (g, t) owns rows g and g + 8 of each A tile and batch columns 2t, 2t + 1 of each B
+// tile (the C fragment's places). store(n, row, sum) writes each output of a row < p.rows and a batch row n < m;
+// `partial` is the kernel's __shared__ float4 [kWarps][kMTiles][32].
 template <class P, int NT, class Store>
 __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t* data, const uint8_t* scales,
                                               const uint8_t* tiles, int m, int64_t row0, float4 (*partial)[kMTiles][32],
@@ -169,10 +169,10 @@ __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t*
 // At most 4 batch tiles per launch (32 batch rows): above that the accumulators and the hoisted activation loads
 // outgrow the registers (ptxas spilled at 5–8 tiles), so m = 33..64 runs as two launches, reading W twice. Q6_K, with
 // its larger raw bytes and twice the products, spills from 3 tiles: 2 per launch. IQ4_NL's table lookups spilled
-// 40 bytes at 4: 3 per launch.
+// 40 bytes at 4: 3 per launch, as Q5_1 (12 bytes at 4: its minimum and fifth bits).
 template <class P>
 __host__ __device__ constexpr int launch_tiles() {
-  return P::kHalfScales ? 2 : std::is_same_v<P, mma_q8::Iq4Nl> ? 3 : 4;
+  return P::kHalfScales ? 2 : std::is_same_v<P, mma_q8::Iq4Nl> || std::is_same_v<P, mma_q8::Q5_1> ? 3 : 4;
 }
 
 // One warp writes one tile of the rearranged activations (gemm_q8_mma.hpp): 32-column block kb of the 8 batch rows

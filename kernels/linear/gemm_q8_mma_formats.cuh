@@ -57,6 +57,56 @@ struct Q4_0 {
   }
 };
 
+// Q4_1, Q5_0, Q5_1: Q4_0's nibble placement after {f16 d[, f16 min][, u32 qh]}, the 5-bit ones taking column c's
+// fifth bit from bit c of qh (lane t's: bits 4t.. and 16 + 4t.., picked out at load). Q5_0: w = d (q − 16), signed
+// codes, m = 0; Q4_1, Q5_1: w = d q + min, codes below 32 (valid signed bytes as they are) and m = −min. The 5-bit
+// formats step 4 blocks at a time (their raw words are a third more).
+template <int BlockBytes, bool HasMin, bool HasQh>
+struct Legacy32 {
+  static constexpr bool kHalfScales = false;
+  static constexpr int kStepBlocks = 4;
+  static constexpr int kStepCols = 32 * kStepBlocks;
+  static constexpr int kBlockBytes = BlockBytes;
+  static constexpr int kStepBytes = kStepBlocks * kBlockBytes;
+  static constexpr int kQhOffset = HasMin ? 4 : 2;
+  static constexpr int kQsOffset = kQhOffset + (HasQh ? 4 : 0);
+  struct Raw {
+    uint32_t q[kStepBlocks], dm[kStepBlocks], qh[HasQh ? kStepBlocks : 1];
+  };
+  __device__ static Raw load(const uint8_t* row, int64_t step, int t) {
+    Raw r;
+    const uint8_t* b = row + step * kStepBytes;
+#pragma unroll
+    for (int j = 0; j < kStepBlocks; ++j) {
+      const uint8_t* block = b + j * kBlockBytes;
+      r.q[j] = ldg_u32_a2(block + kQsOffset + 4 * t);
+      r.dm[j] = HasMin ? ldg_u32_a2(block) : ldg_u16(block);
+      if constexpr (HasQh) {
+        const uint32_t qh = ldg_u32_a2(block + kQhOffset);
+        r.qh[j] = ((qh >> (4 * t)) & 15u) | (((qh >> (16 + 4 * t)) & 15u) << 4);
+      }
+    }
+    return r;
+  }
+  __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& m) {
+    k0 = r.q[j] & 0x0F0F0F0Fu;
+    k16 = (r.q[j] >> 4) & 0x0F0F0F0Fu;
+    if constexpr (HasQh) {
+      k0 |= dp4a::Q5_0::fifth_bits(r.qh[j] & 15u);
+      k16 |= dp4a::Q5_0::fifth_bits(r.qh[j] >> 4);
+      if constexpr (!HasMin) {
+        k0 = __vsub4(k0, 0x10101010u);
+        k16 = __vsub4(k16, 0x10101010u);
+      }
+    }
+    d = half_at(r.dm[j]);
+    m = HasMin ? -half_at(r.dm[j] >> 16) : 0.0f;
+  }
+};
+using Q4_1 = Legacy32<20, true, false>;
+using Q5_0 = Legacy32<22, false, true>;
+using Q5_1 = Legacy32<24, true, true>;
+
 // IQ4_NL: Q4_0's blocks and nibble placement, each nibble an index into the 16 int8 levels of kvalues_iq4nl (looked
 // up four at a time as the integer-dot GEMV does); w = d · level, m = 0.
 struct Iq4Nl : Q4_0 {

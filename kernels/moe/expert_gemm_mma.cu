@@ -1,7 +1,8 @@
 // A batch's expert projections on the int8 tensor cores (expert_gemv.hpp: expert_gemm_mma_grouped). Four launches:
 //   1. group_expert_slots: the slots sorted by expert;
-//   2. one block cuts each expert's list into chunks of up to 32 slots (24 for Q4_0, IQ4_NL and MXFP4, 16 for Q6_K:
-//      the batch tiles one tensor-core block holds in registers) and writes the chunk table {expert, first, count} and its length;
+//   2. one block cuts each expert's list into chunks of up to 32 slots (24 for Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and
+//      both MXFP4s, 16 for Q3_K and Q6_K: the batch tiles one tensor-core block holds in registers) and writes the
+//      chunk table {expert, first, count} and its length;
 //   3. a warp per (chunk, 8-row batch tile, 32-column block) gathers the chunk's x rows (a slot's token, or the slot)
 //      into the rearranged tile layout gemm_q8_mma reads (gemm_q8_mma.hpp);
 //   4. a block per (32 weight rows, chunk) runs the dense GEMM's block (gemm_q8_mma_block.cuh) on its expert's
@@ -34,12 +35,13 @@ constexpr int kTileThreads = 128;  // 4 tiles per block, a warp each
 constexpr int64_t kMaxGridY = 65535;
 
 // The most batch tiles a chunk holds for a policy: the dense GEMM's per launch, but 3 for Q4_0 (and IQ4_NL, both
-// MXFP4s, whose raw words are as many), which spilled 68 bytes at 4 here (the per-chunk choice of the tile count keeps every
-// instance live at once).
+// MXFP4s, Q4_1, Q5_0 and Q5_1, whose raw words are as many or more), which spilled 68 bytes at 4 here (the per-chunk
+// choice of the tile count keeps every instance live at once).
 template <class P>
 __host__ __device__ constexpr int chunk_tiles() {
   return std::is_base_of_v<mma_q8::Q4_0, P> || std::is_same_v<P, mma_q8::Mxfp4Ggml> ||
-                 std::is_same_v<P, mma_q8::Mxfp4Ocp>
+                 std::is_same_v<P, mma_q8::Mxfp4Ocp> || std::is_same_v<P, mma_q8::Q4_1> ||
+                 std::is_same_v<P, mma_q8::Q5_0> || std::is_same_v<P, mma_q8::Q5_1>
              ? 3
              : launch_tiles<P>();
 }
@@ -48,7 +50,10 @@ int chunk_tiles(quant::FormatId format) {
     case quant::FormatId::kQ4_0:
     case quant::FormatId::kIQ4_NL:
     case quant::FormatId::kMXFP4_GGML:
-    case quant::FormatId::kMXFP4: return chunk_tiles<mma_q8::Q4_0>();
+    case quant::FormatId::kMXFP4:
+    case quant::FormatId::kQ4_1:
+    case quant::FormatId::kQ5_0:
+    case quant::FormatId::kQ5_1: return chunk_tiles<mma_q8::Q4_0>();
     case quant::FormatId::kQ6_K:
     case quant::FormatId::kQ3_K: return chunk_tiles<mma_q8::Q6K>();
     default: return chunk_tiles<mma_q8::Q4K>();
@@ -214,6 +219,9 @@ Status expert_gemm_mma_grouped(quant::FormatId format, const quant::QuantView& e
     case quant::FormatId::kMXFP4_GGML: return run(mma_q8::Mxfp4Ggml{});
     case quant::FormatId::kMXFP4: return run(mma_q8::Mxfp4Ocp{});
     case quant::FormatId::kQ3_K: return run(mma_q8::Q3K{});
+    case quant::FormatId::kQ4_1: return run(mma_q8::Q4_1{});
+    case quant::FormatId::kQ5_0: return run(mma_q8::Q5_0{});
+    case quant::FormatId::kQ5_1: return run(mma_q8::Q5_1{});
     default: return run(mma_q8::Q6K{});  // expert_gemm_mma_applies left only Q6_K
   }
 }

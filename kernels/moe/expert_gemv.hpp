@@ -52,14 +52,15 @@ struct ExpertSlotLists {
 Status group_expert_slots(const int32_t* ids, const ExpertGemvShape& shape, int64_t rows, float* y, void* workspace,
                           cudaStream_t stream, ExpertSlotLists* lists);
 
-// The float formats (AFQ2/3/5/6, MXFP4, NVFP4, MXFP8, FP8, FP8_BLOCK, F32, F16, BF16; of these only OCP MXFP4 also
-// has an integer-dot kernel, which the backend prefers) on the dense model's staged kernel
-// (kernels/linear/gemv_staged.cuh): each expert's rows streamed through shared memory with cp.async, decoded per
-// lane, instead of a warp per row decoding whole blocks into a 256-float buffer. One token: a block row per slot.
-// A batch: group_expert_slots, then a block row per expert multiplying its slots up to 8 per pass, so an expert's
-// rows come from DRAM once per batch; a slot's sum is the one-token kernel's, bit for bit. Applies where the dense staged kernel does to expert 0's matrix and x (16-byte
-// aligned, rows whole 16-byte copies), every expert's parts start as aligned as expert 0's, and (AFQ) the group
-// size is 32, 64 or 128 with F16, BF16 or F32 scales. An invalid id gives that slot's rows NaN, as expert_gemv.
+// The float formats (AFQ2/3/5/6, MXFP4, NVFP4, MXFP8, FP8, FP8_BLOCK, F32, F16, BF16; of these only OCP MXFP4 also has
+// an integer-dot kernel, which the backend prefers) on the dense model's staged kernel
+// (kernels/linear/gemv_staged.cuh): each expert's rows streamed through shared memory with cp.async, decoded per lane,
+// instead of a warp per row decoding whole blocks into a 256-float buffer. One token: a block row per slot. A batch:
+// group_expert_slots, then a block row per expert multiplying its slots up to 8 per pass, so an expert's rows come from
+// DRAM once per batch; a slot's sum is the one-token kernel's, bit for bit. Applies where the dense staged kernel does
+// to expert 0's matrix and x (16-byte aligned, rows whole 16-byte copies), every expert's parts start as aligned as
+// expert 0's, and (AFQ) the group size is 32, 64 or 128 with F16, BF16 or F32 scales. An invalid id gives that slot's
+// rows NaN, as expert_gemv.
 //   workspace (grouped): expert_gemv_grouped_workspace_bytes(shape).
 bool expert_gemv_staged_applies(quant::FormatId format, const quant::QuantView& expert0,
                                 const quant::PartSizes& per_expert, const float* x);

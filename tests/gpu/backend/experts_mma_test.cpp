@@ -17,9 +17,9 @@ namespace {
 
 using CudaBackendExpertsMma = test::BackendPair;
 
-// 40 tokens, 2 experts each of 6: expert 0 by every token (40 slots: chunks of 32 and 8, or 16, 16 and 8 for Q6_K and Q3_K),
-// the second pick spread over experts 1..5 (8 slots each); 40 weight rows (a block of 32 and a partial one). Shared
-// and per-slot inputs (40 and 80 rows, wider than the decode buffer: quantized into scratch memory).
+// 40 tokens, 2 experts each of 6: expert 0 by every token (40 slots: chunks of 32 and 8; 24 and 16; or 16, 16 and 8 for
+// Q6_K and Q3_K), the second pick spread over experts 1..5 (8 slots each); 40 weight rows (a block of 32 and a partial
+// one). Shared and per-slot inputs (40 and 80 rows, wider than the decode buffer: quantized into scratch memory).
 TEST_F(CudaBackendExpertsMma, APromptOnTheTensorCoresMatchesCpu) {
   const int64_t experts = 6, out = 40, tokens = 40, top_k = 2;
   std::vector<int32_t> picks;
@@ -32,7 +32,8 @@ TEST_F(CudaBackendExpertsMma, APromptOnTheTensorCoresMatchesCpu) {
                                    {quant::FormatId::kQ6_K, 512}, {quant::FormatId::kQ5_K, 256},
                                    {quant::FormatId::kQ4_0, 256}, {quant::FormatId::kIQ4_NL, 256},
                                    {quant::FormatId::kMXFP4_GGML, 256}, {quant::FormatId::kMXFP4, 512},
-                                   {quant::FormatId::kQ3_K, 256}}) {
+                                   {quant::FormatId::kQ3_K, 256}, {quant::FormatId::kQ4_1, 256},
+                                   {quant::FormatId::kQ5_0, 256}, {quant::FormatId::kQ5_1, 256}}) {
     const auto values = test::random_normal(static_cast<size_t>(experts * out * in), 2700);
     auto w = test::quantized_tensor(format, {experts, out, in}, values, test::default_params(format));
     const auto weight_pair = weight(w->tensor);

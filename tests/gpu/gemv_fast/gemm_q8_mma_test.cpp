@@ -100,7 +100,8 @@ std::string case_name(const testing::TestParamInfo<MmaCase>& info) {
 std::vector<MmaCase> mma_cases() {
   std::vector<MmaCase> cases;
   for (FormatId id : {FormatId::kQ4_0, FormatId::kQ8_0, FormatId::kQ4_K, FormatId::kQ5_K, FormatId::kQ6_K,
-                      FormatId::kIQ4_NL, FormatId::kMXFP4_GGML, FormatId::kMXFP4, FormatId::kQ3_K}) {
+                      FormatId::kIQ4_NL, FormatId::kMXFP4_GGML, FormatId::kMXFP4, FormatId::kQ3_K, FormatId::kQ4_1,
+                      FormatId::kQ5_0, FormatId::kQ5_1}) {
     cases.push_back({id, 1, 256, {1, 2, 8, 9}});
     cases.push_back({id, 37, 1280, {2, 3, 8, 9, 16, 17, 31, 32, 33, 64}});  // steps of 8 warps past the first
     cases.push_back({id, 70, 2304, {5, 40}});  // 9 steps: warp 0 takes two, the others one
@@ -184,13 +185,14 @@ TEST(GemmQ8MmaInputs, AppliesOnlyWhereItCanRun) {
   w.rows = 4;
   w.cols = 256;
   for (FormatId id : {FormatId::kQ4_0, FormatId::kQ8_0, FormatId::kQ4_K, FormatId::kQ5_K, FormatId::kQ6_K,
-                      FormatId::kIQ4_NL, FormatId::kMXFP4_GGML, FormatId::kQ3_K})
+                      FormatId::kIQ4_NL, FormatId::kMXFP4_GGML, FormatId::kQ3_K, FormatId::kQ4_1, FormatId::kQ5_0,
+                      FormatId::kQ5_1})
     EXPECT_TRUE(gemm_q8_mma_applies(id, w)) << format_name(id);
   EXPECT_FALSE(gemm_q8_mma_applies(FormatId::kMXFP4, w)) << "OCP MXFP4 without its scale bytes";
   QuantView ocp = w;
   ocp.scales = fake + 3001;  // E8M0 bytes: any address
   EXPECT_TRUE(gemm_q8_mma_applies(FormatId::kMXFP4, ocp));
-  for (FormatId id : {FormatId::kQ2_K, FormatId::kQ4_1, FormatId::kIQ4_XS, FormatId::kAFQ4, FormatId::kF16})
+  for (FormatId id : {FormatId::kQ2_K, FormatId::kIQ4_XS, FormatId::kAFQ4, FormatId::kF16})
     EXPECT_FALSE(gemm_q8_mma_applies(id, w)) << format_name(id) << ": no policy";
   QuantView narrow = w;
   narrow.cols = 128;  // Q8_0's step; not Q4_0's
