@@ -93,7 +93,8 @@ Status CudaBackend::linear_same_input(ConstF32View x, std::span<const LinearPart
   bool dp4a = integer_gemv_ && kernels::q8_activation_bytes(x.rows, first.cols) <= q8_bytes_;
   for (const kernels::GemvPart& part : gemv_parts)
     dp4a = dp4a && kernels::gemv_dp4a_applies(format, part.w) && part.w.cols == first.cols &&
-           part.w.params.group_size == first.params.group_size && part.w.params.scale_type == first.params.scale_type;
+           part.w.params.group_size == first.params.group_size && part.w.params.scale_type == first.params.scale_type &&
+           part.w.params.global_scale == first.params.global_scale;  // NVFP4's tensor scale: one per launch
   const bool dense = !dp4a && kernels::gemv_dense_parts_apply(format, gemv_parts, x.data);
   if (!dp4a && !dense) return Backend::linear_same_input(x, parts);
   for (size_t j = 0; j < parts.size(); ++j) {
@@ -303,7 +304,7 @@ Status CudaBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32
     }
   }
   forget_q8_source();
-  // The formats without an integer-dot kernel (FP8, NVFP4, BF16, ... experts; OCP MXFP4 with the float GEMV chosen)
+  // The formats without an integer-dot kernel (FP8, MXFP8, BF16, ... experts; MXFP4, NVFP4 with the float GEMV chosen)
   // on the dense model's staged kernel: one token's slots each on their own, several tokens grouped by expert (the
   // same bits either way).
   if (kernels::expert_gemv_staged_applies(w->format, expert0, w->matrix_parts, x.data)) {

@@ -19,6 +19,7 @@ int64_t policy_block_cols(quant::FormatId format) {
     case quant::FormatId::kIQ4_NL:
     case quant::FormatId::kMXFP4_GGML:
     case quant::FormatId::kMXFP4:
+    case quant::FormatId::kNVFP4:
     case quant::FormatId::kAFQ4:
     case quant::FormatId::kAFQ8: return 32;
     case quant::FormatId::kQ2_K:
@@ -56,7 +57,8 @@ bool gemv_dp4a_applies(quant::FormatId format, const quant::QuantView& w) {
     if (reinterpret_cast<uintptr_t>(w.scales) % align != 0 || reinterpret_cast<uintptr_t>(w.biases) % align != 0)
       return false;
   }
-  if (format == quant::FormatId::kMXFP4 && w.scales == nullptr) return false;  // E8M0 bytes: any address
+  const bool byte_scales = format == quant::FormatId::kMXFP4 || format == quant::FormatId::kNVFP4;
+  if (byte_scales && w.scales == nullptr) return false;  // E8M0 / E4M3 bytes: any address
   return w.cols / 8 < INT_MAX;  // items per row fit an int (8 columns per item at the least)
 }
 
@@ -81,7 +83,8 @@ Status launch_parts(quant::FormatId format, std::span<const GemvPart> parts, Q8C
                               std::to_string(w.cols) + "] at this alignment (check gemv_dp4a_applies first)");
     const quant::QuantView& first = parts[0].w;
     if (w.cols != first.cols || w.params.group_size != first.params.group_size ||
-        w.params.scale_type != first.params.scale_type || (w.scales == nullptr) != (first.scales == nullptr))
+        w.params.scale_type != first.params.scale_type || (w.scales == nullptr) != (first.scales == nullptr) ||
+        w.params.global_scale != first.params.global_scale)
       return invalid_argument(name + ": the matrices of one launch differ in width or group parameters ([" +
                               std::to_string(w.rows) + ", " + std::to_string(w.cols) + "] after [" +
                               std::to_string(first.rows) + ", " + std::to_string(first.cols) + "])");

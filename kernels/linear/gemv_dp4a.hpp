@@ -1,8 +1,8 @@
 // Decode GEMV on integer dot products: y[m, rows] = x[m, cols] · Wᵀ for 1 <= m <= 8 with x quantized to two int8
 // limbs per 32 columns (q8_activations.hpp) and W in a GGML integer block format (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
 // Q4_K, Q5_K, Q6_K, the K- and IQ-quants, TQ1_0/TQ2_0, MXFP4 in GGML blocks), MLX affine AFQ4/AFQ8 (groups of 32,
-// 64 or 128 with F16, BF16 or F32 scales and biases) or OCP MXFP4 (E2M1 codes whose doubled values are integers,
-// an E8M0 scale byte per 32 columns).
+// 64 or 128 with F16, BF16 or F32 scales and biases), OCP MXFP4 or NVFP4 (E2M1 codes whose doubled values are
+// integers, an E8M0 scale byte per 32 columns or an E4M3 one per 16 times a tensor scale).
 //
 // Why: the float GEMV (gemv.hpp) spends about 4 instructions per weight turning codes into floats and multiplying,
 // which on an H100 leaves it issue-bound at a third of the memory bandwidth; dp4a multiplies four codes by four x
@@ -30,7 +30,7 @@ namespace qrt::kernels {
 
 // Whether gemv_dp4a handles this format and W (the format has a policy; W's data is 16-byte aligned; cols fit;
 // AFQ: its scales and biases present and aligned, a group size and scale dtype the kernel knows; OCP MXFP4: its
-// scale bytes present).
+// scale bytes present; NVFP4: the same).
 bool gemv_dp4a_applies(quant::FormatId format, const quant::QuantView& w);
 
 // y = x · Wᵀ with x already quantized (quantize_q8_activations of the fp32 x, m rows of w.cols columns).

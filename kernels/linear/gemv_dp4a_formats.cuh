@@ -29,6 +29,7 @@ struct RowRef {
   const uint8_t* scales;
   const uint8_t* biases;
   int group_shift;
+  float global_scale = 1.0f;  // QuantParams::global_scale (NVFP4)
 };
 
 __device__ __forceinline__ uint32_t ldg_u32(const uint8_t* p) { return __ldg(reinterpret_cast<const uint32_t*>(p)); }

@@ -90,21 +90,24 @@ struct Mxfp4Ggml : TableLevelsItems {
   }
 };
 
-// OCP MXFP4 (gpt-oss's checkpoints, UQFF, Ollama's mxfp4): each row a stream of E2M1 nibbles, byte i holding
-// columns 2i (low) and 2i + 1 (high), and a separate [rows, cols / 32] array of E8M0 scale bytes (kScaleGroupCols
-// and kScaleBytes tell the launch so; the tensor's params do not). An item is one 32-column block: its 16 code bytes
-// in one load, the even and odd columns' doubled E2M1 values looked up as signed bytes once for every batch row and
-// dotted with x's even and odd bytes, as AFQ4 does with its codes; d = 2^(e - 127) / 2.
-struct Mxfp4Ocp {
+// The E2M1 nibble streams with separate scale bytes: each row's byte i holds columns 2i (low) and 2i + 1 (high),
+//   OCP MXFP4 (gpt-oss's checkpoints, UQFF, Ollama's mxfp4): an E8M0 scale byte per 32 columns, d = 2^(e - 127);
+//   NVFP4: an E4M3 scale byte per 16 columns, d = e4m3 · the tensor's global scale.
+// (kScaleGroupCols and kScaleBytes tell the launch the scale layout; the tensor's params do not.) An item is one
+// 32-column block: its 16 code bytes in one load, the even and odd columns' doubled E2M1 values looked up as signed
+// bytes once for every batch row and dotted with x's even and odd bytes, as AFQ4 does with its codes; NVFP4 sums its
+// two 16-column halves apart (words 0-1 and 2-3) to scale each by its own d. The levels are doubled: d / 2.
+template <bool kNvfp4>
+struct E2m1Stream {
   static constexpr int kBlockCols = 32;
   static constexpr int kBlockBytes = 16;
   static constexpr int kItemsPerBlock = 1;
-  static constexpr int kScaleGroupCols = 32;
+  static constexpr int kScaleGroupCols = kNvfp4 ? 16 : 32;
   static constexpr int kScaleBytes = 1;
 
   struct W {
     uint32_t even[4], odd[4];  // word t: the levels of columns 8t + 0, 2, 4, 6 and 8t + 1, 3, 5, 7
-    float d;
+    float d[2];                // columns 0..15 and 16..31 (the same for MXFP4)
   };
   using X = Afq<4, quant::ScalarType::kF32>::X;
 
@@ -118,25 +121,39 @@ struct Mxfp4Ocp {
       w.odd[t] = table_levels<Mxfp4Levels>((words[t] >> 4) & 0x0F0F0F0Fu);
     }
     const int64_t group = (static_cast<int64_t>(it) * kBlockCols) >> row.group_shift;
-    w.d = 0.5f * quant::e8m0_to_f32(__ldg(row.scales + group));
+    if constexpr (kNvfp4) {
+      w.d[0] = quant::e4m3_to_f32(__ldg(row.scales + group)) * (0.5f * row.global_scale);
+      w.d[1] = quant::e4m3_to_f32(__ldg(row.scales + group + 1)) * (0.5f * row.global_scale);
+    } else {
+      w.d[0] = w.d[1] = 0.5f * quant::e8m0_to_f32(__ldg(row.scales + group));
+    }
     return w;
   }
   __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
     return Afq<4, quant::ScalarType::kF32>::load_x(codes, scales, it);
   }
-  // Σ level·x over the item for one limb (x: its 32 code bytes as two uint4).
-  __device__ static int limb(const W& w, const uint4 (&x)[2]) {
+  // Σ level·x over words [t0, t0 + 2) of the item (16 columns) for one limb (x: its 32 code bytes as two uint4).
+  __device__ static int limb(const W& w, const uint4 (&x)[2], int t0) {
     const uint32_t xs[8] = {x[0].x, x[0].y, x[0].z, x[0].w, x[1].x, x[1].y, x[1].z, x[1].w};
     int acc = 0;
 #pragma unroll
-    for (int t = 0; t < 4; ++t) {
+    for (int t = t0; t < t0 + 2; ++t) {
       acc = __dp4a(static_cast<int>(w.even[t]), static_cast<int>(__byte_perm(xs[2 * t], xs[2 * t + 1], 0x6420)), acc);
       acc = __dp4a(static_cast<int>(w.odd[t]), static_cast<int>(__byte_perm(xs[2 * t], xs[2 * t + 1], 0x7531)), acc);
     }
     return acc;
   }
-  __device__ static float dot(const W& w, const X& x, int) { return w.d * limb_dot(x.s, limb(w, x.hi), limb(w, x.lo)); }
+  __device__ static float dot(const W& w, const X& x, int) {
+    if constexpr (kNvfp4) {
+      return w.d[0] * limb_dot(x.s, limb(w, x.hi, 0), limb(w, x.lo, 0)) +
+             w.d[1] * limb_dot(x.s, limb(w, x.hi, 2), limb(w, x.lo, 2));
+    } else {
+      return w.d[0] * limb_dot(x.s, limb(w, x.hi, 0) + limb(w, x.hi, 2), limb(w, x.lo, 0) + limb(w, x.lo, 2));
+    }
+  }
 };
+using Mxfp4Ocp = E2m1Stream<false>;
+using Nvfp4 = E2m1Stream<true>;
 
 // IQ4_XS: 136-byte super-blocks of 256 {f16 d, u16 scales_h, 4 bytes scales_l, 8 x 16 bytes of nibbles}: sub-block
 // sb (32 columns, 16 bytes at 8 + 16 sb) has the 6-bit scale (nibble sb % 2 of scales_l[sb / 2]) | (bits 2 sb of

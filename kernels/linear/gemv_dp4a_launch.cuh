@@ -40,6 +40,7 @@ struct Dp4aParams {
   const uint8_t* w_biases[kGemvMaxParts];
   int64_t rows[kGemvMaxParts];
   float* y[kGemvMaxParts];
+  float global_scale = 1.0f;  // the parts' QuantParams::global_scale (NVFP4; the same for all, checked)
 };
 
 // Batch row i's row of x: row i of a contiguous batch.
@@ -90,7 +91,7 @@ __global__ void __launch_bounds__(kThreads) gemv_dp4a_kernel(const Dp4aParams p)
     const int64_t row = min(row0 + r, part_rows - 1);  // past the end: a repeat, not stored
     const int64_t group_row = row * p.groups_per_row * p.scale_bytes;
     rows[r] = {data + row * p.row_bytes, w_scales == nullptr ? nullptr : w_scales + group_row,
-               w_biases == nullptr ? nullptr : w_biases + group_row, p.group_shift};
+               w_biases == nullptr ? nullptr : w_biases + group_row, p.group_shift, p.global_scale};
   }
 
   float acc[R][M];
@@ -127,7 +128,8 @@ __device__ __forceinline__ dp4a::RowRef expert_row(const Dp4aParams& p, const Dp
   const int64_t group_row = row * p.groups_per_row * p.scale_bytes;
   return {p.data[0] + ue * e.data_stride + row * p.row_bytes,
           p.w_scales[0] == nullptr ? nullptr : p.w_scales[0] + ue * e.scales_stride + group_row,
-          p.w_biases[0] == nullptr ? nullptr : p.w_biases[0] + ue * e.biases_stride + group_row, p.group_shift};
+          p.w_biases[0] == nullptr ? nullptr : p.w_biases[0] + ue * e.biases_stride + group_row, p.group_shift,
+          p.global_scale};
 }
 
 template <class P>
@@ -268,6 +270,7 @@ Status launch(const Dp4aLaunch& l) {
   Dp4aParams params{groups_per_row, scale_bytes, group_shift, blocks_per_row * P::kBlockBytes,
                     static_cast<int>(blocks_per_row * P::kItemsPerBlock), w.cols / kQ8BlockCols,
                     x.codes, x.scales, plan_part_grid(parts, kTallRows, l.rows_per_block), {}, {}, {}, {}, {}};
+  params.global_scale = w.params.global_scale;
   for (size_t j = 0; j < parts.size(); ++j) {
     const quant::QuantView& v = parts[j].w;
     params.data[j] = v.data;

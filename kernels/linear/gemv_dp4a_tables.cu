@@ -1,4 +1,4 @@
-// The integer-dot decode GEMV of the table formats (IQ4_NL, IQ4_XS, MXFP4 in GGML blocks and OCP's), the ternary
+// The integer-dot decode GEMV of the table formats (IQ4_NL, IQ4_XS, MXFP4 in GGML blocks and OCP's, NVFP4), the ternary
 // TQ1_0 and TQ2_0, and MLX affine AFQ4/AFQ8 (see gemv_dp4a_launch.cuh).
 #include "kernels/linear/gemv_dp4a_launch.cuh"
 #include "kernels/linear/gemv_dp4a_iquants.cuh"
@@ -25,6 +25,7 @@ std::optional<Status> launch_tables_and_afq(quant::FormatId format, const Dp4aLa
     case quant::FormatId::kTQ1_0: return launch<dp4a::Tq1>(l);
     case quant::FormatId::kMXFP4_GGML: return launch<dp4a::Mxfp4Ggml>(l);
     case quant::FormatId::kMXFP4: return launch<dp4a::Mxfp4Ocp>(l);
+    case quant::FormatId::kNVFP4: return launch<dp4a::Nvfp4>(l);
     case quant::FormatId::kAFQ4: return launch_afq<4>(l);
     case quant::FormatId::kAFQ8: return launch_afq<8>(l);
     default: return std::nullopt;  // another family's

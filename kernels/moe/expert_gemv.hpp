@@ -52,8 +52,8 @@ struct ExpertSlotLists {
 Status group_expert_slots(const int32_t* ids, const ExpertGemvShape& shape, int64_t rows, float* y, void* workspace,
                           cudaStream_t stream, ExpertSlotLists* lists);
 
-// The float formats (AFQ2/3/5/6, MXFP4, NVFP4, MXFP8, FP8, FP8_BLOCK, F32, F16, BF16; of these only OCP MXFP4 also has
-// an integer-dot kernel, which the backend prefers) on the dense model's staged kernel
+// The float formats (AFQ2/3/5/6, MXFP4, NVFP4, MXFP8, FP8, FP8_BLOCK, F32, F16, BF16; of these OCP MXFP4 and NVFP4
+// also have an integer-dot kernel, which the backend prefers) on the dense model's staged kernel
 // (kernels/linear/gemv_staged.cuh): each expert's rows streamed through shared memory with cp.async, decoded per lane,
 // instead of a warp per row decoding whole blocks into a 256-float buffer. One token: a block row per slot. A batch:
 // group_expert_slots, then a block row per expert multiplying its slots up to 8 per pass, so an expert's rows come from

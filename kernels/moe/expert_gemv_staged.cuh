@@ -1,5 +1,5 @@
 // The staged GEMV (kernels/linear/gemv_staged.cuh) over a stack of experts, for the float formats that have a lane
-// policy: AFQ2/3/5/6, MXFP4 (when the integer-dot kernel is off), NVFP4, MXFP8, FP8, FP8_BLOCK, F32, F16, BF16.
+// policy: AFQ2/3/5/6, MXFP4 and NVFP4 (when the integer-dot kernel is off), MXFP8, FP8, FP8_BLOCK, F32, F16, BF16.
 // Without it their experts took the generic kernel (a 256-float buffer per lane, one warp per row re-reading x per
 // block). Included only by the family files (expert_gemv_staged_afq.cu, expert_gemv_staged_float.cu).
 //

@@ -18,8 +18,8 @@
 namespace qrt {
 namespace {
 
-// OCP MXFP4 has an integer-dot kernel too, which the backend prefers; these tests turn it off (QRT_CUDA_GEMV=float's
-// switch) so that MXFP4 runs here as well, as it does with the float GEMV chosen.
+// OCP MXFP4 and NVFP4 have an integer-dot kernel too, which the backend prefers; these tests turn it off
+// (QRT_CUDA_GEMV=float's switch) so that they run here as well, as they do with the float GEMV chosen.
 class CudaBackendStagedExperts : public test::BackendPair {
  protected:
   void SetUp() override {

@@ -98,8 +98,9 @@ std::vector<Dp4aCase> dp4a_cases() {
                       FormatId::kQ2_K, FormatId::kQ3_K, FormatId::kQ4_K, FormatId::kQ5_K, FormatId::kQ6_K,
                       FormatId::kIQ4_NL, FormatId::kIQ4_XS, FormatId::kTQ2_0, FormatId::kIQ2_XXS, FormatId::kIQ2_XS,
                       FormatId::kIQ2_S, FormatId::kIQ3_XXS, FormatId::kIQ3_S, FormatId::kIQ1_S, FormatId::kIQ1_M,
-                      FormatId::kTQ1_0, FormatId::kMXFP4_GGML, FormatId::kMXFP4}) {
-    const int64_t unit = format_info(id).block_elems;  // 32 or 256
+                      FormatId::kTQ1_0, FormatId::kMXFP4_GGML, FormatId::kMXFP4, FormatId::kNVFP4}) {
+    // 32 or 256 columns (NVFP4's 16-column scale blocks: 32, the kernel's item)
+    const int64_t unit = std::max<int64_t>(32, format_info(id).block_elems);
     cases.push_back({id, 1, unit, true});
     cases.push_back({id, 37, 5 * unit, true});  // an odd block count: rows start at odd 2-byte offsets
     cases.push_back({id, 133, 4096, true});
@@ -238,6 +239,8 @@ TEST(GemvDp4aInputs, AppliesOnlyWhereItCanRun) {
   QuantView ocp = w;
   ocp.scales = fake + 2049;  // E8M0 bytes: any address
   EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kMXFP4, ocp));
+  EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kNVFP4, w));  // without its scale bytes
+  EXPECT_TRUE(kernels::gemv_dp4a_applies(FormatId::kNVFP4, ocp));
   EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kAFQ4, w));   // AFQ without its scales and biases
   QuantView afq = w;
   afq.params.group_size = 64;
@@ -251,7 +254,7 @@ TEST(GemvDp4aInputs, AppliesOnlyWhereItCanRun) {
   QuantView wide_group = afq;
   wide_group.params.group_size = 256;
   EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kAFQ8, wide_group));
-  EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kNVFP4, w));  // no policy
+  EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kMXFP8, ocp));  // no policy
   EXPECT_FALSE(kernels::gemv_dp4a_applies(FormatId::kF16, w));
   QuantView misaligned = w;
   misaligned.data = fake + 2;
