@@ -218,6 +218,7 @@ TEST_F(CudaLinearSharedInput, PartsOfOneFormatAreOneLaunch) {
     std::vector<FormatId> formats;
     std::vector<int64_t> outs;
     bool one_launch;
+    float second_global_scale = 0.0f;  // NVFP4: part 1's tensor scale where nonzero
   };
   const Case cases[] = {{{FormatId::kQ4_K, FormatId::kQ4_K, FormatId::kQ4_K}, {4100, 24, 40}, true},
                         {{FormatId::kQ8_0, FormatId::kQ8_0}, {72, 72}, true},
@@ -227,7 +228,10 @@ TEST_F(CudaLinearSharedInput, PartsOfOneFormatAreOneLaunch) {
                         {{FormatId::kF32, FormatId::kF32, FormatId::kF32}, {4100, 24, 40}, true},
                         {{FormatId::kBF16, FormatId::kBF16}, {72, 72}, true},
                         {{FormatId::kF16, FormatId::kF16, FormatId::kF16}, {64, 32, 32}, true},
-                        {{FormatId::kBF16, FormatId::kF16}, {64, 32}, false}};
+                        {{FormatId::kBF16, FormatId::kF16}, {64, 32}, false},
+                        {{FormatId::kNVFP4, FormatId::kNVFP4, FormatId::kNVFP4}, {64, 32, 32}, true},
+                        // A launch has one tensor scale: parts that differ in it go one by one.
+                        {{FormatId::kNVFP4, FormatId::kNVFP4, FormatId::kNVFP4}, {64, 32, 32}, false, 1.25f}};
   uint64_t seed = 2450;
   for (const Case& c : cases) {
     for (int64_t rows : {int64_t{1}, int64_t{7}}) {
@@ -237,9 +241,10 @@ TEST_F(CudaLinearSharedInput, PartsOfOneFormatAreOneLaunch) {
       std::vector<test::Dual<float>> ys, separate;
       for (size_t j = 0; j < c.formats.size(); ++j) {
         const int64_t out = c.outs[j];
+        quant::QuantParams params = test::default_params(c.formats[j]);
+        if (j == 1 && c.second_global_scale != 0.0f) params.global_scale = c.second_global_scale;
         auto w = test::quantized_tensor(c.formats[j], {out, in},
-                                        test::random_normal(static_cast<size_t>(out * in), ++seed),
-                                        test::default_params(c.formats[j]));
+                                        test::random_normal(static_cast<size_t>(out * in), ++seed), params);
         weights.push_back(weight(w->tensor));
         biases.push_back(f32_weight({out}, ++seed, 0.5f));
         ys.push_back(output(rows, out));
