@@ -160,31 +160,45 @@ __device__ __forceinline__ void store_warp_sums(const float (&acc)[R][M], int64_
   }
 }
 
+// The rows of this thread's warp: the first in *row0, and how many of R lie in a matrix of `rows` (0: none, the whole
+// warp leaves; no block-wide barrier follows in the kernels that ask).
+template <int R>
+__device__ __forceinline__ int warp_rows(int64_t rows, int64_t* row0) {
+  *row0 = (static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
+  return *row0 >= rows ? 0 : static_cast<int>(min(static_cast<int64_t>(R), rows - *row0));
+}
+
+// The chunk arguments that stay fixed over a warp's rows [row0, row0 + valid): the matrix's group layout and tensor
+// scale from p, its scale parts (an expert's, for the experts' kernel) from scales / biases.
+__device__ __forceinline__ gemv_lanes::ChunkArgs rows_args(const StagedParams& p, int64_t row0, int valid,
+                                                           const uint8_t* scales, const uint8_t* biases) {
+  gemv_lanes::ChunkArgs args;
+  args.row0 = row0;
+  args.valid_rows = valid;
+  args.scales = scales;
+  args.biases = biases;
+  args.groups_per_row = p.groups_per_row;
+  args.group_shift = p.group_shift;
+  args.global_scale = p.global_scale;
+  return args;
+}
+
 template <class P, int M>
 __global__ void __launch_bounds__(kMaxWarpsPerBlock * 32, 1) gemv_staged_kernel(const StagedParams p) {
   constexpr int R = P::kRows;
   extern __shared__ __align__(16) uint8_t smem[];
-
-  const int warp = static_cast<int>(threadIdx.x >> 5);
   const int lane = static_cast<int>(threadIdx.x & 31);
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp) * R;
-  if (row0 >= p.rows) return;  // the whole warp leaves; no block-wide barrier follows
-  const int valid = static_cast<int>(min(static_cast<int64_t>(R), p.rows - row0));
+  int64_t row0;
+  const int valid = warp_rows<R>(p.rows, &row0);
+  if (valid == 0) return;
 
-  uint8_t* const ring = smem + warp * gemv_lanes::warp_smem_bytes<P>();
+  uint8_t* const ring = smem + (threadIdx.x >> 5) * gemv_lanes::warp_smem_bytes<P>();
   const int64_t row_bytes = gemv_lanes::packed_row_bytes<P>(p.cols);
   const uint8_t* src[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) src[r] = p.data + (row0 + min(r, valid - 1)) * row_bytes;
 
-  gemv_lanes::ChunkArgs args;
-  args.row0 = row0;
-  args.valid_rows = valid;
-  args.scales = p.scales;
-  args.biases = p.biases;
-  args.groups_per_row = p.groups_per_row;
-  args.group_shift = p.group_shift;
-  args.global_scale = p.global_scale;
+  gemv_lanes::ChunkArgs args = rows_args(p, row0, valid, p.scales, p.biases);
   float acc[R][M];
   stream_rows<P, M>(ring, src, p.cols, p.x, gemv_lanes::ContiguousX{}, args, lane, acc);
   store_warp_sums<R, M>(acc, row0, valid, lane, M, [&](int i) { return p.y + i * p.rows; });

@@ -79,11 +79,10 @@ __global__ void __launch_bounds__(gemv_staged::kMaxWarpsPerBlock * 32, 1)
     expert_gemv_staged_kernel(const gemv_staged::StagedParams p, const Experts e) {
   constexpr int R = P::kRows;
   extern __shared__ __align__(16) uint8_t smem[];
-  const int warp = static_cast<int>(threadIdx.x >> 5);
   const int lane = static_cast<int>(threadIdx.x & 31);
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp) * R;
-  if (row0 >= p.rows) return;  // the whole warp leaves; no block-wide barrier follows
-  const int valid = static_cast<int>(min(static_cast<int64_t>(R), p.rows - row0));
+  int64_t row0;
+  const int valid = gemv_staged::warp_rows<R>(p.rows, &row0);
+  if (valid == 0) return;
 
   int expert;
   int32_t begin = 0, end = 0;
@@ -103,7 +102,7 @@ __global__ void __launch_bounds__(gemv_staged::kMaxWarpsPerBlock * 32, 1)
   }
 
   const uint64_t ue = static_cast<uint64_t>(expert);
-  uint8_t* const ring = smem + warp * warp_bytes<P>();
+  uint8_t* const ring = smem + (threadIdx.x >> 5) * warp_bytes<P>();
   int32_t* const offsets = reinterpret_cast<int32_t*>(ring + gemv_lanes::warp_smem_bytes<P>());
   const int64_t row_bytes = gemv_lanes::packed_row_bytes<P>(p.cols);
   const uint8_t* data = p.data + ue * e.data_stride;
@@ -111,14 +110,9 @@ __global__ void __launch_bounds__(gemv_staged::kMaxWarpsPerBlock * 32, 1)
 #pragma unroll
   for (int r = 0; r < R; ++r) src[r] = data + (row0 + min(r, valid - 1)) * row_bytes;
 
-  gemv_lanes::ChunkArgs args;
-  args.row0 = row0;
-  args.valid_rows = valid;
-  args.scales = p.scales == nullptr ? nullptr : p.scales + ue * e.scales_stride;
-  args.biases = p.biases == nullptr ? nullptr : p.biases + ue * e.biases_stride;
-  args.groups_per_row = p.groups_per_row;
-  args.group_shift = p.group_shift;
-  args.global_scale = p.global_scale;
+  gemv_lanes::ChunkArgs args =
+      gemv_staged::rows_args(p, row0, valid, p.scales == nullptr ? nullptr : p.scales + ue * e.scales_stride,
+                             p.biases == nullptr ? nullptr : p.biases + ue * e.biases_stride);
 
   if constexpr (!kBatch) {
     pass<P, 1>(p, e, ring, offsets, src, args, &slot, 1, lane);
