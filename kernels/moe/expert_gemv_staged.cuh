@@ -43,7 +43,7 @@ constexpr int kPassSlots = 8;
 // Batch row i of a pass starts offset[i] floats into x. The offsets sit in the warp's shared memory, not in
 // registers: the 8-slot passes of AFQ's 3, 5 and 6 bits already need 250 registers, and 8 more made ptxas spill.
 struct GatheredX {
-  const int32_t* offset;
+  const int64_t* offset;
   __device__ __forceinline__ const float* operator()(const gemv_lanes::ChunkArgs& a, int i) const {
     return a.x + offset[i];
   }
@@ -54,12 +54,12 @@ __device__ __forceinline__ int64_t x_row_of(const Experts& e, int64_t slot) {
 }
 
 // One pass of the warp over slots[0 .. n) (1 <= n <= M; the slots past n repeat the last, computed, not stored).
-// offsets: the warp's kPassSlots ints of shared memory.
+// offsets: the warp's kPassSlots int64s of shared memory.
 template <class P, int M>
 __device__ __forceinline__ void pass(const gemv_staged::StagedParams& p, const Experts& e, uint8_t* ring,
-                                     int32_t* offsets, const uint8_t* const (&src)[P::kRows],
+                                     int64_t* offsets, const uint8_t* const (&src)[P::kRows],
                                      gemv_lanes::ChunkArgs& args, const int32_t* slots, int n, int lane) {
-  if (lane < M) offsets[lane] = static_cast<int32_t>(x_row_of(e, slots[lane < n ? lane : n - 1]) * p.cols);
+  if (lane < M) offsets[lane] = x_row_of(e, slots[lane < n ? lane : n - 1]) * p.cols;
   __syncwarp();
   float acc[P::kRows][M];
   gemv_staged::stream_rows<P, M>(ring, src, p.cols, p.x, GatheredX{offsets}, args, lane, acc);
@@ -71,7 +71,8 @@ __device__ __forceinline__ void pass(const gemv_staged::StagedParams& p, const E
 // Shared memory of one warp: its ring, then the pass's x offsets.
 template <class P>
 QRT_HD constexpr int warp_bytes() {
-  return gemv_lanes::warp_smem_bytes<P>() + 4 * kPassSlots;
+  static_assert(gemv_lanes::warp_smem_bytes<P>() % 16 == 0, "the offsets and the next warp's ring stay aligned");
+  return gemv_lanes::warp_smem_bytes<P>() + 8 * kPassSlots;
 }
 
 template <class P, bool kBatch>
@@ -103,7 +104,7 @@ __global__ void __launch_bounds__(gemv_staged::kMaxWarpsPerBlock * 32, 1)
 
   const uint64_t ue = static_cast<uint64_t>(expert);
   uint8_t* const ring = smem + (threadIdx.x >> 5) * warp_bytes<P>();
-  int32_t* const offsets = reinterpret_cast<int32_t*>(ring + gemv_lanes::warp_smem_bytes<P>());
+  int64_t* const offsets = reinterpret_cast<int64_t*>(ring + gemv_lanes::warp_smem_bytes<P>());
   const int64_t row_bytes = gemv_lanes::packed_row_bytes<P>(p.cols);
   const uint8_t* data = p.data + ue * e.data_stride;
   const uint8_t* src[R];
