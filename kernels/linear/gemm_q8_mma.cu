@@ -59,7 +59,8 @@ Status launch(const quant::QuantView& w, const void* tiles, int m, float* y, cud
                       rows_here,
                       y + static_cast<int64_t>(first) * w.rows,
                       w.scales,
-                      w.cols / kQ8BlockCols};  // OCP MXFP4's scale bytes: one per 32 columns (others: unused)
+                      mma_block::scale_row_bytes<P>(w.cols),
+                      w.params.global_scale};
     switch ((rows_here + kMmaTileRows - 1) / kMmaTileRows) {
       case 1: gemm_q8_mma_kernel<P, 1><<<blocks, kThreads, 0, stream>>>(p); break;
       case 2: gemm_q8_mma_kernel<P, 2><<<blocks, kThreads, 0, stream>>>(p); break;
@@ -77,21 +78,7 @@ Status launch(const quant::QuantView& w, const void* tiles, int m, float* y, cud
 
 // The policy's step width, 0 for a format without one.
 int step_cols(quant::FormatId format) {
-  switch (format) {
-    case quant::FormatId::kQ4_0: return mma_q8::Q4_0::kStepCols;
-    case quant::FormatId::kQ8_0: return mma_q8::Q8_0::kStepCols;
-    case quant::FormatId::kQ4_K: return mma_q8::Q4K::kStepCols;
-    case quant::FormatId::kQ5_K: return mma_q8::Q5K::kStepCols;
-    case quant::FormatId::kQ6_K: return mma_q8::Q6K::kStepCols;
-    case quant::FormatId::kIQ4_NL: return mma_q8::Iq4Nl::kStepCols;
-    case quant::FormatId::kMXFP4_GGML: return mma_q8::Mxfp4Ggml::kStepCols;
-    case quant::FormatId::kMXFP4: return mma_q8::Mxfp4Ocp::kStepCols;
-    case quant::FormatId::kQ3_K: return mma_q8::Q3K::kStepCols;
-    case quant::FormatId::kQ4_1: return mma_q8::Q4_1::kStepCols;
-    case quant::FormatId::kQ5_0: return mma_q8::Q5_0::kStepCols;
-    case quant::FormatId::kQ5_1: return mma_q8::Q5_1::kStepCols;
-    default: return 0;
-  }
+  return mma_q8::with_policy(format, [](auto policy) { return decltype(policy)::kStepCols; }, [] { return 0; });
 }
 
 }  // namespace
@@ -115,7 +102,8 @@ bool gemm_q8_mma_applies(quant::FormatId format, const quant::QuantView& w) {
   const int step = step_cols(format);
   if (step == 0 || w.data == nullptr || reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return false;
   if (w.rows <= 0 || w.cols <= 0 || w.cols % step != 0) return false;
-  if (format == quant::FormatId::kMXFP4 && w.scales == nullptr) return false;  // its E8M0 bytes: any address
+  // OCP MXFP4's and NVFP4's scale bytes: present, at any address.
+  if ((format == quant::FormatId::kMXFP4 || format == quant::FormatId::kNVFP4) && w.scales == nullptr) return false;
   return (w.rows + kBlockRows - 1) / kBlockRows < INT_MAX;
 }
 
@@ -128,20 +116,9 @@ Status gemm_q8_mma(quant::FormatId format, const quant::QuantView& w, const void
   if (m < 1 || m > kMmaMaxBatch)
     return invalid_argument(name + ": batch " + std::to_string(m) + " outside 1.." + std::to_string(kMmaMaxBatch));
   if (tiles == nullptr || y == nullptr) return invalid_argument(name + ": null activations or output");
-  switch (format) {
-    case quant::FormatId::kQ4_0: return launch<mma_q8::Q4_0>(w, tiles, m, y, stream);
-    case quant::FormatId::kQ8_0: return launch<mma_q8::Q8_0>(w, tiles, m, y, stream);
-    case quant::FormatId::kQ4_K: return launch<mma_q8::Q4K>(w, tiles, m, y, stream);
-    case quant::FormatId::kQ5_K: return launch<mma_q8::Q5K>(w, tiles, m, y, stream);
-    case quant::FormatId::kIQ4_NL: return launch<mma_q8::Iq4Nl>(w, tiles, m, y, stream);
-    case quant::FormatId::kMXFP4_GGML: return launch<mma_q8::Mxfp4Ggml>(w, tiles, m, y, stream);
-    case quant::FormatId::kMXFP4: return launch<mma_q8::Mxfp4Ocp>(w, tiles, m, y, stream);
-    case quant::FormatId::kQ3_K: return launch<mma_q8::Q3K>(w, tiles, m, y, stream);
-    case quant::FormatId::kQ4_1: return launch<mma_q8::Q4_1>(w, tiles, m, y, stream);
-    case quant::FormatId::kQ5_0: return launch<mma_q8::Q5_0>(w, tiles, m, y, stream);
-    case quant::FormatId::kQ5_1: return launch<mma_q8::Q5_1>(w, tiles, m, y, stream);
-    default: return launch<mma_q8::Q6K>(w, tiles, m, y, stream);  // gemm_q8_mma_applies left only Q6_K
-  }
+  return mma_q8::with_policy(
+      format, [&](auto policy) { return launch<decltype(policy)>(w, tiles, m, y, stream); },
+      [&] { return invalid_argument(name + ": no policy"); });  // gemm_q8_mma_applies refused it above
 }
 
 }  // namespace qrt::kernels

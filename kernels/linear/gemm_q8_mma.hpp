@@ -1,8 +1,9 @@
 // Small-batch GEMM on the int8 tensor cores: y[m, rows] = x[m, cols] · Wᵀ for 1 <= m <= 64 with x quantized to two
-// int8 limbs per 32 columns (q8_activations.hpp) and W in Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K,
-// IQ4_NL or MXFP4 (GGML's blocks or OCP's nibble stream with separate scale bytes), each 32-column block of W taken
-// as int8 codes (IQ4_NL's and MXFP4's: table levels) times a float scale (one per 16 columns for Q3_K and Q6_K)
-// minus a minimum times Σx (Q4_1, Q5_1, Q4_K, Q5_K), as the CPU reference defines them.
+// int8 limbs per 32 columns (q8_activations.hpp) and W in Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+// IQ4_NL, IQ4_XS, TQ2_0 or MXFP4 (GGML's blocks or OCP's nibble stream with separate scale bytes), each 32-column
+// block of W taken as int8 codes (IQ4_NL's, IQ4_XS's and MXFP4's: table levels) times a float scale (one per 16
+// columns for Q2_K, Q3_K and Q6_K) minus a minimum times Σx (Q4_1, Q5_1, Q4_K, Q5_K; Q2_K one per 16 columns against
+// each half's Σx), as the CPU reference defines them.
 //
 // Why: the integer-dot GEMV (gemv_dp4a.hpp) multiplies every weight once per batch row, so at 8 rows it runs about
 // 5x longer than at one (measured on an H200: 212 µs against 43 µs for the 8B gate/up), and above 8 rows the
@@ -13,8 +14,8 @@
 //
 // Activations are first rearranged (q8_to_mma_tiles) into the B fragments' order: for each 8-row batch tile and
 // 32-column block, 640 bytes = the 32 lanes' 8 bytes of hi codes, the same of lo codes, then the 8 rows' scale
-// quadruples {d_hi, d_lo, Σx, 0}; rows past m are zeros. A warp then reads each fragment as one contiguous 256-byte
-// load instead of 8 scattered rows.
+// quadruples {d_hi, d_lo, Σx, Σx of columns 0..15}; rows past m are zeros. A warp then reads each fragment as one
+// contiguous 256-byte load instead of 8 scattered rows.
 //
 // Work split: a block of 8 warps owns 32 weight rows (two 16-row m16 tiles; the A fragments of rows g and g + 8 are
 // one row's bytes each, loaded once per step); warp w takes the row's 256-column steps w, w + 8, ... (K split

@@ -32,6 +32,7 @@ struct MmaParams {
   // Formats with a separate scale array (kSeparateScales): the matrix's (expert 0's) and its bytes per row.
   const uint8_t* scales = nullptr;
   int64_t scale_row_bytes = 0;
+  float global_scale = 1.0f;  // kGlobalScale formats (NVFP4): the tensor's, applied to each output
 };
 
 // Whether policy P reads a scale array apart from its rows.
@@ -39,6 +40,37 @@ template <class P>
 __host__ __device__ constexpr bool separate_scales() {
   if constexpr (requires { P::kSeparateScales; }) {
     return P::kSeparateScales;
+  } else {
+    return false;
+  }
+}
+
+// Whether policy P's outputs are multiplied by the tensor's global scale (NVFP4).
+template <class P>
+__host__ __device__ constexpr bool global_scale() {
+  if constexpr (requires { P::kGlobalScale; }) {
+    return P::kGlobalScale;
+  } else {
+    return false;
+  }
+}
+
+// Bytes of P's separate scale array per row of cols columns (0 for a format without one).
+template <class P>
+__host__ __device__ constexpr int64_t scale_row_bytes(int64_t cols) {
+  if constexpr (separate_scales<P>()) {
+    return cols / P::kScaleGroupCols;
+  } else {
+    return 0;
+  }
+}
+
+// Whether policy P has a minimum per 16 columns (Q2_K): block() then gives m for columns 0..15 and m16 for 16..31,
+// taken against the activations' Σx of each half (the tile's fourth scale float holds columns 0..15's).
+template <class P>
+__host__ __device__ constexpr bool half_mins() {
+  if constexpr (requires { P::kHalfMins; }) {
+    return P::kHalfMins;
   } else {
     return false;
   }
@@ -91,12 +123,14 @@ __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t*
 #pragma unroll
     for (int j = 0; j < P::kStepBlocks; ++j) {
       uint32_t a[kMTiles][4];
-      float d[kMTiles][2], d16[kMTiles][2], mn[kMTiles][2];
+      float d[kMTiles][2], d16[kMTiles][2], mn[kMTiles][2], mn16[kMTiles][2];
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          if constexpr (P::kHalfScales) {
+          if constexpr (half_mins<P>()) {
+            P::block(raw[mt][h], j, a[mt][h], a[mt][2 + h], d[mt][h], d16[mt][h], mn[mt][h], mn16[mt][h]);
+          } else if constexpr (P::kHalfScales) {
             P::block(raw[mt][h], j, a[mt][h], a[mt][2 + h], d[mt][h], d16[mt][h], mn[mt][h]);
           } else {
             P::block(raw[mt][h], j, a[mt][h], a[mt][2 + h], d[mt][h], mn[mt][h]);
@@ -126,7 +160,14 @@ __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t*
               const float4& x = sx[e & 1];
               const float dot = fmaf(x.x, static_cast<float>(c_hi[e]), x.y * static_cast<float>(c_lo[e]));
               const float dot16 = fmaf(x.x, static_cast<float>(c_hi16[e]), x.y * static_cast<float>(c_lo16[e]));
-              acc[mt][nt][e] += fmaf(d[mt][e >> 1], dot, fmaf(d16[mt][e >> 1], dot16, -mn[mt][e >> 1] * x.z));
+              // The minimums against Σx: of the whole block, or of each half (x.w: columns 0..15).
+              float mins;
+              if constexpr (half_mins<P>()) {
+                mins = fmaf(mn[mt][e >> 1], x.w, mn16[mt][e >> 1] * (x.z - x.w));
+              } else {
+                mins = mn[mt][e >> 1] * x.z;
+              }
+              acc[mt][nt][e] += fmaf(d[mt][e >> 1], dot, fmaf(d16[mt][e >> 1], dot16, -mins));
             }
           } else {
             int c_hi[4] = {0, 0, 0, 0}, c_lo[4] = {0, 0, 0, 0};
@@ -160,6 +201,7 @@ __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t*
       const float4 v = partial[w][mt_out][lane_out];
       sum += e_out == 0 ? v.x : (e_out == 1 ? v.y : (e_out == 2 ? v.z : v.w));
     }
+    if constexpr (global_scale<P>()) sum *= p.global_scale;
     const int n = nt * kMmaTileRows + 2 * (lane_out & 3) + (e_out & 1);
     if (row < p.rows && n < m) store(n, row, sum);
     __syncthreads();
@@ -168,8 +210,9 @@ __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t*
 
 // At most 4 batch tiles per launch (32 batch rows): above that the accumulators and the hoisted activation loads
 // outgrow the registers (ptxas spilled at 5–8 tiles), so m = 33..64 runs as two launches, reading W twice. Q6_K, with
-// its larger raw bytes and twice the products, spills from 3 tiles: 2 per launch. IQ4_NL's table lookups spilled
-// 40 bytes at 4: 3 per launch, as Q5_1 (12 bytes at 4: its minimum and fifth bits).
+// its larger raw bytes and twice the products, spills from 3 tiles: 2 per launch, as Q3_K and Q2_K (68 bytes at 3: its
+// second minimum per block). IQ4_NL's table lookups spilled 40 bytes at 4: 3 per launch, as Q5_1 (12 bytes at 4: its
+// minimum and fifth bits).
 template <class P>
 __host__ __device__ constexpr int launch_tiles() {
   return P::kHalfScales ? 2 : std::is_same_v<P, mma_q8::Iq4Nl> || std::is_same_v<P, mma_q8::Q5_1> ? 3 : 4;

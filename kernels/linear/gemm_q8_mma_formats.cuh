@@ -150,14 +150,29 @@ struct Mxfp4Ggml {
   }
 };
 
-// OCP MXFP4 (gpt-oss's checkpoints, UQFF): each row a stream of E2M1 nibbles, byte i holding columns 2i (low) and
-// 2i + 1 (high), 16 bytes per 32-column block, the blocks' E8M0 scale bytes in a separate [rows, cols / 32] array
-// (kSeparateScales: the kernel hands load() the row's scale bytes too). Lane t's columns 4t .. 4t+3 are bytes 2t and
-// 2t + 1 of the block and columns 16+4t .. 16+4t+3 bytes 8+2t and 9+2t: one 2-byte load each, unzipped into column
-// order by two byte permutes, then the doubled E2M1 levels looked up as for GGML's blocks; d = 2^(e - 127) / 2, m = 0.
+// The E2M1 nibble streams with separate scale bytes (OCP MXFP4, NVFP4): each row a stream of E2M1 nibbles, byte i
+// holding columns 2i (low) and 2i + 1 (high), 16 bytes per 32-column block. Lane t's columns 4t .. 4t+3 are bytes 2t
+// and 2t + 1 of the block and columns 16+4t .. 16+4t+3 bytes 8+2t and 9+2t: one 2-byte load each, unzipped into
+// column order by two byte permutes, then the doubled E2M1 levels looked up as for GGML's MXFP4 blocks (so d is half
+// the scale).
+struct E2m1Codes {
+  __device__ static uint32_t load(const uint8_t* block, int t) {
+    return ldg_u16(block + 2 * t) | ldg_u16(block + 8 + 2 * t) << 16;
+  }
+  __device__ static void unzip(uint32_t q, uint32_t& k0, uint32_t& k16) {
+    const uint32_t lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
+    k0 = dp4a::table_levels<dp4a::Mxfp4Levels>(__byte_perm(lo, hi, 0x5140));
+    k16 = dp4a::table_levels<dp4a::Mxfp4Levels>(__byte_perm(lo, hi, 0x7362));
+  }
+};
+
+// OCP MXFP4 (gpt-oss's checkpoints, UQFF): the E2M1 stream with an E8M0 scale byte per 32 columns in a separate
+// [rows, cols / 32] array (kSeparateScales: the kernel hands load() the row's scale bytes too); d = 2^(e - 127) / 2,
+// m = 0.
 struct Mxfp4Ocp {
   static constexpr bool kHalfScales = false;
   static constexpr bool kSeparateScales = true;
+  static constexpr int kScaleGroupCols = 32;
   static constexpr int kStepBlocks = 8;
   static constexpr int kStepCols = 32 * kStepBlocks;
   static constexpr int kBlockBytes = 16;
@@ -171,16 +186,48 @@ struct Mxfp4Ocp {
     const uint8_t* e = row_scales + step * kStepBlocks;
 #pragma unroll
     for (int j = 0; j < kStepBlocks; ++j) {
-      r.q[j] = ldg_u16(b + j * kBlockBytes + 2 * t) | ldg_u16(b + j * kBlockBytes + 8 + 2 * t) << 16;
+      r.q[j] = E2m1Codes::load(b + j * kBlockBytes, t);
       r.e[j] = __ldg(e + j);
     }
     return r;
   }
   __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& m) {
-    const uint32_t lo = r.q[j] & 0x0F0F0F0Fu, hi = (r.q[j] >> 4) & 0x0F0F0F0Fu;
-    k0 = dp4a::table_levels<dp4a::Mxfp4Levels>(__byte_perm(lo, hi, 0x5140));
-    k16 = dp4a::table_levels<dp4a::Mxfp4Levels>(__byte_perm(lo, hi, 0x7362));
+    E2m1Codes::unzip(r.q[j], k0, k16);
     d = 0.5f * quant::e8m0_to_f32(static_cast<uint8_t>(r.e[j]));
+    m = 0.0f;
+  }
+};
+
+// NVFP4: the E2M1 stream with an E4M3 scale byte per 16 columns in a separate [rows, cols / 16] array, times the
+// tensor's global scale (kGlobalScale: the kernel multiplies each output by MmaParams::global_scale once): d and
+// d16 = e4m3 / 2 of the block's two scale bytes, m = 0.
+struct Nvfp4 {
+  static constexpr bool kHalfScales = true;
+  static constexpr bool kSeparateScales = true;
+  static constexpr bool kGlobalScale = true;
+  static constexpr int kScaleGroupCols = 16;
+  static constexpr int kStepBlocks = 8;
+  static constexpr int kStepCols = 32 * kStepBlocks;
+  static constexpr int kBlockBytes = 16;
+  static constexpr int kStepBytes = kStepBlocks * kBlockBytes;
+  struct Raw {
+    uint32_t q[kStepBlocks], e[kStepBlocks];  // e: the block's two scale bytes
+  };
+  __device__ static Raw load(const uint8_t* row, const uint8_t* row_scales, int64_t step, int t) {
+    Raw r;
+    const uint8_t* b = row + step * kStepBytes;
+    const uint8_t* e = row_scales + step * 2 * kStepBlocks;  // any address: byte loads
+#pragma unroll
+    for (int j = 0; j < kStepBlocks; ++j) {
+      r.q[j] = E2m1Codes::load(b + j * kBlockBytes, t);
+      r.e[j] = static_cast<uint32_t>(__ldg(e + 2 * j)) | static_cast<uint32_t>(__ldg(e + 2 * j + 1)) << 8;
+    }
+    return r;
+  }
+  __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& d16, float& m) {
+    E2m1Codes::unzip(r.q[j], k0, k16);
+    d = 0.5f * quant::e4m3_to_f32(static_cast<uint8_t>(r.e[j]));
+    d16 = 0.5f * quant::e4m3_to_f32(static_cast<uint8_t>(r.e[j] >> 8));
     m = 0.0f;
   }
 };
@@ -363,5 +410,136 @@ struct Q3K {
     m = 0.0f;
   }
 };
+
+// IQ4_XS: 136-byte super-blocks {f16 d, u16 scales_h, 4 bytes scales_l, qs[128]}; 32-column block j is qs bytes
+// 16j .. 16j + 15 in IQ4_NL's nibble placement (levels of kvalues_iq4nl), w = d · (ls_j − 32) · level with the 6-bit
+// ls_j = nibble j % 2 of scales_l[j / 2] | bits 2j, 2j + 1 of scales_h << 4; m = 0. A lane reads one word per block.
+struct Iq4Xs {
+  static constexpr bool kHalfScales = false;
+  static constexpr int kStepBlocks = 8;
+  static constexpr int kStepCols = 256;
+  static constexpr int kStepBytes = 136;
+  struct Raw {
+    uint32_t q[kStepBlocks];
+    uint32_t dh, sl;  // d | scales_h << 16, scales_l
+  };
+  __device__ static Raw load(const uint8_t* row, int64_t step, int t) {
+    Raw r;
+    const uint8_t* b = row + step * kStepBytes;  // 136 = 8 · 17: every word below is 4-byte aligned
+    r.dh = ldg_u32(b);
+    r.sl = ldg_u32(b + 4);
+#pragma unroll
+    for (int j = 0; j < kStepBlocks; ++j) r.q[j] = ldg_u32(b + 8 + 16 * j + 4 * t);
+    return r;
+  }
+  __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& m) {
+    k0 = dp4a::table_levels<dp4a::Iq4Levels>(r.q[j] & 0x0F0F0F0Fu);
+    k16 = dp4a::table_levels<dp4a::Iq4Levels>((r.q[j] >> 4) & 0x0F0F0F0Fu);
+    const uint32_t ls = ((r.sl >> (4 * j)) & 15u) | (((r.dh >> (16 + 2 * j)) & 3u) << 4);
+    d = half_at(r.dh) * static_cast<float>(static_cast<int>(ls) - 32);
+    m = 0.0f;
+  }
+};
+
+// The 2-bit layout of Q2_K and TQ2_0: 32-column block j = 4h + k (half h of 128 columns, k = 0..3) has column c's
+// code (qs[32h + c] >> 2k) & 3, so lane t's columns 4t.. and 16 + 4t.. of all 8 blocks lie in 4 qs words (Q3_K's
+// low bits without its hmask).
+struct TwoBitCodes {
+  uint32_t qs[2][2];  // [h][columns 4t.. / 16 + 4t..]
+  __device__ void load(const uint8_t* qs_bytes, int t) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int part = 0; part < 2; ++part) qs[h][part] = ldg_u32_a2(qs_bytes + 32 * h + 16 * part + 4 * t);
+  }
+  __device__ uint32_t codes(int j, int part) const { return (qs[j >> 2][part] >> (2 * (j & 3))) & 0x03030303u; }
+};
+
+// Q2_K: 84-byte super-blocks {16 scale bytes, qs[64], f16 d, f16 dmin}; w = d · (sc & 15) · code − dmin · (sc >> 4)
+// with sc = scales[8h + 2k + c / 16]: a scale and a minimum per 16 columns (kHalfMins: m for columns 0..15, m16 for
+// 16..31, each against its half's Σx). The codes 0..3 are signed bytes as they are.
+struct Q2K {
+  static constexpr bool kHalfScales = true;
+  static constexpr bool kHalfMins = true;
+  static constexpr int kStepBlocks = 8;
+  static constexpr int kStepCols = 256;
+  static constexpr int kStepBytes = 84;
+  struct Raw {
+    TwoBitCodes q;
+    uint32_t sc[4];
+    uint32_t dm;  // d | dmin << 16
+  };
+  __device__ static Raw load(const uint8_t* row, int64_t step, int t) {
+    Raw r;
+    const uint8_t* b = row + step * kStepBytes;
+    r.q.load(b + 16, t);
+#pragma unroll
+    for (int w = 0; w < 4; ++w) r.sc[w] = ldg_u32_a2(b + 4 * w);
+    r.dm = ldg_u32_a2(b + 80);
+    return r;
+  }
+  __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& d16, float& m,
+                               float& m16) {
+    k0 = r.q.codes(j, 0);
+    k16 = r.q.codes(j, 1);
+    const int s = 8 * (j >> 2) + 2 * (j & 3);  // scale bytes s (columns 0..15) and s + 1: one word, s being even
+    const uint32_t pair = r.sc[s >> 2] >> (8 * (s & 3));
+    const float super = half_at(r.dm), super_min = half_at(r.dm >> 16);
+    d = super * static_cast<float>(pair & 15u);
+    d16 = super * static_cast<float>((pair >> 8) & 15u);
+    m = super_min * static_cast<float>((pair >> 4) & 15u);
+    m16 = super_min * static_cast<float>((pair >> 12) & 15u);
+  }
+};
+
+// TQ2_0: 66-byte super-blocks {qs[64], f16 d}, the 2-bit layout above, w = d · (code − 1); m = 0.
+struct Tq2 {
+  static constexpr bool kHalfScales = false;
+  static constexpr int kStepBlocks = 8;
+  static constexpr int kStepCols = 256;
+  static constexpr int kStepBytes = 66;
+  struct Raw {
+    TwoBitCodes q;
+    uint32_t d;
+  };
+  __device__ static Raw load(const uint8_t* row, int64_t step, int t) {
+    Raw r;
+    const uint8_t* b = row + step * kStepBytes;
+    r.q.load(b, t);
+    r.d = ldg_u16(b + 64);
+    return r;
+  }
+  __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& m) {
+    k0 = __vsub4(r.q.codes(j, 0), 0x01010101u);
+    k16 = __vsub4(r.q.codes(j, 1), 0x01010101u);
+    d = half_at(r.d);
+    m = 0.0f;
+  }
+};
+
+// f(P{}) for the format's policy P, or otherwise() for a format without one: the one list of the formats the
+// tensor-core GEMM takes, for the dense launch, the grouped experts and their shape checks.
+template <class F, class G>
+__host__ auto with_policy(quant::FormatId format, F&& f, G&& otherwise) {
+  switch (format) {
+    case quant::FormatId::kQ4_0: return f(Q4_0{});
+    case quant::FormatId::kQ4_1: return f(Q4_1{});
+    case quant::FormatId::kQ5_0: return f(Q5_0{});
+    case quant::FormatId::kQ5_1: return f(Q5_1{});
+    case quant::FormatId::kQ8_0: return f(Q8_0{});
+    case quant::FormatId::kQ2_K: return f(Q2K{});
+    case quant::FormatId::kQ3_K: return f(Q3K{});
+    case quant::FormatId::kQ4_K: return f(Q4K{});
+    case quant::FormatId::kQ5_K: return f(Q5K{});
+    case quant::FormatId::kQ6_K: return f(Q6K{});
+    case quant::FormatId::kIQ4_NL: return f(Iq4Nl{});
+    case quant::FormatId::kIQ4_XS: return f(Iq4Xs{});
+    case quant::FormatId::kTQ2_0: return f(Tq2{});
+    case quant::FormatId::kMXFP4_GGML: return f(Mxfp4Ggml{});
+    case quant::FormatId::kMXFP4: return f(Mxfp4Ocp{});
+    case quant::FormatId::kNVFP4: return f(Nvfp4{});
+    default: return otherwise();
+  }
+}
 
 }  // namespace qrt::kernels::mma_q8

@@ -67,7 +67,7 @@ __device__ __forceinline__ uint4 nibbles(uint4 q, int shift) {
 // The x limbs (16 bytes of hi codes, 16 of lo) of columns [offset, offset + 16) of activation block `block`.
 struct X16 {
   uint4 hi, lo;
-  float4 s;  // {d_hi, d_lo, sum, 0}
+  float4 s;  // {d_hi, d_lo, sum, sum16}: q8_activations.hpp
 };
 __device__ __forceinline__ X16 load_x16(const int8_t* codes, const float* scales, int64_t block, int offset) {
   const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + block * 64 + offset;

@@ -8,8 +8,9 @@
 //
 // Layout of m rows of `cols` columns (cols a multiple of 32), blocks numbered b = 0 .. cols/32 - 1 per row:
 //   codes  [m][cols / 32][64] int8: the block's 32 q_hi, then its 32 q_lo
-//   scales [m][cols / 32][4]  float: {d_hi, d_lo, sum, 0}, sum = d_hi · Σ q_hi + d_lo · Σ q_lo (the block's Σ x as
-//                                    the limbs hold it, for the formats with offsets or minimums)
+//   scales [m][cols / 32][4]  float: {d_hi, d_lo, sum, sum16}, sum = d_hi · Σ q_hi + d_lo · Σ q_lo (the block's Σ x
+//                                    as the limbs hold it, for the formats with offsets or minimums), sum16 the same
+//                                    over columns 0..15 (Q2_K's minimums, one per 16 columns, in the tensor-core GEMM)
 // A block holding a NaN or an infinity gets d_hi = NaN and zero codes, so every output it touches is NaN.
 //
 // quantize_q8_block is the one definition of the arithmetic: the CUDA kernel evaluates the same expressions (the
@@ -75,7 +76,7 @@ inline void quantize_q8_block(const float* x, int8_t* codes, float* scales) {
   }
   const float d_hi = q8_hi_scale(amax, finite);
   const float d_lo = q8_lo_scale(d_hi);
-  int sum_hi = 0, sum_lo = 0;
+  int sum_hi = 0, sum_lo = 0, half_hi = 0, half_lo = 0;
   for (int j = 0; j < kQ8BlockCols; ++j) {
     const int hi = q8_code(x[j], d_hi);
     const int lo = q8_code(q8_residual(x[j], d_hi, hi), d_lo);
@@ -83,11 +84,15 @@ inline void quantize_q8_block(const float* x, int8_t* codes, float* scales) {
     codes[kQ8BlockCols + j] = static_cast<int8_t>(lo);
     sum_hi += hi;
     sum_lo += lo;
+    if (j == kQ8BlockCols / 2 - 1) {
+      half_hi = sum_hi;
+      half_lo = sum_lo;
+    }
   }
   scales[0] = d_hi;
   scales[1] = d_lo;
   scales[2] = q8_block_sum(d_hi, d_lo, sum_hi, sum_lo);
-  scales[3] = 0.0f;
+  scales[3] = q8_block_sum(d_hi, d_lo, half_hi, half_lo);
 }
 
 // x [m, cols] fp32 (cols a multiple of 32) into `out` on `stream`.

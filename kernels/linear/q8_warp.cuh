@@ -11,9 +11,10 @@
 
 namespace qrt::kernels {
 
-__device__ __forceinline__ int q8_warp_sum_int(int v) {
+// The sum of v over the lane's half of the warp (lanes 0..15 or 16..31).
+__device__ __forceinline__ int q8_half_warp_sum_int(int v) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullWarpMask, v, offset);
+  for (int offset = 8; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullWarpMask, v, offset);
   return v;
 }
 
@@ -26,13 +27,15 @@ __device__ __forceinline__ void quantize_q8_warp(float v, int lane, int8_t* code
   const int lo = q8_code(q8_residual(v, d_hi, hi), d_lo);
   codes[lane] = static_cast<int8_t>(hi);
   codes[kQ8BlockCols + lane] = static_cast<int8_t>(lo);
-  const int sum_hi = q8_warp_sum_int(hi);
-  const int sum_lo = q8_warp_sum_int(lo);
+  // Each half's sums first (lanes 0..15 and 16..31), then the whole block's: integer sums, exact in any order.
+  const int half_hi = q8_half_warp_sum_int(hi), half_lo = q8_half_warp_sum_int(lo);
+  const int sum_hi = half_hi + __shfl_xor_sync(kFullWarpMask, half_hi, 16);
+  const int sum_lo = half_lo + __shfl_xor_sync(kFullWarpMask, half_lo, 16);
   if (lane == 0) {
     scales[0] = d_hi;
     scales[1] = d_lo;
     scales[2] = q8_block_sum(d_hi, d_lo, sum_hi, sum_lo);
-    scales[3] = 0.0f;
+    scales[3] = q8_block_sum(d_hi, d_lo, half_hi, half_lo);
   }
 }
 

@@ -1,8 +1,8 @@
 // A batch's expert projections on the int8 tensor cores (expert_gemv.hpp: expert_gemm_mma_grouped). Four launches:
 //   1. group_expert_slots: the slots sorted by expert;
 //   2. one block cuts each expert's list into chunks of up to 32 slots (24 for Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and
-//      both MXFP4s, 16 for Q3_K and Q6_K: the batch tiles one tensor-core block holds in registers) and writes the
-//      chunk table {expert, first, count} and its length;
+//      both MXFP4s, 16 for Q2_K, Q3_K and Q6_K: the batch tiles one tensor-core block holds in registers) and writes
+//      the chunk table {expert, first, count} and its length;
 //   3. a warp per (chunk, 8-row batch tile, 32-column block) gathers the chunk's x rows (a slot's token, or the slot)
 //      into the rearranged tile layout gemm_q8_mma reads (gemm_q8_mma.hpp);
 //   4. a block per (32 weight rows, chunk) runs the dense GEMM's block (gemm_q8_mma_block.cuh) on its expert's
@@ -46,18 +46,7 @@ __host__ __device__ constexpr int chunk_tiles() {
              : launch_tiles<P>();
 }
 int chunk_tiles(quant::FormatId format) {
-  switch (format) {
-    case quant::FormatId::kQ4_0:
-    case quant::FormatId::kIQ4_NL:
-    case quant::FormatId::kMXFP4_GGML:
-    case quant::FormatId::kMXFP4:
-    case quant::FormatId::kQ4_1:
-    case quant::FormatId::kQ5_0:
-    case quant::FormatId::kQ5_1: return chunk_tiles<mma_q8::Q4_0>();
-    case quant::FormatId::kQ6_K:
-    case quant::FormatId::kQ3_K: return chunk_tiles<mma_q8::Q6K>();
-    default: return chunk_tiles<mma_q8::Q4K>();
-  }
+  return mma_q8::with_policy(format, [](auto policy) { return chunk_tiles<decltype(policy)>(); }, [] { return 0; });
 }
 
 struct Layout {
@@ -160,7 +149,8 @@ Status launch_gemm(const quant::QuantView& w, const quant::PartSizes& per_expert
                     0,
                     y,
                     w.scales,
-                    w.cols / kQ8BlockCols};  // OCP MXFP4's scale bytes: one per 32 columns (others: unused)
+                    mma_block::scale_row_bytes<P>(w.cols),
+                    w.params.global_scale};
   const dim3 grid(static_cast<unsigned>((w.rows + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(l.max_chunks));
   expert_gemm_mma_kernel<P><<<grid, kThreads, 0, stream>>>(
       p, per_expert.data, per_expert.scales, reinterpret_cast<const int32_t*>(base + l.chunks), l.max_chunks,
@@ -210,20 +200,7 @@ Status expert_gemm_mma_grouped(quant::FormatId format, const quant::QuantView& e
   const auto run = [&](auto policy) {
     return launch_gemm<decltype(policy)>(expert0, per_expert, l, base, lists.order, y, stream);
   };
-  switch (format) {
-    case quant::FormatId::kQ4_0: return run(mma_q8::Q4_0{});
-    case quant::FormatId::kQ8_0: return run(mma_q8::Q8_0{});
-    case quant::FormatId::kQ4_K: return run(mma_q8::Q4K{});
-    case quant::FormatId::kQ5_K: return run(mma_q8::Q5K{});
-    case quant::FormatId::kIQ4_NL: return run(mma_q8::Iq4Nl{});
-    case quant::FormatId::kMXFP4_GGML: return run(mma_q8::Mxfp4Ggml{});
-    case quant::FormatId::kMXFP4: return run(mma_q8::Mxfp4Ocp{});
-    case quant::FormatId::kQ3_K: return run(mma_q8::Q3K{});
-    case quant::FormatId::kQ4_1: return run(mma_q8::Q4_1{});
-    case quant::FormatId::kQ5_0: return run(mma_q8::Q5_0{});
-    case quant::FormatId::kQ5_1: return run(mma_q8::Q5_1{});
-    default: return run(mma_q8::Q6K{});  // expert_gemm_mma_applies left only Q6_K
-  }
+  return mma_q8::with_policy(format, run, [&] { return invalid_argument(name + ": no policy"); });
 }
 
 }  // namespace qrt::kernels

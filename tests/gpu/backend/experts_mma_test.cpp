@@ -1,6 +1,6 @@
-// A prompt's MoE experts on the int8 tensor cores (kernels::expert_gemm_mma_grouped, through linear_experts): the
-// slots grouped by expert, cut into chunks of up to 32 (16 for Q6_K), gathered into the GEMM's tiles and multiplied
-// per (32 weight rows, chunk), against the CPU; the routing between it and the grouped integer-dot kernel.
+// A prompt's MoE experts on the int8 tensor cores (kernels::expert_gemm_mma_grouped, through linear_experts): the slots
+// grouped by expert, cut into chunks of up to 32 (24 or 16 for some formats), gathered into the GEMM's tiles and
+// multiplied per (32 weight rows, chunk), against the CPU; the routing between it and the grouped integer-dot kernel.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,8 +18,9 @@ namespace {
 using CudaBackendExpertsMma = test::BackendPair;
 
 // 40 tokens, 2 experts each of 6: expert 0 by every token (40 slots: chunks of 32 and 8; 24 and 16; or 16, 16 and 8 for
-// Q6_K and Q3_K), the second pick spread over experts 1..5 (8 slots each); 40 weight rows (a block of 32 and a partial
-// one). Shared and per-slot inputs (40 and 80 rows, wider than the decode buffer: quantized into scratch memory).
+// Q6_K, Q3_K, Q2_K and NVFP4), the second pick spread over experts 1..5 (8 slots each); 40 weight rows (a block of 32
+// and a partial one). Shared and per-slot inputs (40 and 80 rows, wider than the decode buffer: quantized into scratch
+// memory).
 TEST_F(CudaBackendExpertsMma, APromptOnTheTensorCoresMatchesCpu) {
   const int64_t experts = 6, out = 40, tokens = 40, top_k = 2;
   std::vector<int32_t> picks;
@@ -33,9 +34,13 @@ TEST_F(CudaBackendExpertsMma, APromptOnTheTensorCoresMatchesCpu) {
                                    {quant::FormatId::kQ4_0, 256}, {quant::FormatId::kIQ4_NL, 256},
                                    {quant::FormatId::kMXFP4_GGML, 256}, {quant::FormatId::kMXFP4, 512},
                                    {quant::FormatId::kQ3_K, 256}, {quant::FormatId::kQ4_1, 256},
-                                   {quant::FormatId::kQ5_0, 256}, {quant::FormatId::kQ5_1, 256}}) {
+                                   {quant::FormatId::kQ5_0, 256}, {quant::FormatId::kQ5_1, 256},
+                                   {quant::FormatId::kQ2_K, 512}, {quant::FormatId::kIQ4_XS, 256},
+                                   {quant::FormatId::kTQ2_0, 256}, {quant::FormatId::kNVFP4, 512}}) {
     const auto values = test::random_normal(static_cast<size_t>(experts * out * in), 2700);
-    auto w = test::quantized_tensor(format, {experts, out, in}, values, test::default_params(format));
+    quant::QuantParams params = test::default_params(format);
+    if (format == quant::FormatId::kNVFP4) params.global_scale = 0.5f;  // the stack's one tensor scale, applied
+    auto w = test::quantized_tensor(format, {experts, out, in}, values, params);
     const auto weight_pair = weight(w->tensor);
     const auto x_shared = input(tokens, in, 2701);
     const auto x_slots = input(tokens * top_k, in, 2702);
