@@ -1,8 +1,8 @@
 // Launch tuning: the CUDA backend times the kernels and work splits that no rule ranks the same on every GPU and
 // shape, once per weight shape at upload, and keeps the fastest (bench/NOTES-gemv.md, "Launch tuning"):
-//   - the integer-dot GEMV's rows per block, for one x row (1, 2, 4) and for several (1, 2, timed at 8): more rows
-//     keep more bytes in flight per block and read x once for more rows, fewer give more blocks; every candidate
-//     gives the same sums bit for bit;
+//   - the integer-dot GEMV's rows per block, for one x row (1, 2, 4, 8) and for several (1, 2, timed at 8): more rows
+//     keep more bytes in flight per block and read x once for more rows (x's loads, not W's, are most of the
+//     kernel's L1 traffic), fewer give more blocks; every candidate gives the same sums bit for bit;
 //   - where the int8 tensor-core GEMM takes the format (and set_mma_gemm has not decided for every weight): it against
 //     the GEMV for 2..8 rows (timed at 8), and against the fused or cuBLAS GEMM for 9..64 rows (timed at 32). These
 //     round differently (all within the integer-dot tolerance of the fp32 product), so a weight's batch sizes keep
@@ -43,10 +43,12 @@ CudaBackend::TunedLinear CudaBackend::tuned_linear(WeightHandle weight) const {
 Status CudaBackend::set_tuned_linear(WeightHandle weight, const TunedLinear& c) {
   QRT_TRY(find_weight(weight, "set_tuned_linear", "weight").status());
   Weight& w = *weights_[weight.id - 1];  // find_weight checked the handle
-  if ((c.dp4a_rows_one != 0 && c.dp4a_rows_one != 1 && c.dp4a_rows_one != 2 && c.dp4a_rows_one != 4) ||
+  if ((c.dp4a_rows_one != 0 && c.dp4a_rows_one != 1 && c.dp4a_rows_one != 2 && c.dp4a_rows_one != 4 &&
+       c.dp4a_rows_one != 8) ||
       (c.dp4a_rows_batch != 0 && c.dp4a_rows_batch != 1 && c.dp4a_rows_batch != 2))
     return invalid_argument("set_tuned_linear: rows per block " + std::to_string(c.dp4a_rows_one) + " / " +
-                            std::to_string(c.dp4a_rows_batch) + " (0, 1, 2 or 4 for one row; 0, 1 or 2 for several)");
+                            std::to_string(c.dp4a_rows_batch) +
+                            " (0, 1, 2, 4 or 8 for one row; 0, 1 or 2 for several)");
   if ((c.mma_several || c.mma_wide) &&
       (w.shape.size() != 2 || !kernels::gemm_q8_mma_applies(w.format, w.view()) || !mma_buffers()))
     return invalid_argument("set_tuned_linear: no tensor-core GEMM for this weight (" +
@@ -124,7 +126,7 @@ Status CudaBackend::tune_linear(Weight& w) {
   };
   TunedLinear t;
   float one_ms = 0.0f, several_ms = 0.0f;
-  QRT_TRY(fastest_rows(1, {1, 2, 4}, &t.dp4a_rows_one, &one_ms).with_context(what));
+  QRT_TRY(fastest_rows(1, {1, 2, 4, 8}, &t.dp4a_rows_one, &one_ms).with_context(what));
   QRT_TRY(fastest_rows(batch, {1, 2}, &t.dp4a_rows_batch, &several_ms).with_context(what));
   if (mma) {
     const auto tensor_cores = [&](int m) {

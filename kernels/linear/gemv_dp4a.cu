@@ -67,9 +67,10 @@ namespace {
 Status launch_parts(quant::FormatId format, std::span<const GemvPart> parts, Q8ConstActivations x, int m,
                     cudaStream_t stream, int rows_per_block) {
   const std::string name = "gemv_dp4a " + std::string(quant::format_name(format));
-  if (rows_per_block != 0 && rows_per_block != 1 && rows_per_block != 2 && !(rows_per_block == 4 && m == 1))
+  if (rows_per_block != 0 && rows_per_block != 1 && rows_per_block != 2 &&
+      !((rows_per_block == 4 || rows_per_block == 8) && m == 1))
     return invalid_argument(name + ": " + std::to_string(rows_per_block) + " rows per block at batch " +
-                            std::to_string(m) + " (1 or 2, or 4 at batch 1)");
+                            std::to_string(m) + " (1 or 2, or 4 or 8 at batch 1)");
   if (m < 1 || m > kGemvMaxBatch)
     return invalid_argument(name + ": batch " + std::to_string(m) + " not in 1.." + std::to_string(kGemvMaxBatch));
   if (parts.empty() || parts.size() > static_cast<size_t>(kGemvMaxParts))

@@ -45,8 +45,8 @@ Status gemv_dp4a(quant::FormatId format, const quant::QuantView& w, Q8ConstActiv
 Status gemv_dp4a_parts(quant::FormatId format, std::span<const GemvPart> parts, Q8ConstActivations x, int m,
                        cudaStream_t stream, int rows_per_block = 0);
 
-// gemv_dp4a with the rows per block forced (1, 2, or 4 at batch 1; 0: the plan's choice), for measuring the work
-// split and for the backend's launch tuning, which times them per shape: one block of 128 threads issues each
+// gemv_dp4a with the rows per block forced (1, 2, or 4 or 8 at batch 1; 0: the plan's choice), for measuring the
+// work split and for the backend's launch tuning, which times them per shape: one block of 128 threads issues each
 // thread's loads for all its rows at once, so more rows per block keep more bytes in flight per SM and read x once
 // for more rows, at the price of fewer blocks. The sums are gemv_dp4a's, bit for bit.
 Status gemv_dp4a_rows(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m, float* y,

@@ -1,8 +1,8 @@
-// The integer-dot decode GEMV kernel and its launcher, shared by the per-family translation units
-// (gemv_dp4a_ggml.cu, gemv_dp4a_iq.cu, gemv_dp4a_tables.cu): one kernel template per lane policy (the policies are
-// in gemv_dp4a_formats.cuh and gemv_dp4a_iquants.cuh), instantiated for 8 batch sizes and 2 row counts each.
-// Splitting the instantiations over several files lets a parallel build compile them side by side: in one file
-// they were the longest compile of the project (about 110 s).
+// The integer-dot decode GEMV kernel and its launcher, shared by the per-family translation units (gemv_dp4a_ggml.cu,
+// gemv_dp4a_iq.cu, gemv_dp4a_tables.cu): one kernel template per lane policy (the policies are in gemv_dp4a_formats.cuh
+// and gemv_dp4a_iquants.cuh), instantiated for 8 batch sizes and 2 row counts each (4 and 8 rows too at batch 1).
+// Splitting the instantiations over several files lets a parallel build compile them side by side: in one file they
+// were the longest compile of the project (about 110 s).
 #pragma once
 
 #include <optional>
@@ -299,6 +299,10 @@ Status launch(const Dp4aLaunch& l) {
     if constexpr (M == 1) {
       if (params.grid.rows_per_block == 4) {
         gemv_dp4a_kernel<P, 1, 4><<<blocks, kThreads, 0, stream>>>(params);
+        return cuda_launch_status("gemv_dp4a_kernel");
+      }
+      if (params.grid.rows_per_block == 8) {
+        gemv_dp4a_kernel<P, 1, 8><<<blocks, kThreads, 0, stream>>>(params);
         return cuda_launch_status("gemv_dp4a_kernel");
       }
     }

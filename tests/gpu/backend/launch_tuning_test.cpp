@@ -60,7 +60,8 @@ TEST_F(CudaLaunchTuning, OneChoicePerShapeAndRowsPerBlockChangeNoBits) {
   const auto wa = weight(a->tensor), wb = weight(b->tensor), wc = weight(c->tensor), wd = weight(d->tensor);
   for (const auto* w : {&wa, &wb, &wc}) {
     const CudaBackend::TunedLinear t = gpu_->tuned_linear(w->gpu);
-    EXPECT_TRUE(t.dp4a_rows_one == 1 || t.dp4a_rows_one == 2 || t.dp4a_rows_one == 4) << t.dp4a_rows_one;
+    EXPECT_TRUE(t.dp4a_rows_one == 1 || t.dp4a_rows_one == 2 || t.dp4a_rows_one == 4 || t.dp4a_rows_one == 8)
+        << t.dp4a_rows_one;
     EXPECT_TRUE(t.dp4a_rows_batch == 1 || t.dp4a_rows_batch == 2) << t.dp4a_rows_batch;
   }
   const CudaBackend::TunedLinear ta = gpu_->tuned_linear(wa.gpu), tb = gpu_->tuned_linear(wb.gpu);
@@ -127,6 +128,11 @@ TEST_F(CudaLaunchTuning, TheChoicesRouteTheBatches) {
   CudaBackend::TunedLinear bad;
   bad.dp4a_rows_batch = 4;
   EXPECT_FALSE(gpu_->set_tuned_linear(w.gpu, bad).ok()) << "4 rows per block at batch 8";
+  CudaBackend::TunedLinear eight;
+  eight.dp4a_rows_one = 8;
+  EXPECT_TRUE(gpu_->set_tuned_linear(w.gpu, eight).ok()) << "8 rows per block at batch 1";
+  eight.dp4a_rows_one = 16;
+  EXPECT_FALSE(gpu_->set_tuned_linear(w.gpu, eight).ok()) << "16 rows per block";
   auto f16 = test::quantized_tensor(quant::FormatId::kF16, {out, in}, test::random_normal(out * in, 2622),
                                     test::default_params(quant::FormatId::kF16));
   const auto wf = weight(f16->tensor);

@@ -181,7 +181,7 @@ TEST_P(GemvDp4a, MatchesTheCpuReference) {
         }
       EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 4), 0) << "two runs differ: a race";
       // The rows per block forced (gemv_dp4a_rows): a thread's items and the reduction order do not depend on it.
-      for (int rows_per_block : m == 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2}) {
+      for (int rows_per_block : m == 1 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1, 2}) {
         ASSERT_EQ(cudaMemset(y_raw, 0xFF, want.size() * 4), cudaSuccess);
         const Status s = kernels::gemv_dp4a_rows(c.id, dv, {qa.codes, qa.scales}, m, static_cast<float*>(y_raw),
                                                  nullptr, rows_per_block);
