@@ -137,7 +137,7 @@ class CudaBackend final : public Backend {
   // they are, at no extra cost). Off by default; QRT_CUDA_HALF_WEIGHTS=1 sets it at creation. Applies to the
   // weights uploaded after it is set.
   void set_half_weights(bool on) { half_weights_ = on; }
-  // Batches of 2..kernels::kMmaMaxBatch rows on Q4_0-Q8_0, Q3_K-Q6_K, IQ4_NL and MXFP4 (GGML's or OCP's) weights
+  // Batches of 2..kernels::kMmaMaxBatch rows on Q4_0-Q8_0, Q2_K-Q6_K, IQ4_NL/XS, TQ2_0, MXFP4 and NVFP4 weights
   // through the int8 tensor-core GEMM (kernels/linear/gemm_q8_mma.hpp: W read once per 32 batch rows, x in two int8
   // limbs as for the integer-dot GEMV) instead of the GEMV (up to 8 rows) or fp16 tiles + cuBLAS (above). By default
   // launch tuning decides per weight shape (set_launch_tuning; without it, never); on takes it for every weight, off
@@ -152,20 +152,26 @@ class CudaBackend final : public Backend {
   // shared memory, which every other head dim takes. QRT_CUDA_PREFILL_ATTENTION=registers|shared sets it at creation.
   void set_prefill_attention_registers(bool on) { prefill_attention_registers_ = on; }
   // Launch tuning: at upload, each new shape (format, rows, cols) of a matrix the integer-dot GEMV takes is timed on
-  // the device and the fastest choices are used from then on: the GEMV's rows per block (1, 2 or 4 for one x row;
+  // the device and the fastest choices are used from then on: the GEMV's rows per block (1, 2, 4 or 8 for one x row;
   // 1 or 2 for several; the same bits whichever), and where the int8 tensor-core GEMM takes the format, whether it
   // replaces the GEMV for 2..8 rows (timed at 8) and the fused or cuBLAS GEMM for 9..64 (timed at 32). set_mma_gemm
   // overrides the latter for every weight. On by default on a GPU, off under the SIMT layer (its timings mean
   // nothing); QRT_CUDA_TUNE=0|1 sets it at creation. Set it before uploading weights (their buffers are sized then).
   void set_launch_tuning(bool on) { launch_tuning_ = on; }
+  // Programmatic dependent launch for the decode path's kernels (kernels/cuda/programmatic_launch.cuh: the norms,
+  // the integer-dot GEMV, RoPE + the KV write, split attention and its merge, the gated activations, x's
+  // quantization): each may be scheduled while the kernel before it still runs and waits for its results inside.
+  // Off by default until measured; QRT_CUDA_PDL=0|1 sets it at creation. The switch is the process's (all its CUDA
+  // backends); on needs compute capability 9.0 or later.
+  Status set_programmatic_launch(bool on);
   struct TunedLinear {
     int dp4a_rows_one = 0, dp4a_rows_batch = 0;  // 0: not measured, the kernel's plan decides
     bool mma_several = false, mma_wide = false;  // the tensor-core GEMM for 2..8 rows, for 9..64
   };
   // What launch tuning chose for a weight (all zero and false where nothing was measured).
   TunedLinear tuned_linear(WeightHandle weight) const;
-  // Replaces those choices for one weight (tests; choices measured elsewhere). Rows per block: 0, 1, 2 or 4 for one
-  // row, 0, 1 or 2 for several; the tensor-core GEMM only where it takes the weight.
+  // Replaces those choices for one weight (tests; choices measured elsewhere). Rows per block: 0, 1, 2, 4 or 8 for
+  // one row, 0, 1 or 2 for several; the tensor-core GEMM only where it takes the weight.
   Status set_tuned_linear(WeightHandle weight, const TunedLinear& choices);
 
  private:

@@ -10,6 +10,7 @@
 
 #include "kernels/activation/silu_mul.hpp"
 #include "kernels/cpu/quant_reference.hpp"
+#include "kernels/cuda/programmatic_launch.hpp"
 #include "kernels/elementwise/add.hpp"
 #include "kernels/embedding/embed.hpp"
 #include "kernels/linear/dequant.hpp"
@@ -86,6 +87,12 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, Communicato
     if (choice != "0" && choice != "1") return invalid_argument("QRT_CUDA_TUNE=" + choice + ": expected 0 or 1");
     backend->launch_tuning_ = choice == "1";
   }
+  // QRT_CUDA_PDL=1 launches the decode path's kernels with programmatic stream serialization (Hopper and later).
+  if (const char* pdl = std::getenv("QRT_CUDA_PDL"); pdl != nullptr && *pdl != '\0') {
+    const std::string choice(pdl);
+    if (choice != "0" && choice != "1") return invalid_argument("QRT_CUDA_PDL=" + choice + ": expected 0 or 1");
+    QRT_TRY(backend->set_programmatic_launch(choice == "1"));
+  }
   // QRT_CUDA_HALF_WEIGHTS=1 keeps an fp16 copy of every matrix for the GEMMs above the GEMV batch.
   if (const char* half = std::getenv("QRT_CUDA_HALF_WEIGHTS"); half != nullptr && *half != '\0') {
     const std::string choice(half);
@@ -94,6 +101,16 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, Communicato
     backend->half_weights_ = choice == "1";
   }
   return backend;
+}
+
+Status CudaBackend::set_programmatic_launch(bool on) {
+  const CudaDeviceProps& props = ctx_->props();
+  if (on && props.compute_major < 9)
+    return invalid_argument("programmatic dependent launch (QRT_CUDA_PDL=1) needs compute capability 9.0 or later; "
+                            "device " + std::to_string(props.device) + " (" + props.name + ") is " +
+                            std::to_string(props.compute_major) + "." + std::to_string(props.compute_minor));
+  kernels::set_programmatic_launch(on);
+  return ok_status();
 }
 
 CudaBackend::CudaBackend(std::unique_ptr<CudaContext> ctx)

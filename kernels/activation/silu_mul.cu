@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/linear/q8_warp.cuh"
 
 namespace qrt::kernels {
@@ -26,6 +27,8 @@ struct Clamp {
 template <Gate kGate>
 __global__ void gated_kernel(const float* gate, const float* up, int64_t n, float* out, Q8Activations q8,
                              Clamp clamp) {
+  allow_next_grid();
+  wait_for_previous_grid();  // gate and up come from the GEMV before (programmatic_launch.cuh)
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const float g = gate[i];
@@ -59,8 +62,8 @@ Status launch_gated(const char* op, const float* gate, const float* up, int64_t 
     return invalid_argument(std::string(op) + ": quantized output needs a length that is a multiple of 32 (got " +
                             std::to_string(n) + ") and both arrays");
   if (n == 0) return ok_status();
-  gated_kernel<kGate><<<grid_for(n, kThreads), kThreads, 0, stream>>>(gate, up, n, out, q8, clamp);
-  return cuda_launch_status(op);
+  return launch_programmatic(op, gated_kernel<kGate>, grid_for(n, kThreads), kThreads, 0, stream, gate, up, n, out, q8,
+                             clamp);
 }
 
 }  // namespace

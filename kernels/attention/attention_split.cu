@@ -3,6 +3,7 @@
 #include "kernels/attention/kv_element.cuh"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/linear/q8_warp.cuh"
 
 namespace qrt::kernels {
@@ -50,6 +51,8 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
     AttentionShape s, int splits, int chunk_capacity, float* __restrict__ ws_max, float* __restrict__ ws_sum,
     float* __restrict__ ws_out) {
   extern __shared__ float smem[];
+  allow_next_grid();
+  wait_for_previous_grid();  // q, the cache and the key counts (programmatic_launch.cuh)
   const int split = blockIdx.x, kv_head = blockIdx.y;
   const int64_t t = blockIdx.z;
   const int hd = s.head_dim, group = s.heads / s.kv_heads;
@@ -201,6 +204,8 @@ __global__ void __launch_bounds__(kThreads) attention_merge_kernel(const int32_t
                                                                    const float* __restrict__ ws_out,
                                                                    float* __restrict__ out, Q8Activations q8) {
   extern __shared__ float weight[];  // [splits], then sums [kWarps][hd]
+  allow_next_grid();
+  wait_for_previous_grid();  // the split kernel's partials (programmatic_launch.cuh)
   float* sums = weight + splits;
   __shared__ float warp_top[kWarps], warp_denom[kWarps];
   const int64_t item = blockIdx.x;  // t * heads + h
@@ -301,20 +306,20 @@ Status attention_split(const float* q, const int32_t* q_pos, const void* k, cons
     const T* kt = static_cast<const T*>(k);
     const T* vt = static_cast<const T*>(v);
     auto launch = [&](auto kernel) {
-      kernel<<<grid, kThreads, plan.shared_bytes, stream>>>(q, q_pos, kt, vt, key_pos, key_count, s, plan.splits,
-                                                            plan.chunk_capacity, ws_max, ws_sum, ws_out);
+      return launch_programmatic("attention_split_kernel", kernel, grid, kThreads, plan.shared_bytes, stream, q, q_pos,
+                                 kt, vt, key_pos, key_count, s, plan.splits, plan.chunk_capacity, ws_max, ws_sum,
+                                 ws_out);
     };
-    if (group <= 1) launch(attention_split_kernel<1, T>);
-    else if (group <= 2) launch(attention_split_kernel<2, T>);
-    else if (group <= 4) launch(attention_split_kernel<4, T>);
-    else if (group <= 8) launch(attention_split_kernel<8, T>);
-    else launch(attention_split_kernel<16, T>);
-    return cuda_launch_status("attention_split_kernel");
+    if (group <= 1) return launch(attention_split_kernel<1, T>);
+    if (group <= 2) return launch(attention_split_kernel<2, T>);
+    if (group <= 4) return launch(attention_split_kernel<4, T>);
+    if (group <= 8) return launch(attention_split_kernel<8, T>);
+    return launch(attention_split_kernel<16, T>);
   }));
   const size_t merge_shared = (static_cast<size_t>(plan.splits) + size_t{kWarps} * s.head_dim) * sizeof(float);
-  attention_merge_kernel<<<static_cast<unsigned>(s.tokens * s.heads), kThreads, merge_shared, stream>>>(
-      key_count, s, plan.splits, ws_max, ws_sum, ws_out, out, q8);
-  return cuda_launch_status("attention_merge_kernel");
+  return launch_programmatic("attention_merge_kernel", attention_merge_kernel,
+                             static_cast<unsigned>(s.tokens * s.heads), kThreads, merge_shared, stream, key_count, s,
+                             plan.splits, ws_max, ws_sum, ws_out, out, q8);
 }
 
 }  // namespace qrt::kernels

@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/linear/gemv_batch.hpp"
 #include "kernels/linear/gemv_dp4a.hpp"
 #include "kernels/linear/gemv_dp4a_formats.cuh"
@@ -93,6 +94,14 @@ __global__ void __launch_bounds__(kThreads) gemv_dp4a_kernel(const Dp4aParams p)
     rows[r] = {data + row * p.row_bytes, w_scales == nullptr ? nullptr : w_scales + group_row,
                w_biases == nullptr ? nullptr : w_biases + group_row, p.group_shift, p.global_scale};
   }
+  // The weights are no kernel's output: their rows start into L2 while the kernel before may still run, then x
+  // (that kernel's output) is waited for (programmatic_launch.cuh).
+  allow_next_grid();
+  if (threadIdx.x == 0) {
+    const int64_t held = part_rows - row0 < R ? part_rows - row0 : R;  // the block's rows that exist
+    prefetch_to_l2(rows[0].data, static_cast<uint64_t>(held * p.row_bytes));
+  }
+  wait_for_previous_grid();
 
   float acc[R][M];
   accumulate_items<P, M, R>(rows, p.codes, p.scales, p.x_blocks, p.items, acc, static_cast<int>(threadIdx.x), kThreads);
@@ -296,22 +305,15 @@ Status launch(const Dp4aLaunch& l) {
   const unsigned blocks = static_cast<unsigned>(params.grid.blocks);
   return with_batch(m, [&](auto batch) -> Status {
     constexpr int M = decltype(batch)::value;
+    const auto launch = [&](auto kernel) {
+      return launch_programmatic("gemv_dp4a_kernel", kernel, blocks, kThreads, 0, stream, params);
+    };
     if constexpr (M == 1) {
-      if (params.grid.rows_per_block == 4) {
-        gemv_dp4a_kernel<P, 1, 4><<<blocks, kThreads, 0, stream>>>(params);
-        return cuda_launch_status("gemv_dp4a_kernel");
-      }
-      if (params.grid.rows_per_block == 8) {
-        gemv_dp4a_kernel<P, 1, 8><<<blocks, kThreads, 0, stream>>>(params);
-        return cuda_launch_status("gemv_dp4a_kernel");
-      }
+      if (params.grid.rows_per_block == 4) return launch(gemv_dp4a_kernel<P, 1, 4>);
+      if (params.grid.rows_per_block == 8) return launch(gemv_dp4a_kernel<P, 1, 8>);
     }
-    if (params.grid.rows_per_block == 2) {
-      gemv_dp4a_kernel<P, M, 2><<<blocks, kThreads, 0, stream>>>(params);
-    } else {
-      gemv_dp4a_kernel<P, M, 1><<<blocks, kThreads, 0, stream>>>(params);
-    }
-    return cuda_launch_status("gemv_dp4a_kernel");
+    if (params.grid.rows_per_block == 2) return launch(gemv_dp4a_kernel<P, M, 2>);
+    return launch(gemv_dp4a_kernel<P, M, 1>);
   });
 }
 

@@ -1,5 +1,6 @@
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/linear/q8_activations.hpp"
 #include "kernels/linear/q8_warp.cuh"
 
@@ -12,6 +13,8 @@ constexpr int kThreads = 256;
 // result equals quantize_q8_block bit for bit).
 __global__ void __launch_bounds__(kThreads) quantize_q8_kernel(const float* __restrict__ x, int64_t blocks,
                                                                int8_t* __restrict__ codes, float* __restrict__ scales) {
+  allow_next_grid();
+  wait_for_previous_grid();  // x comes from the kernel before (programmatic_launch.cuh)
   const int lane = static_cast<int>(threadIdx.x & 31);
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (kThreads / 32);
   for (int64_t b = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32; b < blocks; b += warps)
@@ -29,8 +32,8 @@ Status quantize_q8_activations(const float* x, int64_t m, int64_t cols, Q8Activa
     return invalid_argument("quantize_q8_activations: null pointer");
   const int64_t blocks = m * (cols / kQ8BlockCols);
   if (blocks == 0) return ok_status();
-  quantize_q8_kernel<<<grid_for(blocks * 32, kThreads), kThreads, 0, stream>>>(x, blocks, out.codes, out.scales);
-  return cuda_launch_status("quantize_q8_kernel");
+  return launch_programmatic("quantize_q8_kernel", quantize_q8_kernel, grid_for(blocks * 32, kThreads), kThreads, 0,
+                             stream, x, blocks, out.codes, out.scales);
 }
 
 }  // namespace qrt::kernels

@@ -1,5 +1,6 @@
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/linear/q8_warp.cuh"
 #include "kernels/norm/rms_norm.hpp"
 
@@ -29,6 +30,8 @@ template <bool kAdd, bool kInRegisters>
 __global__ void __launch_bounds__(kMaxThreads) rms_norm_kernel(float* x, const float* __restrict__ delta, const float* __restrict__ weight,
                                 int64_t rows, int64_t dim, float eps, float* out, Q8Activations q8) {
   __shared__ float scratch[32];
+  allow_next_grid();
+  wait_for_previous_grid();  // x and delta come from the kernels before (programmatic_launch.cuh)
   constexpr int kHeld = kInRegisters ? kRegisterElements : 1;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     float* xr = x + row * dim;
@@ -93,14 +96,13 @@ Status launch_rms_norm(float* x, const float* delta, const float* weight, int64_
   // A multiple of 32 threads (the block reduction needs whole warps), no more than the row has elements.
   const int threads = static_cast<int>(dim < kMaxThreads ? (dim + 31) / 32 * 32 : kMaxThreads);
   const unsigned blocks = static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks);
-  auto launch = [&](auto kernel) { kernel<<<blocks, threads, 0, stream>>>(x, delta, weight, rows, dim, eps, out, q8); };
+  auto launch = [&](auto kernel) {
+    return launch_programmatic("rms_norm_kernel", kernel, blocks, threads, 0, stream, x, delta, weight, rows, dim, eps,
+                               out, q8);
+  };
   const bool in_registers = dim <= int64_t{threads} * kRegisterElements;
-  if (delta != nullptr) {
-    launch(in_registers ? rms_norm_kernel<true, true> : rms_norm_kernel<true, false>);
-  } else {
-    launch(in_registers ? rms_norm_kernel<false, true> : rms_norm_kernel<false, false>);
-  }
-  return cuda_launch_status("rms_norm_kernel");
+  if (delta != nullptr) return launch(in_registers ? rms_norm_kernel<true, true> : rms_norm_kernel<true, false>);
+  return launch(in_registers ? rms_norm_kernel<false, true> : rms_norm_kernel<false, false>);
 }
 
 }  // namespace

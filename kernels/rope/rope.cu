@@ -1,6 +1,7 @@
 #include "kernels/attention/kv_element.cuh"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/rope/rope.hpp"
 
 namespace qrt::kernels {
@@ -54,6 +55,8 @@ template <class T>
 __global__ void rope_kv_write_kernel(float* q, float* k, const float* __restrict__ v, int q_heads, int kv_heads,
                                      const int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
                                      RopeShape s, const int32_t* __restrict__ slots, KvCacheRef cache) {
+  allow_next_grid();
+  wait_for_previous_grid();  // q, k, v, the positions and the cache's slots (programmatic_launch.cuh)
   T* const cache_k = static_cast<T*>(cache.k);
   T* const cache_v = static_cast<T*>(cache.v);
   const int half = s.rot_dim / 2, hd = s.head_dim, rest = s.head_dim - s.rot_dim;
@@ -150,9 +153,8 @@ Status rope_kv_write(float* q, float* k, const float* v, int q_heads, int kv_hea
     if constexpr (std::is_same_v<T, KvQ8_0>) {
       return internal_error("rope_kv_write: q8_0 is written above");
     } else {
-      rope_kv_write_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(q, k, v, q_heads, kv_heads,
-                                                                                  positions, inv_freq, s, slots, cache);
-      return cuda_launch_status("rope_kv_write_kernel");
+      return launch_programmatic("rope_kv_write_kernel", rope_kv_write_kernel<T>, grid_for(total, kThreads), kThreads,
+                                 0, stream, q, k, v, q_heads, kv_heads, positions, inv_freq, s, slots, cache);
     }
   });
 }

@@ -100,6 +100,7 @@ struct SimThread {
   int linear = 0;
   State state = State::kReady;
   bool started = false;
+  bool waited = false;  // called cudaGridDependencySynchronize
   uint64_t result = 0;       // what the barrier or warp operation it waited in gave it
   const char* waiting_in = "";
   Where where;
@@ -169,6 +170,13 @@ class BlockRunner {
   unsigned active_mask() const;
   std::string context() const;
   bool running() const { return current_ != nullptr; }
+  // The running thread waits for the previous grid: counted once per thread (a second call waits for nothing).
+  void grid_dependency_wait() {
+    if (!current_->waited) {
+      current_->waited = true;
+      ++waited_;
+    }
+  }
 
  private:
   void start_or_resume(SimThread& t);
@@ -185,6 +193,7 @@ class BlockRunner {
   uint3 block_idx_{};
   int nthreads_ = 0;
   int exited_ = 0;
+  int waited_ = 0;  // threads that called cudaGridDependencySynchronize (programmatic launches must all do)
   unsigned exited_lanes_[kMaxThreads / 32]{};
   int at_barrier_ = 0;
   Where barrier_where_;
@@ -234,6 +243,7 @@ void BlockRunner::run(const KernelLaunch& launch, uint64_t block_index) {
   detail::t_block_dim = uint3{b.x, b.y, b.z};
   detail::t_grid_dim = uint3{g.x, g.y, g.z};
   exited_ = 0;
+  waited_ = 0;
   at_barrier_ = 0;
   std::memset(exited_lanes_, 0, sizeof exited_lanes_);
   for (auto& ops : warp_ops_)
@@ -250,6 +260,7 @@ void BlockRunner::run(const KernelLaunch& launch, uint64_t block_index) {
     t.linear = i;
     t.state = State::kReady;
     t.started = false;
+    t.waited = false;
     t.copies.clear();
     t.open_group = 0;
     ready_.push_back(i);
@@ -260,6 +271,7 @@ void BlockRunner::run(const KernelLaunch& launch, uint64_t block_index) {
     start_or_resume(t);
   }
   if (exited_ != nthreads_) deadlock();
+  if (launch.programmatic && waited_ < nthreads_) note_block_without_wait();
   current_ = nullptr;
   launch_ = nullptr;
 }
@@ -561,6 +573,9 @@ unsigned active_mask() {
 
 void async_copy(void* dst, const void* src, unsigned bytes, Where where) {
   running_block("cp.async", where).async_copy(dst, src, bytes, where);
+}
+void grid_dependency_wait(Where where) {
+  running_block("cudaGridDependencySynchronize", where).grid_dependency_wait();
 }
 void async_commit() { running_block("cp.async.commit_group", std::source_location::current()).async_commit(); }
 void async_wait(int pending, Where where) { running_block("cp.async.wait_group", where).async_wait(pending, where); }

@@ -10,6 +10,7 @@
 // A host that reads results without synchronizing therefore almost always sees them missing, as it would on a
 // busy GPU. Stream capture records ops into a graph instead of queueing them; a graph launch queues them again.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -169,7 +170,10 @@ void wait_executed(Stream* s, uint64_t seq, StreamCounters* count_on = nullptr) 
 
 void count(StreamCounters& c, const OpSpec& op, bool in_graph) {
   switch (op.kind) {
-    case OpKind::kKernel: (in_graph ? c.graph_kernel_nodes : c.kernel_launches)++; break;
+    case OpKind::kKernel:
+      (in_graph ? c.graph_kernel_nodes : c.kernel_launches)++;
+      if (op.programmatic) c.programmatic_launches++;
+      break;
     case OpKind::kCopy:
       if (op.copy_kind == cudaMemcpyHostToDevice) {
         c.memcpy_host_to_device++;
@@ -614,7 +618,8 @@ StreamCounters& combine(StreamCounters& a, const StreamCounters& b, Op op) {
                      &StreamCounters::memcpy_device_to_host, &StreamCounters::memcpy_device_to_device,
                      &StreamCounters::memcpy_host_to_device_bytes, &StreamCounters::memcpy_device_to_host_bytes,
                      &StreamCounters::memcpy_device_to_device_bytes, &StreamCounters::memsets,
-                     &StreamCounters::host_sync_calls, &StreamCounters::host_syncs, &StreamCounters::collectives})
+                     &StreamCounters::host_sync_calls, &StreamCounters::host_syncs, &StreamCounters::collectives,
+                     &StreamCounters::programmatic_launches})
     a.*field = op(a.*field, b.*field);
   return a;
 }
@@ -643,6 +648,13 @@ StreamCounters device_counters(int device) {
   for (auto& s : d.streams) sum += s->counters;
   return sum;
 }
+
+namespace {
+std::atomic<uint64_t> g_blocks_without_wait{0};
+}  // namespace
+
+void note_block_without_wait() { g_blocks_without_wait.fetch_add(1); }
+uint64_t programmatic_blocks_without_wait() { return g_blocks_without_wait.load(); }
 
 void reset_counters() {
   for (auto& d : devices().list) {

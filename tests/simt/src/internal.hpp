@@ -64,7 +64,12 @@ struct KernelLaunch {
   dim3 block;
   size_t dynamic_smem = 0;
   std::shared_ptr<detail::KernelBody> body;
+  bool programmatic = false;  // launched with programmatic stream serialization (launch.hpp)
 };
+
+// Blocks of programmatic launches in which some thread exited without waiting for the previous grid
+// (programmatic_blocks_without_wait in simt.hpp), counted as they run.
+void note_block_without_wait();
 
 // Runs block `block_index` (linear, x fastest) of `launch` on the calling OS thread.
 void run_block(const KernelLaunch& launch, uint64_t block_index);
@@ -82,6 +87,7 @@ enum class OpKind { kKernel, kCopy, kMemset, kHostWork, kWait, kRecord, kCollect
 // What a stream op does when the device runs it, and what it counts as.
 struct OpSpec {
   OpKind kind = OpKind::kHostWork;
+  bool programmatic = false;  // a kernel launched with programmatic stream serialization
   std::function<void()> run;
   cudaMemcpyKind copy_kind = cudaMemcpyDefault;
   size_t bytes = 0;

@@ -202,7 +202,7 @@ void fatal(const std::string& message) {
 namespace detail {
 
 void enqueue_launch(const LaunchSite& site, dim3 grid, dim3 block, size_t dynamic_smem, cudaStream_t stream,
-                    const void* kernel_id, size_t param_bytes, std::shared_ptr<KernelBody> body) {
+                    const void* kernel_id, size_t param_bytes, std::shared_ptr<KernelBody> body, bool programmatic) {
   const unsigned b[3] = {block.x, block.y, block.z};
   const uint64_t g[3] = {grid.x, grid.y, grid.z};
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
@@ -248,8 +248,10 @@ void enqueue_launch(const LaunchSite& site, dim3 grid, dim3 block, size_t dynami
   launch->block = block;
   launch->dynamic_smem = dynamic_smem;
   launch->body = std::move(body);
+  launch->programmatic = programmatic;
   OpSpec op;
   op.kind = OpKind::kKernel;
+  op.programmatic = programmatic;
   op.run = [launch] { run_grid(*launch); };
   if (cudaError_t e = enqueue(s, std::move(op)); e != cudaSuccess) set_last_error(e);
 }

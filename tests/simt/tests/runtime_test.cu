@@ -1,7 +1,7 @@
-// The SIMT layer's runtime: launch limits an H100 enforces, device memory (poisoned, range-checked), CUDA's copy
-// rules for pageable and pinned memory, streams that run only what the host waits for (so a missing cross-stream
-// dependency shows), events, stream capture and graph replay, and the per-stream counters tests assert host costs
-// with.
+// The SIMT layer's runtime: launch limits an H100 enforces, device memory (poisoned, range-checked), CUDA's copy rules
+// for pageable and pinned memory, streams that run only what the host waits for (so a missing cross-stream dependency
+// shows), events, stream capture and graph replay, programmatic launches and their waits, and the per-stream counters
+// tests assert host costs with.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -383,6 +383,51 @@ TEST(SimtRuntime, CountersPerStream) {
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   EXPECT_EQ(stream_counters(s).host_syncs, c.host_syncs) << "nothing queued: a call, not a wait";
   EXPECT_EQ(stream_counters(s).host_sync_calls, c.host_sync_calls + 1);
+  cudaStreamDestroy(s);
+}
+
+// Waits for the previous grid in every thread, or only in thread 0 of each block.
+__global__ void wait_then_fill(float* out, int n, bool every_thread) {
+  if (every_thread || threadIdx.x == 0) detail::grid_dependency_wait(std::source_location::current());
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = 2.0f;
+}
+
+// Programmatic launches (the attribute cudaLaunchKernelEx sets on a GPU) are counted, captured ones too, and every
+// block in which a thread exits without waiting for the previous grid is reported; ordinary launches need no wait.
+TEST(SimtRuntime, ProgrammaticLaunchesAreCountedAndTheirWaitsChecked) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  DeviceArray<float> a(256);
+  const StreamCounters before = stream_counters(s);
+  const uint64_t unwaited = programmatic_blocks_without_wait();
+  wait_then_fill * launch({"wait_then_fill", __FILE__, __LINE__}, 4, 64, 0, s, true)(a.ptr, 256, true);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(programmatic_blocks_without_wait(), unwaited) << "every thread waited";
+  wait_then_fill * launch({"wait_then_fill", __FILE__, __LINE__}, 4, 64, 0, s, true)(a.ptr, 256, false);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(programmatic_blocks_without_wait(), unwaited + 4) << "63 threads of each of the 4 blocks did not wait";
+  wait_then_fill<<<4, 64, 0, s>>>(a.ptr, 256, false);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(programmatic_blocks_without_wait(), unwaited + 4) << "an ordinary launch needs no wait";
+  std::vector<float> host(256);
+  ASSERT_EQ(cudaMemcpy(host.data(), a.ptr, 1024, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (float v : host) ASSERT_EQ(v, 2.0f);
+
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  wait_then_fill * launch({"wait_then_fill", __FILE__, __LINE__}, 2, 32, 0, s, true)(a.ptr, 64, true);
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  const StreamCounters d = stream_counters(s) - before;
+  EXPECT_EQ(d.kernel_launches, 3u);
+  EXPECT_EQ(d.graph_kernel_nodes, 1u);
+  EXPECT_EQ(d.programmatic_launches, 3u) << "two launched, one replayed from the graph";
+  EXPECT_EQ(programmatic_blocks_without_wait(), unwaited + 4);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
 }
 

@@ -58,6 +58,8 @@ unsigned active_mask();
 void async_copy(void* shared_dst, const void* global_src, unsigned bytes, Where where);
 void async_commit();
 void async_wait(int pending_groups, Where where);
+// griddepcontrol.wait: grids run one after the other here, so it only records that the thread waited.
+void grid_dependency_wait(Where where);
 
 // The running block's dynamic shared memory (size and alignment checked against the launch).
 void* dynamic_shared_memory(size_t alignment);

@@ -5,6 +5,9 @@
 // which needs no knowledge of where the kernel expression starts: launch(...)(args...) binds first and holds the
 // configuration and arguments, and operator* then gets the kernel's own parameter types from its pointer, converts
 // the arguments to them once (as CUDA copies them into parameter space) and enqueues the grid on the stream.
+// `programmatic`: the launch carries cudaLaunchAttributeProgrammaticStreamSerialization (cudaLaunchKernelEx on a
+// GPU). The layer runs grids one after the other anyway; it counts such launches and checks that every thread of
+// them waits for the previous grid (cudaGridDependencySynchronize) before it exits.
 #pragma once
 
 #include <cstddef>
@@ -45,7 +48,7 @@ struct BoundKernel final : KernelBody {
 
 // Checks the configuration (recording a launch error as a GPU would refuse it) and enqueues the grid.
 void enqueue_launch(const LaunchSite& site, dim3 grid, dim3 block, size_t dynamic_smem, cudaStream_t stream,
-                    const void* kernel_id, size_t param_bytes, std::shared_ptr<KernelBody> body);
+                    const void* kernel_id, size_t param_bytes, std::shared_ptr<KernelBody> body, bool programmatic);
 
 template <class... P, class Args, size_t... I>
 std::tuple<std::decay_t<P>...> convert_args(Args&& args, std::index_sequence<I...>) {
@@ -60,6 +63,7 @@ struct PendingLaunch {
   dim3 grid, block;
   size_t smem;
   cudaStream_t stream;
+  bool programmatic;
   std::tuple<A...> args;
 };
 
@@ -68,14 +72,16 @@ struct LaunchConfig {
   dim3 grid, block;
   size_t smem;
   cudaStream_t stream;
+  bool programmatic;
   template <class... A>
   PendingLaunch<std::decay_t<A>...> operator()(A&&... args) const {
-    return {site, grid, block, smem, stream, std::tuple<std::decay_t<A>...>(std::forward<A>(args)...)};
+    return {site, grid, block, smem, stream, programmatic, std::tuple<std::decay_t<A>...>(std::forward<A>(args)...)};
   }
 };
 
-inline LaunchConfig launch(LaunchSite site, dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = nullptr) {
-  return LaunchConfig{site, grid, block, smem, stream};
+inline LaunchConfig launch(LaunchSite site, dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = nullptr,
+                           bool programmatic = false) {
+  return LaunchConfig{site, grid, block, smem, stream, programmatic};
 }
 
 template <class... P, class... A>
@@ -85,7 +91,7 @@ void operator*(void (*kernel)(P...), PendingLaunch<A...>&& pending) {
   constexpr size_t param_bytes = (size_t{0} + ... + sizeof(std::decay_t<P>));
   detail::enqueue_launch(pending.site, pending.grid, pending.block, pending.smem, pending.stream,
                          reinterpret_cast<const void*>(kernel), param_bytes,
-                         std::make_shared<detail::BoundKernel<P...>>(kernel, std::move(params)));
+                         std::make_shared<detail::BoundKernel<P...>>(kernel, std::move(params)), pending.programmatic);
 }
 
 }  // namespace qrt::simt

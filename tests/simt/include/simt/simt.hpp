@@ -23,6 +23,7 @@ struct StreamCounters {
   uint64_t host_sync_calls = 0;        // calls that wait for this stream (stream/event/device sync, blocking copies)
   uint64_t host_syncs = 0;             // those that found work of the stream still unfinished: real waits
   uint64_t collectives = 0;            // NCCL collectives enqueued
+  uint64_t programmatic_launches = 0;  // kernels (launched or graph nodes) with programmatic stream serialization
 
   StreamCounters& operator+=(const StreamCounters& o);
   StreamCounters& operator-=(const StreamCounters& o);  // counts since an earlier reading `o`
@@ -35,5 +36,9 @@ StreamCounters stream_counters(cudaStream_t stream);
 StreamCounters device_counters(int device);
 // Zeroes every counter of every device.
 void reset_counters();
+// Blocks of programmatic launches (launch.hpp) run so far in this process in which some thread exited without
+// calling cudaGridDependencySynchronize: on a GPU such a thread may read its inputs before the kernel that writes them
+// has finished, or write what that kernel still reads. Counted when the block runs (synchronize first).
+uint64_t programmatic_blocks_without_wait();
 
 }  // namespace qrt::simt

@@ -1,0 +1,117 @@
+// Programmatic dependent launch (CudaBackend::set_programmatic_launch, QRT_CUDA_PDL; kernels/cuda/
+// programmatic_launch.cuh) in a decode step: which kernels carry the attribute, that every thread of them waits for
+// the previous grid before it exits (the SIMT layer counts the blocks where one did not), and that the logits are the
+// same bits with and without it. The layer runs grids one after the other, so what it cannot show is an early read
+// inside a kernel; the kernels wait first thing, before any access but their weights. Needs the layer's counters:
+// runs under gpu-sim only.
+#include <cstdlib>
+#include <list>
+#include <vector>
+
+#include "backend_pair.hpp"
+#include "kernels/cuda/programmatic_launch.hpp"
+#include "models/transformer.hpp"
+#include "requantize.hpp"
+#include "tiny_model.hpp"
+
+#if defined(QRT_SIMT)
+#include "simt/simt.hpp"
+#endif
+
+namespace qrt {
+namespace {
+
+using ProgrammaticLaunch = test::BackendPair;
+
+// The switch is the process's: a test that changes it puts back what it found (QRT_CUDA_PDL may have set it).
+struct RestoreSwitch {
+  bool was = kernels::programmatic_launch();
+  ~RestoreSwitch() { kernels::set_programmatic_launch(was); }
+};
+
+#if defined(QRT_SIMT)
+struct DecodeRun {
+  std::vector<float> logits;      // the prompt's last token's, then each decode step's
+  simt::StreamCounters last_step;  // the last decode step (a replay of the captured graph)
+};
+
+// A 2-layer Q8_0 model (the integer-dot GEMV, whose inputs the norms, the merge and silu quantize): a 4-token
+// prompt, then 3 decode steps through the captured graph.
+DecodeRun decode(Backend& gpu) {
+  ModelConfig c = test::tiny_llama_config();
+  c.layers = 2;
+  c.head_dim = 32;  // a head is whole activation blocks (the merge quantizes)
+  auto m = test::make_tiny_model(c);
+  std::list<quant::QuantBuffers> storage;
+  test::requantize(m, quant::FormatId::kQ8_0, storage);
+  DecodeRun run;
+  auto model = Transformer::create(gpu, m.config, m.tensors, TransformerOptions{});
+  EXPECT_TRUE(model.ok()) << model.status().to_string();
+  if (!model.ok()) return run;
+  auto seq = (*model)->new_sequence(32);
+  EXPECT_TRUE(seq.ok());
+  if (!seq.ok()) return run;
+  std::vector<int32_t> tokens = {1, 7, 9, 4};
+  for (int step = 0; step < 4; ++step) {
+    const simt::StreamCounters before = simt::device_counters(0);
+    EXPECT_TRUE((*model)->forward_keep_logits(**seq, tokens).ok());
+    std::vector<float> logits;
+    EXPECT_TRUE((*model)->download_last_logits(**seq, &logits).ok());
+    run.last_step = simt::device_counters(0) - before;
+    run.logits.insert(run.logits.end(), logits.begin(), logits.end());
+    tokens = {static_cast<int32_t>(3 + 2 * step)};
+  }
+  EXPECT_TRUE(gpu.synchronize().ok());
+  return run;
+}
+#endif
+
+TEST_F(ProgrammaticLaunch, TheDecodeKernelsWaitAndChangeNoBit) {
+#if !defined(QRT_SIMT)
+  GTEST_SKIP() << "counting programmatic launches needs the SIMT layer's counters (label gpu-sim)";
+#else
+  const RestoreSwitch restore;
+  ASSERT_TRUE(gpu_->set_programmatic_launch(false).ok());
+  const DecodeRun plain = decode(*gpu_);
+  ASSERT_FALSE(plain.logits.empty());
+  EXPECT_EQ(plain.last_step.programmatic_launches, 0u) << "off by default";
+  EXPECT_EQ(plain.last_step.graph_launches, 1u);
+
+  const uint64_t unwaited_before = simt::programmatic_blocks_without_wait();
+  ASSERT_TRUE(gpu_->set_programmatic_launch(true).ok());
+  const DecodeRun pdl = decode(*gpu_);
+  EXPECT_EQ(simt::programmatic_blocks_without_wait() - unwaited_before, 0u)
+      << "a kernel launched programmatically has threads that exit without waiting for the previous grid";
+
+  const simt::StreamCounters& s = pdl.last_step;
+  EXPECT_EQ(s.graph_kernel_nodes, plain.last_step.graph_kernel_nodes) << "the same kernels";
+  // Every kernel of the captured step but the embedding lookup: per layer q/k/v, RoPE + KV write, split attention,
+  // merge, o, add + norm, gate/up, silu, down, add + norm; then the output projection.
+  EXPECT_EQ(s.programmatic_launches, s.graph_kernel_nodes - 1) << s.graph_kernel_nodes << " kernels in the graph";
+  EXPECT_EQ(pdl.logits, plain.logits) << "the same bits with programmatic launches";
+#endif
+}
+
+// QRT_CUDA_PDL=0|1 at creation sets the switch; anything else is refused by name.
+TEST_F(ProgrammaticLaunch, TheEnvironmentSetsTheSwitch) {
+  const RestoreSwitch restore;
+  setenv("QRT_CUDA_PDL", "1", 1);
+  auto on = CudaBackend::create(0);
+  unsetenv("QRT_CUDA_PDL");
+  ASSERT_TRUE(on.ok()) << on.status().to_string();
+  EXPECT_TRUE(kernels::programmatic_launch());
+  setenv("QRT_CUDA_PDL", "0", 1);
+  auto off = CudaBackend::create(0);
+  unsetenv("QRT_CUDA_PDL");
+  ASSERT_TRUE(off.ok()) << off.status().to_string();
+  EXPECT_FALSE(kernels::programmatic_launch());
+  setenv("QRT_CUDA_PDL", "on", 1);
+  auto refused = CudaBackend::create(0);
+  unsetenv("QRT_CUDA_PDL");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().to_string().find("QRT_CUDA_PDL=on: expected 0 or 1"), std::string::npos)
+      << refused.status().to_string();
+}
+
+}  // namespace
+}  // namespace qrt
