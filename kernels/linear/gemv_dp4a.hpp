@@ -10,11 +10,14 @@
 // quantized once per call (a small kernel), its two limbs keep about 15 bits, so results stay within about 2e-5
 // (relative L2) of the float GEMV.
 //
-// Work split: a block of 128 threads owns R consecutive rows (R = 2 for tall matrices, else 1, so that 1024-row
-// projections still give every SM several blocks); its threads take the rows' items (gemv_dp4a_formats.cuh) in
-// turn, load each item's weights once for all batch rows and each activation piece once for all R rows, accumulate
-// in fp32 and reduce through shuffles and shared memory. Bytes moved: W once from DRAM, x's codes (2·m·cols bytes)
-// and scales from L2/L1, y once.
+// Work split: a group of 32, 64 or 128 threads (the fewest warps that give each item of a row a thread) owns R
+// consecutive rows (R = 2 for tall matrices, else 1, so that 1024-row projections still give every SM several
+// blocks; launch tuning may choose others), and a block of 128 threads holds 128 / group such groups: rows of 128
+// items or more (4096 columns of Q4_K) take the whole block, narrower ones (a 1024-wide model's projections: 32
+// Q4_K items) share it instead of leaving threads idle. A group's threads take the rows' items
+// (gemv_dp4a_formats.cuh) in turn, load each item's weights once for all batch rows and each activation piece once
+// for all R rows, accumulate in fp32 and reduce through shuffles and shared memory. Bytes moved: W once from DRAM,
+// x's codes (2·m·cols bytes) and scales from L2/L1, y once.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -48,7 +51,8 @@ Status gemv_dp4a_parts(quant::FormatId format, std::span<const GemvPart> parts, 
 // gemv_dp4a with the rows per block forced (1, 2, or 4 or 8 at batch 1; 0: the plan's choice), for measuring the
 // work split and for the backend's launch tuning, which times them per shape: one block of 128 threads issues each
 // thread's loads for all its rows at once, so more rows per block keep more bytes in flight per SM and read x once
-// for more rows, at the price of fewer blocks. The sums are gemv_dp4a's, bit for bit.
+// for more rows, at the price of fewer blocks. The sums are gemv_dp4a's, bit for bit. (On narrow rows the count is
+// per thread group, a block holding several groups: see the work split above.)
 Status gemv_dp4a_rows(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m, float* y,
                       cudaStream_t stream, int rows_per_block);
 

@@ -42,6 +42,7 @@ struct Dp4aParams {
   int64_t rows[kGemvMaxParts];
   float* y[kGemvMaxParts];
   float global_scale = 1.0f;  // the parts' QuantParams::global_scale (NVFP4; the same for all, checked)
+  int lanes = kThreads;       // threads per row group (gemv_dp4a_kernel)
 };
 
 // Batch row i's row of x: row i of a contiguous batch.
@@ -85,7 +86,12 @@ __global__ void __launch_bounds__(kThreads) gemv_dp4a_kernel(const Dp4aParams p)
   const uint8_t* w_scales = gemv_part_value(k, p.w_scales);
   const uint8_t* w_biases = gemv_part_value(k, p.w_biases);
   const int64_t part_rows = gemv_part_value(k, p.rows);
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) - gemv_part_value(k, p.grid.first_block)) * R;
+  // The block's threads form groups of p.lanes, each owning R rows (lanes: row_lanes; the whole block when a row has
+  // 128 items or more).
+  const int lanes = p.lanes;
+  const int group = static_cast<int>(threadIdx.x) / lanes, lane = static_cast<int>(threadIdx.x) % lanes;
+  const int64_t row0 =
+      ((static_cast<int64_t>(blockIdx.x) - gemv_part_value(k, p.grid.first_block)) * (kThreads / lanes) + group) * R;
   dp4a::RowRef rows[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -97,15 +103,21 @@ __global__ void __launch_bounds__(kThreads) gemv_dp4a_kernel(const Dp4aParams p)
   // The weights are no kernel's output: their rows start into L2 while the kernel before may still run, then x
   // (that kernel's output) is waited for (programmatic_launch.cuh).
   allow_next_grid();
-  if (threadIdx.x == 0) {
-    const int64_t held = part_rows - row0 < R ? part_rows - row0 : R;  // the block's rows that exist
+  if (lane == 0 && row0 < part_rows) {
+    const int64_t held = part_rows - row0 < R ? part_rows - row0 : R;  // the group's rows that exist
     prefetch_to_l2(rows[0].data, static_cast<uint64_t>(held * p.row_bytes));
   }
   wait_for_previous_grid();
 
   float acc[R][M];
-  accumulate_items<P, M, R>(rows, p.codes, p.scales, p.x_blocks, p.items, acc, static_cast<int>(threadIdx.x), kThreads);
-  store_row_sums<kThreads, R, M>(acc, partial, row0, part_rows, gemv_part_value(k, p.y));
+  float* const y = gemv_part_value(k, p.y);
+  if (lanes == kThreads) {  // compile-time strides for wide rows, the common case
+    accumulate_items<P, M, R>(rows, p.codes, p.scales, p.x_blocks, p.items, acc, lane, kThreads);
+    store_row_sums<kThreads, R, M>(acc, partial, row0, part_rows, y, kThreads);
+  } else {
+    accumulate_items<P, M, R>(rows, p.codes, p.scales, p.x_blocks, p.items, acc, lane, lanes);
+    store_row_sums<kThreads, R, M>(acc, partial, row0, part_rows, y, lanes);
+  }
 }
 
 // Stacked experts (gemv_dp4a_experts): part 0 is expert 0's matrix, expert e's parts start e strides further;
@@ -124,7 +136,9 @@ struct Dp4aExperts {
   const int32_t* order = nullptr;
 };
 
-inline int expert_row_lanes(int items) {
+// Threads per row: the fewest warps (32, 64 or 128) that give each of a row's items a thread, so that narrow rows
+// (a 2048-column Q4_K row is 64 items) leave no thread of the block idle.
+inline int row_lanes(int items) {
   int lanes = 32;
   while (lanes < items && lanes < kThreads) lanes *= 2;
   return lanes;
@@ -276,10 +290,13 @@ Status launch(const Dp4aLaunch& l) {
     while ((1 << group_shift) < w.params.group_size) ++group_shift;
     scale_bytes = quant::float_scale_bytes(w.params.scale_type);
   }
-  Dp4aParams params{groups_per_row, scale_bytes, group_shift, blocks_per_row * P::kBlockBytes,
-                    static_cast<int>(blocks_per_row * P::kItemsPerBlock), w.cols / kQ8BlockCols,
-                    x.codes, x.scales, plan_part_grid(parts, kTallRows, l.rows_per_block), {}, {}, {}, {}, {}};
+  const int items = static_cast<int>(blocks_per_row * P::kItemsPerBlock);
+  const int lanes = row_lanes(items);
+  Dp4aParams params{groups_per_row, scale_bytes, group_shift, blocks_per_row * P::kBlockBytes, items,
+                    w.cols / kQ8BlockCols, x.codes, x.scales,
+                    plan_part_grid(parts, kTallRows, l.rows_per_block, kThreads / lanes), {}, {}, {}, {}, {}};
   params.global_scale = w.params.global_scale;
+  params.lanes = lanes;
   for (size_t j = 0; j < parts.size(); ++j) {
     const quant::QuantView& v = parts[j].w;
     params.data[j] = v.data;
@@ -290,7 +307,7 @@ Status launch(const Dp4aLaunch& l) {
   }
   if (l.experts != nullptr) {
     Dp4aExperts e = *l.experts;
-    e.lanes = expert_row_lanes(params.items);
+    e.lanes = row_lanes(params.items);
     const int64_t rows_per_block = kThreads / e.lanes;
     const unsigned row_blocks = static_cast<unsigned>((w.rows + rows_per_block - 1) / rows_per_block);
     if (e.order != nullptr) {

@@ -1,7 +1,8 @@
 // The end of the row-per-block decode GEMVs (gemv_dp4a.cu, gemv_dense.cu): every thread of a block holds partial
-// sums acc[r][i] for the block's R rows and M batch rows; a warp shuffle, then one pass over the warps' partials in
-// shared memory, and y[i, row0 + r] is written for the rows that exist. `partial` is the kernel's
-// __shared__ float[Threads / 32][R * M].
+// sums acc[r][i] for its group's R rows and M batch rows; a warp shuffle, then one pass over the group's warps'
+// partials in shared memory, and y[i, row0 + r] is written for the rows that exist. A group is `lanes` consecutive
+// threads (a multiple of 32; the whole block by default), row0 the calling thread's group's first row. `partial` is
+// the kernel's __shared__ float[Threads / 32][R * M].
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,7 +15,7 @@ namespace qrt::kernels {
 
 template <int Threads, int R, int M>
 __device__ __forceinline__ void store_row_sums(float (&acc)[R][M], float (*partial)[R * M], int64_t row0,
-                                               int64_t rows, float* y) {
+                                               int64_t rows, float* y, int lanes = Threads) {
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -24,12 +25,13 @@ __device__ __forceinline__ void store_row_sums(float (&acc)[R][M], float (*parti
       if (lane == 0) partial[warp][r * M + i] = v;
     }
   __syncthreads();
-  if (threadIdx.x < R * M) {
-    const int r = static_cast<int>(threadIdx.x) / M, i = static_cast<int>(threadIdx.x) % M;
+  const int t = static_cast<int>(threadIdx.x) % lanes;
+  const int first_warp = static_cast<int>(threadIdx.x) / lanes * (lanes / 32);
+  if (t < R * M) {
+    const int r = t / M, i = t % M;
     if (row0 + r < rows) {
-      float s = partial[0][threadIdx.x];
-#pragma unroll
-      for (int w = 1; w < Threads / 32; ++w) s += partial[w][threadIdx.x];
+      float s = partial[first_warp][t];  // the group's warps in order
+      for (int w = 1; w < lanes / 32; ++w) s += partial[first_warp + w][t];
       y[i * rows + row0 + r] = s;
     }
   }
