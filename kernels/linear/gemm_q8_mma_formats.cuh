@@ -166,28 +166,34 @@ struct E2m1Codes {
   }
 };
 
-// OCP MXFP4 (gpt-oss's checkpoints, UQFF): the E2M1 stream with an E8M0 scale byte per 32 columns in a separate
-// [rows, cols / 32] array (kSeparateScales: the kernel hands load() the row's scale bytes too); d = 2^(e - 127) / 2,
-// m = 0.
-struct Mxfp4Ocp {
-  static constexpr bool kHalfScales = false;
+// OCP MXFP4 (gpt-oss's checkpoints, UQFF) and NVFP4: the E2M1 stream with its scale bytes in a separate array
+// (kSeparateScales: the kernel hands load() the row's scale bytes too), [rows, cols / 32] E8M0 bytes for MXFP4,
+// d = 2^(e - 127) / 2; [rows, cols / 16] E4M3 bytes for NVFP4, d and d16 = e4m3 / 2 of the block's two bytes (the
+// half-scale products, as Q6_K) times the tensor's global scale (kGlobalScale: the kernel multiplies each output by
+// MmaParams::global_scale once). m = 0.
+template <bool kNvfp4>
+struct E2m1Stream {
+  static constexpr bool kHalfScales = kNvfp4;
   static constexpr bool kSeparateScales = true;
-  static constexpr int kScaleGroupCols = 32;
+  static constexpr bool kGlobalScale = kNvfp4;
+  static constexpr int kScaleGroupCols = kNvfp4 ? 16 : 32;
   static constexpr int kStepBlocks = 8;
   static constexpr int kStepCols = 32 * kStepBlocks;
   static constexpr int kBlockBytes = 16;
   static constexpr int kStepBytes = kStepBlocks * kBlockBytes;
+  static constexpr int kBlockScaleBytes = 32 / kScaleGroupCols;
   struct Raw {
-    uint32_t q[kStepBlocks], e[kStepBlocks];
+    uint32_t q[kStepBlocks], e[kStepBlocks];  // e: the block's scale byte (bytes, NVFP4)
   };
   __device__ static Raw load(const uint8_t* row, const uint8_t* row_scales, int64_t step, int t) {
     Raw r;
     const uint8_t* b = row + step * kStepBytes;
-    const uint8_t* e = row_scales + step * kStepBlocks;
+    const uint8_t* e = row_scales + step * kBlockScaleBytes * kStepBlocks;  // any address: byte loads
 #pragma unroll
     for (int j = 0; j < kStepBlocks; ++j) {
       r.q[j] = E2m1Codes::load(b + j * kBlockBytes, t);
-      r.e[j] = __ldg(e + j);
+      r.e[j] = __ldg(e + kBlockScaleBytes * j);
+      if constexpr (kNvfp4) r.e[j] |= static_cast<uint32_t>(__ldg(e + 2 * j + 1)) << 8;
     }
     return r;
   }
@@ -196,34 +202,6 @@ struct Mxfp4Ocp {
     d = 0.5f * quant::e8m0_to_f32(static_cast<uint8_t>(r.e[j]));
     m = 0.0f;
   }
-};
-
-// NVFP4: the E2M1 stream with an E4M3 scale byte per 16 columns in a separate [rows, cols / 16] array, times the
-// tensor's global scale (kGlobalScale: the kernel multiplies each output by MmaParams::global_scale once): d and
-// d16 = e4m3 / 2 of the block's two scale bytes, m = 0.
-struct Nvfp4 {
-  static constexpr bool kHalfScales = true;
-  static constexpr bool kSeparateScales = true;
-  static constexpr bool kGlobalScale = true;
-  static constexpr int kScaleGroupCols = 16;
-  static constexpr int kStepBlocks = 8;
-  static constexpr int kStepCols = 32 * kStepBlocks;
-  static constexpr int kBlockBytes = 16;
-  static constexpr int kStepBytes = kStepBlocks * kBlockBytes;
-  struct Raw {
-    uint32_t q[kStepBlocks], e[kStepBlocks];  // e: the block's two scale bytes
-  };
-  __device__ static Raw load(const uint8_t* row, const uint8_t* row_scales, int64_t step, int t) {
-    Raw r;
-    const uint8_t* b = row + step * kStepBytes;
-    const uint8_t* e = row_scales + step * 2 * kStepBlocks;  // any address: byte loads
-#pragma unroll
-    for (int j = 0; j < kStepBlocks; ++j) {
-      r.q[j] = E2m1Codes::load(b + j * kBlockBytes, t);
-      r.e[j] = static_cast<uint32_t>(__ldg(e + 2 * j)) | static_cast<uint32_t>(__ldg(e + 2 * j + 1)) << 8;
-    }
-    return r;
-  }
   __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& d16, float& m) {
     E2m1Codes::unzip(r.q[j], k0, k16);
     d = 0.5f * quant::e4m3_to_f32(static_cast<uint8_t>(r.e[j]));
@@ -231,6 +209,8 @@ struct Nvfp4 {
     m = 0.0f;
   }
 };
+using Mxfp4Ocp = E2m1Stream<false>;
+using Nvfp4 = E2m1Stream<true>;
 
 // Q8_0: 34-byte blocks {f16 d, 32 int8 codes}.
 struct Q8_0 {
