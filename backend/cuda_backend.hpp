@@ -159,8 +159,9 @@ class CudaBackend final : public Backend {
   // nothing); QRT_CUDA_TUNE=0|1 sets it at creation. Set it before uploading weights (their buffers are sized then).
   void set_launch_tuning(bool on) { launch_tuning_ = on; }
   // Programmatic dependent launch for the decode path's kernels (kernels/cuda/programmatic_launch.cuh: the norms,
-  // the integer-dot GEMV, RoPE + the KV write, split attention and its merge, the gated activations, x's
-  // quantization): each may be scheduled while the kernel before it still runs and waits for its results inside.
+  // the integer-dot, dense and staged float GEMVs, RoPE + the KV write, split attention and its merge, the gated
+  // activations, x's quantization): each may be scheduled while the kernel before it still runs and waits for its
+  // results inside.
   // Off by default until measured; QRT_CUDA_PDL=0|1 sets it at creation. The switch is the process's (all its CUDA
   // backends); on needs compute capability 9.0 or later.
   Status set_programmatic_launch(bool on);

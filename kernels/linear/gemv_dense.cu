@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/linear/gemv_batch.hpp"
 #include "kernels/linear/gemv_fast.hpp"
 #include "kernels/linear/gemv_parts.cuh"
@@ -69,6 +70,13 @@ __global__ void __launch_bounds__(kThreads) gemv_dense_kernel(const DenseParts p
 #pragma unroll
   for (int r = 0; r < R; ++r)  // past the end: a repeat, not stored
     row_data[r] = data + min(row0 + r, rows - 1) * cols * kElemBytes;
+  // The weights start into L2 before x, the previous kernel's output, is waited for (programmatic_launch.cuh).
+  allow_next_grid();
+  if (threadIdx.x == 0) {
+    const int64_t held = rows - row0 < R ? rows - row0 : R;
+    prefetch_to_l2(row_data[0], static_cast<uint64_t>(held * cols * kElemBytes));
+  }
+  wait_for_previous_grid();
   float acc[R][M];
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -115,12 +123,9 @@ Status dense_launch(const char* name, std::span<const GemvPart> parts, const flo
   const int64_t cols = parts[0].w.cols;
   return with_batch(m, [&](auto batch) -> Status {
     constexpr int M = decltype(batch)::value;
-    if (p.grid.rows_per_block == 2) {
-      gemv_dense_kernel<Id, M, 2><<<blocks, kThreads, 0, stream>>>(p, cols, x);
-    } else {
-      gemv_dense_kernel<Id, M, 1><<<blocks, kThreads, 0, stream>>>(p, cols, x);
-    }
-    return cuda_launch_status(name);
+    if (p.grid.rows_per_block == 2)
+      return launch_programmatic(name, gemv_dense_kernel<Id, M, 2>, blocks, kThreads, 0, stream, p, cols, x);
+    return launch_programmatic(name, gemv_dense_kernel<Id, M, 1>, blocks, kThreads, 0, stream, p, cols, x);
   });
 }
 

@@ -27,6 +27,7 @@
 
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/device_facts.hpp"
+#include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/linear/gemv_batch.hpp"
 #include "kernels/linear/gemv_lanes.hpp"
 
@@ -190,10 +191,15 @@ __global__ void __launch_bounds__(kMaxWarpsPerBlock * 32, 1) gemv_staged_kernel(
   const int lane = static_cast<int>(threadIdx.x & 31);
   int64_t row0;
   const int valid = warp_rows<R>(p.rows, &row0);
+  const int64_t row_bytes = gemv_lanes::packed_row_bytes<P>(p.cols);
+  // The weights are no kernel's output: the warp's rows start into L2 before x, the previous kernel's output, is
+  // waited for (programmatic_launch.cuh); every thread waits, those of a warp past the last row too.
+  allow_next_grid();
+  if (lane == 0 && valid > 0) prefetch_to_l2(p.data + row0 * row_bytes, static_cast<uint64_t>(valid * row_bytes));
+  wait_for_previous_grid();
   if (valid == 0) return;
 
   uint8_t* const ring = smem + (threadIdx.x >> 5) * gemv_lanes::warp_smem_bytes<P>();
-  const int64_t row_bytes = gemv_lanes::packed_row_bytes<P>(p.cols);
   const uint8_t* src[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) src[r] = p.data + (row0 + min(r, valid - 1)) * row_bytes;
@@ -237,9 +243,9 @@ Status launch_staged(const char* name, const quant::QuantView& w, const float* x
                             w.params.global_scale, x, y};
   return with_batch(m, [&](auto batch) -> Status {
     constexpr int M = decltype(batch)::value;
-    gemv_staged_kernel<P, M><<<static_cast<unsigned>(blocks), static_cast<unsigned>(warps * 32),
-                               static_cast<size_t>(warps * per_warp), stream>>>(params);
-    return cuda_launch_status(name);
+    return launch_programmatic(name, gemv_staged_kernel<P, M>, static_cast<unsigned>(blocks),
+                               static_cast<unsigned>(warps * 32), static_cast<size_t>(warps * per_warp), stream,
+                               params);
   });
 }
 

@@ -1,7 +1,7 @@
 // Programmatic dependent launch (CudaBackend::set_programmatic_launch, QRT_CUDA_PDL; kernels/cuda/
-// programmatic_launch.cuh) in a decode step: which kernels carry the attribute, that every thread of them waits for
-// the previous grid before it exits (the SIMT layer counts the blocks where one did not), and that the logits are the
-// same bits with and without it. The layer runs grids one after the other, so what it cannot show is an early read
+// programmatic_launch.cuh) in a decode step with integer-dot, dense and staged float GEMVs: which kernels carry the
+// attribute, that every thread of them waits for the previous grid before it exits (the SIMT layer counts the blocks
+// where one did not), and that the logits are the same bits with and without it. The layer runs grids one after the other, so what it cannot show is an early read
 // inside a kernel; the kernels wait first thing, before any access but their weights. Needs the layer's counters:
 // runs under gpu-sim only.
 #include <cstdlib>
@@ -35,15 +35,14 @@ struct DecodeRun {
   simt::StreamCounters last_step;  // the last decode step (a replay of the captured graph)
 };
 
-// A 2-layer Q8_0 model (the integer-dot GEMV, whose inputs the norms, the merge and silu quantize): a 4-token
-// prompt, then 3 decode steps through the captured graph.
-DecodeRun decode(Backend& gpu) {
+// A 2-layer model with its matrices in `format`: a 4-token prompt, then 3 decode steps through the captured graph.
+DecodeRun decode(Backend& gpu, quant::FormatId format) {
   ModelConfig c = test::tiny_llama_config();
   c.layers = 2;
-  c.head_dim = 32;  // a head is whole activation blocks (the merge quantizes)
+  c.head_dim = 32;  // a head is whole activation blocks (the merge quantizes for the integer-dot GEMV)
   auto m = test::make_tiny_model(c);
   std::list<quant::QuantBuffers> storage;
-  test::requantize(m, quant::FormatId::kQ8_0, storage);
+  if (format != quant::FormatId::kF32) test::requantize(m, format, storage);
   DecodeRun run;
   auto model = Transformer::create(gpu, m.config, m.tensors, TransformerOptions{});
   EXPECT_TRUE(model.ok()) << model.status().to_string();
@@ -71,24 +70,29 @@ TEST_F(ProgrammaticLaunch, TheDecodeKernelsWaitAndChangeNoBit) {
   GTEST_SKIP() << "counting programmatic launches needs the SIMT layer's counters (label gpu-sim)";
 #else
   const RestoreSwitch restore;
-  ASSERT_TRUE(gpu_->set_programmatic_launch(false).ok());
-  const DecodeRun plain = decode(*gpu_);
-  ASSERT_FALSE(plain.logits.empty());
-  EXPECT_EQ(plain.last_step.programmatic_launches, 0u) << "off by default";
-  EXPECT_EQ(plain.last_step.graph_launches, 1u);
+  // Q8_0: the integer-dot GEMV (its inputs quantized by the norms, the merge and silu); F32: the dense float GEMV;
+  // FP8: the staged float GEMV.
+  for (const quant::FormatId format : {quant::FormatId::kQ8_0, quant::FormatId::kF32, quant::FormatId::kFP8}) {
+    SCOPED_TRACE(quant::format_name(format));
+    ASSERT_TRUE(gpu_->set_programmatic_launch(false).ok());
+    const DecodeRun plain = decode(*gpu_, format);
+    ASSERT_FALSE(plain.logits.empty());
+    EXPECT_EQ(plain.last_step.programmatic_launches, 0u) << "off by default";
+    EXPECT_EQ(plain.last_step.graph_launches, 1u);
 
-  const uint64_t unwaited_before = simt::programmatic_blocks_without_wait();
-  ASSERT_TRUE(gpu_->set_programmatic_launch(true).ok());
-  const DecodeRun pdl = decode(*gpu_);
-  EXPECT_EQ(simt::programmatic_blocks_without_wait() - unwaited_before, 0u)
-      << "a kernel launched programmatically has threads that exit without waiting for the previous grid";
+    const uint64_t unwaited_before = simt::programmatic_blocks_without_wait();
+    ASSERT_TRUE(gpu_->set_programmatic_launch(true).ok());
+    const DecodeRun pdl = decode(*gpu_, format);
+    EXPECT_EQ(simt::programmatic_blocks_without_wait() - unwaited_before, 0u)
+        << "a kernel launched programmatically has threads that exit without waiting for the previous grid";
 
-  const simt::StreamCounters& s = pdl.last_step;
-  EXPECT_EQ(s.graph_kernel_nodes, plain.last_step.graph_kernel_nodes) << "the same kernels";
-  // Every kernel of the captured step but the embedding lookup: per layer q/k/v, RoPE + KV write, split attention,
-  // merge, o, add + norm, gate/up, silu, down, add + norm; then the output projection.
-  EXPECT_EQ(s.programmatic_launches, s.graph_kernel_nodes - 1) << s.graph_kernel_nodes << " kernels in the graph";
-  EXPECT_EQ(pdl.logits, plain.logits) << "the same bits with programmatic launches";
+    const simt::StreamCounters& s = pdl.last_step;
+    EXPECT_EQ(s.graph_kernel_nodes, plain.last_step.graph_kernel_nodes) << "the same kernels";
+    // Every kernel of the captured step but the embedding lookup: per layer the projections, RoPE + KV write, split
+    // attention, merge, add + norm, the gated activation; then the last norm and the output projection.
+    EXPECT_EQ(s.programmatic_launches, s.graph_kernel_nodes - 1) << s.graph_kernel_nodes << " kernels in the graph";
+    EXPECT_EQ(pdl.logits, plain.logits) << "the same bits with programmatic launches";
+  }
 #endif
 }
 
