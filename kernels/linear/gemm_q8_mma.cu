@@ -102,8 +102,7 @@ bool gemm_q8_mma_applies(quant::FormatId format, const quant::QuantView& w) {
   const int step = step_cols(format);
   if (step == 0 || w.data == nullptr || reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return false;
   if (w.rows <= 0 || w.cols <= 0 || w.cols % step != 0) return false;
-  // OCP MXFP4's and NVFP4's scale bytes: present, at any address.
-  if ((format == quant::FormatId::kMXFP4 || format == quant::FormatId::kNVFP4) && w.scales == nullptr) return false;
+  if (quant::is_e2m1_stream(format) && w.scales == nullptr) return false;  // its scale bytes: present, any address
   return (w.rows + kBlockRows - 1) / kBlockRows < INT_MAX;
 }
 

@@ -57,8 +57,7 @@ bool gemv_dp4a_applies(quant::FormatId format, const quant::QuantView& w) {
     if (reinterpret_cast<uintptr_t>(w.scales) % align != 0 || reinterpret_cast<uintptr_t>(w.biases) % align != 0)
       return false;
   }
-  const bool byte_scales = format == quant::FormatId::kMXFP4 || format == quant::FormatId::kNVFP4;
-  if (byte_scales && w.scales == nullptr) return false;  // E8M0 / E4M3 bytes: any address
+  if (quant::is_e2m1_stream(format) && w.scales == nullptr) return false;  // E8M0 / E4M3 bytes: any address
   return w.cols / 8 < INT_MAX;  // items per row fit an int (8 columns per item at the least)
 }
 

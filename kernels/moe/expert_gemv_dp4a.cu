@@ -17,8 +17,7 @@ bool expert_gemv_dp4a_applies(quant::FormatId format, const quant::QuantView& ex
   // Expert e's parts must sit as aligned as expert 0's: 16 bytes for the packed codes, the scale dtype for AFQ's
   // group scales and biases.
   if (per_expert.data % 16 != 0) return false;
-  const bool byte_scales = format == quant::FormatId::kMXFP4 || format == quant::FormatId::kNVFP4;
-  if (expert0.scales != nullptr && !byte_scales) {  // MXFP4's and NVFP4's scale bytes: any address
+  if (expert0.scales != nullptr && !quant::is_e2m1_stream(format)) {  // MXFP4's and NVFP4's scale bytes: any address
     const uint64_t align = static_cast<uint64_t>(quant::float_scale_bytes(expert0.params.scale_type));
     if (align == 0 || per_expert.scales % align != 0 || per_expert.biases % align != 0) return false;
   }

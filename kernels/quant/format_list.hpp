@@ -86,6 +86,10 @@ struct QuantParams {
 
 // A 2-D view of one quantized matrix [rows, cols] (leading dims of a stacked tensor folded into rows). Blocks and
 // groups run along cols, the input dimension. Pointers are host or device pointers depending on the caller.
+// OCP MXFP4 and NVFP4: rows of E2M1 nibbles with one scale byte per group (E8M0 per 32 columns, E4M3 per 16) in a
+// separate array, which the integer kernels read byte by byte (so at any address) and cannot run without.
+constexpr bool is_e2m1_stream(FormatId id) { return id == FormatId::kMXFP4 || id == FormatId::kNVFP4; }
+
 struct QuantView {
   const uint8_t* data = nullptr;    // packed codes / blocks
   const uint8_t* scales = nullptr;  // separate per-group scales, or nullptr
