@@ -309,17 +309,23 @@ Result<Value> filter_sort(const Value& v, CallArgs& args, Interpreter& interp) {
     attributes.push_back(p[2]);
   }
   const bool case_sensitive = truthy(p[1]);
+  // Jinja's keys are always lists (one entry per attribute, or the item itself), and lists compare element by
+  // element after an equality test, so keys that are equal never meet '<': undefined attributes (all equal) sort
+  // as they stand instead of failing.
   QRT_TRY(sort_values(
       items,
       [&](const Value& item) -> Result<Value> {
-        if (attributes.empty()) return lower_if_string(item, case_sensitive);
         std::vector<Value> parts;
+        if (attributes.empty()) {
+          QRT_ASSIGN_OR_RETURN(Value key, lower_if_string(item, case_sensitive));
+          parts.push_back(std::move(key));
+        }
         for (const Value& a : attributes) {
           QRT_ASSIGN_OR_RETURN(Value got, get_path(interp, item, a));
           QRT_ASSIGN_OR_RETURN(got, lower_if_string(got, case_sensitive));
           parts.push_back(std::move(got));
         }
-        return parts.size() == 1 ? parts[0] : Value::list(std::move(parts));
+        return Value::list(std::move(parts));
       },
       truthy(p[0])));
   return Value::list(std::move(items));

@@ -123,6 +123,11 @@ CASES = [
     ("filter_unique_dictsort_sort", "{{ ['a', 'A', 'b', 'a']|unique|list }} {{ {'b': 1, 'A': 2, 'c': 0}|dictsort }} "
      "{{ {'b': 1, 'a': 2}|dictsort(by='value') }} {{ [3, 1, 2]|sort }} {{ [3, 1, 2]|sort(reverse=true) }} "
      "{{ users|sort(attribute='age')|map(attribute='name')|join(',') }} {{ ['b', 'A', 'c']|sort }}", USERS, None),
+    # Jinja's sort keys are lists, compared element by element after an equality test: undefined keys are all equal
+    # and keep their order instead of failing.
+    ("filter_sort_undefined_keys", "{{ ('ab'|map(attribute='role')|list|sort)|length }} "
+     "{{ users|sort(attribute='missing')|map(attribute='name')|join(',') }} "
+     "{{ users|sort(attribute='age,missing')|map(attribute='name')|join(',') }}", USERS, None),
     ("filter_indent", "{{ 'a\\nb\\n\\nc'|indent }}|{{ 'a\\nb'|indent(2, true) }}|{{ 'a\\n\\nb'|indent('> ', blank=true) }}",
      {}, None),
     ("filter_misc", "{{ [1, 2, 3]|sum }} {{ [3, 1]|min }} {{ [3, 1]|max }} {{ 2.5|round }} {{ 3.14159|round(2) }} "
