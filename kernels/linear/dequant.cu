@@ -118,13 +118,26 @@ Status launch(quant::FormatId format, const quant::QuantView& w, const int32_t* 
   });
 }
 
+Status check_row_range(const quant::QuantView& w, int64_t first_row, int64_t rows) {
+  if (first_row < 0 || rows < 0 || first_row + rows > w.rows)
+    return out_of_range("dequantize_rows_half: rows [" + std::to_string(first_row) + ", " +
+                        std::to_string(first_row + rows) + ") outside a matrix of " + std::to_string(w.rows) + " rows");
+  return ok_status();
+}
+
 }  // namespace
 
 Status dequantize_rows_half(quant::FormatId format, const quant::QuantView& w, int64_t first_row, int64_t rows,
                             __half* out, cudaStream_t stream) {
-  if (first_row < 0 || rows < 0 || first_row + rows > w.rows)
-    return out_of_range("dequantize_rows_half: rows [" + std::to_string(first_row) + ", " +
-                        std::to_string(first_row + rows) + ") outside a matrix of " + std::to_string(w.rows) + " rows");
+  QRT_TRY(check_row_range(w, first_row, rows));
+  if (dequantize_rows_half_by_policy_applies(format, w, out))
+    return dequantize_rows_half_by_policy(format, w, first_row, rows, out, stream);
+  return dequantize_rows_half_generic(format, w, first_row, rows, out, stream);
+}
+
+Status dequantize_rows_half_generic(quant::FormatId format, const quant::QuantView& w, int64_t first_row,
+                                    int64_t rows, __half* out, cudaStream_t stream) {
+  QRT_TRY(check_row_range(w, first_row, rows));
   return quant::dispatch_format(format, [&](auto tag) -> Status {
     using T = typename decltype(tag)::Traits;
     const int be = quant::block_elems_for(T::block_elems, w.params);

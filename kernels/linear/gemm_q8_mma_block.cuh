@@ -76,6 +76,33 @@ __host__ __device__ constexpr bool half_mins() {
   }
 }
 
+// A lane's raw bytes of step s of a row (and of the row's separate scale bytes, for the formats that have them).
+template <class P>
+__device__ __forceinline__ typename P::Raw load_step(const uint8_t* row, const uint8_t* scale_row, int64_t s, int t) {
+  if constexpr (separate_scales<P>()) {
+    return P::load(row, scale_row, s, t);
+  } else {
+    return P::load(row, s, t);
+  }
+}
+
+// Block j of a lane's raw step in one form for every policy: the code words of columns 4t.. (k0) and 16 + 4t..
+// (k16), their scales d and d16 and minimums m and m16 (each pair equal where the format has one per block).
+template <class P>
+__device__ __forceinline__ void block_halves(const typename P::Raw& raw, int j, uint32_t& k0, uint32_t& k16, float& d,
+                                             float& d16, float& m, float& m16) {
+  if constexpr (half_mins<P>()) {
+    P::block(raw, j, k0, k16, d, d16, m, m16);
+  } else if constexpr (P::kHalfScales) {
+    P::block(raw, j, k0, k16, d, d16, m);
+    m16 = m;
+  } else {
+    P::block(raw, j, k0, k16, d, m);
+    d16 = d;
+    m16 = m;
+  }
+}
+
 // A block's kBlockRows weight rows from row0 of the matrix at `data` (and its scale array at `scales`, for the formats
 // that have one) times NT batch tiles of 8 rows of `tiles` (m <= 8 NT); p gives the rest (row count and bytes, steps, x
 // blocks). They are separate arguments so that a kernel that picks them per block (an expert, a chunk of slots) need
@@ -113,13 +140,7 @@ __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t*
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if constexpr (separate_scales<P>()) {
-          raw[mt][h] = P::load(rows[mt][h], scale_rows[mt][h], s, t);
-        } else {
-          raw[mt][h] = P::load(rows[mt][h], s, t);
-        }
-      }
+      for (int h = 0; h < 2; ++h) raw[mt][h] = load_step<P>(rows[mt][h], scale_rows[mt][h], s, t);
 #pragma unroll
     for (int j = 0; j < P::kStepBlocks; ++j) {
       uint32_t a[kMTiles][4];
@@ -127,16 +148,8 @@ __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t*
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          if constexpr (half_mins<P>()) {
-            P::block(raw[mt][h], j, a[mt][h], a[mt][2 + h], d[mt][h], d16[mt][h], mn[mt][h], mn16[mt][h]);
-          } else if constexpr (P::kHalfScales) {
-            P::block(raw[mt][h], j, a[mt][h], a[mt][2 + h], d[mt][h], d16[mt][h], mn[mt][h]);
-          } else {
-            P::block(raw[mt][h], j, a[mt][h], a[mt][2 + h], d[mt][h], mn[mt][h]);
-            d16[mt][h] = d[mt][h];
-          }
-        }
+        for (int h = 0; h < 2; ++h)
+          block_halves<P>(raw[mt][h], j, a[mt][h], a[mt][2 + h], d[mt][h], d16[mt][h], mn[mt][h], mn16[mt][h]);
       const int64_t kb = s * P::kStepBlocks + j;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {

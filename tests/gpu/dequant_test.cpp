@@ -1,14 +1,17 @@
 // dequantize_rows_half (the prefill path's W → fp16 step) against the CPU reference decode rounded to fp16, bit for
 // bit up to one fp32 ulp of FMA contraction, for every format (decode-only ones from random blocks): a row range
-// that starts inside the matrix, three 256-column blocks per row (so one warp's 32 blocks span rows), into an
-// aligned output and into one that starts on an odd half (the element-wise store path). Cells outside the range
-// stay untouched.
+// that starts inside the matrix, three 256-column blocks per row (so one warp's 32 blocks span rows, and the policy
+// kernel's 16-row tiles end past the range), into an aligned output (the tensor-core policies' kernel for the formats
+// that have one, and the generic kernel called by itself) and into one that starts on an odd half (the generic
+// kernel's element-wise store path). Cells outside the range stay untouched.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "decode_only_blocks.hpp"
 #include "kernels/cpu/quant_reference.hpp"
@@ -28,6 +31,16 @@ struct DeviceBytes {
   ~DeviceBytes() { cudaFree(ptr); }
 };
 
+// The formats that the tensor-core GEMM's weight policies decode (gemm_q8_mma_formats.cuh), listed apart from it.
+bool takes_policy(FormatId id) {
+  for (FormatId f : {FormatId::kQ4_0, FormatId::kQ4_1, FormatId::kQ5_0, FormatId::kQ5_1, FormatId::kQ8_0,
+                     FormatId::kQ2_K, FormatId::kQ3_K, FormatId::kQ4_K, FormatId::kQ5_K, FormatId::kQ6_K,
+                     FormatId::kIQ4_NL, FormatId::kIQ4_XS, FormatId::kTQ2_0, FormatId::kMXFP4_GGML, FormatId::kMXFP4,
+                     FormatId::kNVFP4})
+    if (id == f) return true;
+  return false;
+}
+
 class DequantizeRowsHalf : public testing::TestWithParam<FormatId> {};
 
 TEST_P(DequantizeRowsHalf, EqualsTheCpuDecodeRoundedToHalf) {
@@ -38,6 +51,7 @@ TEST_P(DequantizeRowsHalf, EqualsTheCpuDecodeRoundedToHalf) {
   QuantParams p;
   p.group_size = info.block_elems == 0 ? 64 : 0;
   p.scale_type = ScalarType::kF16;
+  if (id == FormatId::kNVFP4) p.global_scale = 0.75f;  // a tensor scale that is not 1 (both paths apply it)
   const auto values = test::random_normal(static_cast<size_t>(rows * cols), 31);
   const auto decode_only = test::decode_only_scale_field(id);
   auto q = decode_only ? Result<QuantBuffers>(QuantBuffers{test::random_blocks(*decode_only, rows, cols, 32), {}, {}})
@@ -57,11 +71,16 @@ TEST_P(DequantizeRowsHalf, EqualsTheCpuDecodeRoundedToHalf) {
   dev.biases = q->biases.empty() ? nullptr : static_cast<const uint8_t*>(biases.ptr);
 
   const size_t n = static_cast<size_t>(count * cols);
-  for (int offset : {0, 1}) {  // in halves: 1 puts every block on an odd address
+  // dequantize_rows_half at both offsets (in halves: 1 puts every block on an odd address), then the generic kernel
+  // itself on the aligned output, which dequantize_rows_half gives the policy kernel where there is one.
+  for (auto [offset, generic] : {std::pair{0, false}, std::pair{1, false}, std::pair{0, true}}) {
+    SCOPED_TRACE(std::string(info.name) + (generic ? " generic kernel" : "") + " offset " + std::to_string(offset));
     DeviceBytes out((n + 2) * sizeof(__half));
     cudaMemset(out.ptr, 0x7E, (n + 2) * sizeof(__half));  // 0x7E7E: a NaN, and the guard cells' value
     __half* dst = static_cast<__half*>(out.ptr) + offset;
-    const Status s = kernels::dequantize_rows_half(id, dev, first, count, dst, nullptr);
+    EXPECT_EQ(kernels::dequantize_rows_half_by_policy_applies(id, dev, dst), offset == 0 && takes_policy(id));
+    const Status s = generic ? kernels::dequantize_rows_half_generic(id, dev, first, count, dst, nullptr)
+                             : kernels::dequantize_rows_half(id, dev, first, count, dst, nullptr);
     ASSERT_TRUE(s.ok()) << s.to_string();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<uint16_t> got(n + 2);
@@ -75,11 +94,11 @@ TEST_P(DequantizeRowsHalf, EqualsTheCpuDecodeRoundedToHalf) {
       const bool near = got[i + offset] == f32_to_fp16(std::nextafter(r, INFINITY)) ||
                         got[i + offset] == f32_to_fp16(std::nextafter(r, -INFINITY));
       if (got[i + offset] != want && !near && ++mismatches <= 3)
-        ADD_FAILURE() << info.name << " offset " << offset << " row " << first + static_cast<int64_t>(i) / cols
+        ADD_FAILURE() << "row " << first + static_cast<int64_t>(i) / cols
                       << " col " << static_cast<int64_t>(i) % cols << ": 0x" << std::hex << got[i + offset]
                       << " != 0x" << want;
     }
-    EXPECT_EQ(mismatches, 0) << info.name << " offset " << offset;
+    EXPECT_EQ(mismatches, 0);
     EXPECT_EQ(got[offset == 0 ? n : 0], 0x7E7E) << "a cell outside the range was written";
     EXPECT_EQ(got[n + 1], 0x7E7E) << "a cell past the range was written";
   }
@@ -88,12 +107,17 @@ TEST_P(DequantizeRowsHalf, EqualsTheCpuDecodeRoundedToHalf) {
 INSTANTIATE_TEST_SUITE_P(Formats, DequantizeRowsHalf, testing::ValuesIn(kAllFormats), test::format_test_name);
 
 TEST(DequantizeRowsHalfRange, RowsOutsideTheMatrixAreRefused) {
+  alignas(16) static const uint8_t bytes[4 * 8 * 34] = {};
   QuantView w;
   w.rows = 4;
-  w.cols = 32;
-  const Status s = kernels::dequantize_rows_half(FormatId::kQ8_0, w, 2, 3, nullptr, nullptr);
-  EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.to_string().find("outside a matrix of 4 rows"), std::string::npos) << s.to_string();
+  w.cols = 256;
+  w.data = bytes;  // aligned, so that the policy kernel applies
+  for (auto* fn : {&kernels::dequantize_rows_half, &kernels::dequantize_rows_half_by_policy,
+                   &kernels::dequantize_rows_half_generic}) {
+    const Status s = fn(FormatId::kQ8_0, w, 2, 3, nullptr, nullptr);
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.to_string().find("outside a matrix of 4 rows"), std::string::npos) << s.to_string();
+  }
 }
 
 }  // namespace

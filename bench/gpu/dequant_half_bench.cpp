@@ -1,0 +1,58 @@
+// W → fp16, the prefill path's dequantization before cuBLAS (CudaBackend::linear_gemm, a tile of up to 64 MiB of fp16
+// rows at a time), at the 8B gate/up shape: the tensor-core policies' kernel (what dequantize_rows_half takes for
+// these formats) against the generic one (the traits' decode staged in shared memory, which it took before), both on
+// real quantizer output never in L2 (bench_weights.hpp). Bytes are the packed weights read plus 2 per weight written;
+// pct_of_copy_bw compares them with the measured copy bandwidth (read + write), the pace a dequantization can reach.
+#include <string>
+
+#include "bench_weights.hpp"
+#include "kernels/linear/dequant.hpp"
+
+namespace qrt::bench {
+namespace {
+using namespace qrt::quant;
+
+void BM_DequantHalf(benchmark::State& state, FormatId id, int64_t rows, int64_t cols, bool generic) {
+  BenchWeights bw = bench_weights(id, rows, cols);
+  if (bw.copies.empty()) {
+    state.SkipWithError("quantizer rejected the shape");
+    return;
+  }
+  DeviceBuffer out(static_cast<size_t>(rows * cols) * 2);
+  auto run = [&](const QuantView& w) {
+    return generic ? kernels::dequantize_rows_half_generic(id, w, 0, rows, out.as<__half>(), nullptr)
+                   : kernels::dequantize_rows_half_by_policy(id, w, 0, rows, out.as<__half>(), nullptr);
+  };
+  const Status first = run(bw.copies[0].view);
+  if (!first.ok()) {
+    state.SkipWithError(first.to_string().c_str());
+    return;
+  }
+  size_t next = 0;
+  time_with_events(state, nullptr, [&] {
+    (void)run(bw.copies[next].view);
+    next = next + 1 == bw.copies.size() ? 0 : next + 1;
+  });
+  const double bytes = static_cast<double>(bw.weight_bytes) + 2.0 * static_cast<double>(rows * cols);
+  state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
+  state.SetLabel(generic ? "generic" : "policy");
+  state.counters["pct_of_copy_bw"] = benchmark::Counter(bytes * state.iterations() / measured_copy_bandwidth() * 100.0,
+                                                        benchmark::Counter::kIsRate);
+}
+
+const bool registered = [] {
+  for (FormatId id : {FormatId::kQ4_K, FormatId::kQ6_K, FormatId::kQ8_0, FormatId::kQ4_0, FormatId::kIQ4_XS,
+                      FormatId::kMXFP4}) {
+    const std::string shape = std::string(format_name(id)) + "/14336x4096";
+    for (bool generic : {false, true})
+      benchmark::RegisterBenchmark(("dequant_half/" + shape + (generic ? "/generic" : "/policy")).c_str(),
+                                   BM_DequantHalf, id, 14336, 4096, generic)
+          ->UseManualTime()
+          ->MinTime(0.05)
+          ->Unit(benchmark::kMicrosecond);
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace qrt::bench
