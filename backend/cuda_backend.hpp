@@ -133,9 +133,9 @@ class CudaBackend final : public Backend {
   void set_fused_gemm(bool on) { fused_gemm_ = on; }
   // Batches above the GEMV's (prefill, batched decode) read an fp16 copy of every matrix made once at upload, in one
   // cuBLAS GEMM, instead of dequantizing fp16 tiles of it at every call: each such pass then moves the matrix's
-  // fp16 bytes once, for 2 bytes per weight of device memory on top of the packed ones (F16 weights are used as
-  // they are, at no extra cost). Off by default; QRT_CUDA_HALF_WEIGHTS=1 sets it at creation. Applies to the
-  // weights uploaded after it is set.
+  // fp16 bytes once, for 2 bytes per weight of device memory on top of the packed ones (F16 weights are always used
+  // as they are, at no extra cost, whether this is set or not). Off by default; QRT_CUDA_HALF_WEIGHTS=1 sets it at
+  // creation. Applies to the weights uploaded after it is set.
   void set_half_weights(bool on) { half_weights_ = on; }
   // Batches of 2..kernels::kMmaMaxBatch rows on Q4_0-Q8_0, Q2_K-Q6_K, IQ4_NL/XS, TQ2_0, MXFP4 and NVFP4 weights
   // through the int8 tensor-core GEMM (kernels/linear/gemm_q8_mma.hpp: W read once per 32 batch rows, x in two int8

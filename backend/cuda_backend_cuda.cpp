@@ -335,7 +335,8 @@ Result<WeightHandle> CudaBackend::upload_weight(const QuantTensor& t) {
       return reserved.with_context(where);
     }
   }
-  if (half_weights_ && t.shape.size() == 2) {
+  // An F16 matrix is its own fp16 copy: cuBLAS reads it as it is, with or without set_half_weights.
+  if ((half_weights_ || w->format == quant::FormatId::kF16) && t.shape.size() == 2) {
     Status made = make_half_copy(*w);
     if (!made.ok()) {
       cudaFree(allocation);

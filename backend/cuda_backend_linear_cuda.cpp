@@ -53,7 +53,10 @@ Status CudaBackend::linear(ConstF32View x, WeightHandle weight, WeightHandle bia
 }
 
 Status CudaBackend::linear_wide(const Weight& w, ConstF32View x, F32View y) {
-  if (w.half == nullptr && fused_gemm_applies(w))
+  // fp16 copies made at upload (set_half_weights; an F16 weight is its own) go to cuBLAS whatever set_fused_gemm says;
+  // an F16 weight without that setting takes the fused kernel when it is chosen, as every other format does.
+  const bool half_copy = w.half_allocation != nullptr || (w.format == quant::FormatId::kF16 && half_weights_);
+  if (!half_copy && fused_gemm_applies(w))
     return kernels::gemm_dequant_tc(w.format, w.view(), x.data, x.rows, y.data, ctx_->compute_stream());
   return linear_gemm(w, x, y);
 }
