@@ -212,7 +212,9 @@ TEST_P(GemvFast, MatchesCpuReference) {
     // Rows that are not whole 16-byte copies (AFQ2/3/5/6 with short groups: 32 columns of 3 bits are 12 bytes) run
     // the generic kernel; every row of 1024 columns or more in these cases is whole copies and must run the fast one.
     const bool whole_copies = (q->data.size() / static_cast<size_t>(c.rows)) % 16 == 0;
-    if (c.cols % 1024 == 0) ASSERT_TRUE(whole_copies) << "a case meant for the fast kernel";
+    if (c.cols % 1024 == 0) {
+      ASSERT_TRUE(whole_copies) << "a case meant for the fast kernel";
+    }
     const std::string expected = whole_copies ? fast_gemv_name(c.id) : "gemv_generic";
     for (int m : batches) check_gemv(c.id, hv, dw.view, m, 0, expected, seed + 31 * m, test::weight_kind_name(kind));
   }
