@@ -90,6 +90,31 @@ __global__ void decode_rows_half_small_kernel(quant::QuantView w, int64_t first_
   }
 }
 
+// Formats of one element per decode block (F32, F16, BF16, FP8 per tensor and in tiles, F8Q8): a thread takes kFlatGroup
+// consecutive elements of a row, found with one division per group, and stores their fp16 values as one 16-byte
+// write. The per-element kernel above divides twice per element (its row and column), which leaves it issue-bound
+// far below the copy bandwidth: the dequantization of a BF16 model's prefill went through it.
+constexpr int kFlatGroup = 8;
+
+template <class Traits>
+__global__ void decode_rows_half_flat_kernel(quant::QuantView w, int64_t first_row, int64_t groups,
+                                             __half* __restrict__ out) {
+  const int64_t groups_per_row = w.cols / kFlatGroup;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += stride) {
+    const int64_t r = g / groups_per_row, c = (g - r * groups_per_row) * kFlatGroup;
+    uint32_t h[kFlatGroup];
+#pragma unroll
+    for (int k = 0; k < kFlatGroup; ++k) {
+      float v;
+      Traits::decode_block(w, first_row + r, c + k, &v);
+      h[k] = __half_as_ushort(__float2half_rn(v));
+    }
+    reinterpret_cast<uint4*>(out)[g] = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16,
+                                                  h[6] | h[7] << 16);
+  }
+}
+
 __global__ void to_half_kernel(const float* __restrict__ x, int64_t n, __half* __restrict__ out) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
@@ -144,6 +169,13 @@ Status dequantize_rows_half_generic(quant::FormatId format, const quant::QuantVi
     QRT_TRY(check_view(w, be, "dequantize_rows_half"));
     if (rows == 0) return ok_status();
     const int64_t n = rows * (w.cols / be);
+    if constexpr (T::block_elems == 1) {
+      if (w.cols % kFlatGroup == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0) {
+        const int64_t groups = n / kFlatGroup;
+        decode_rows_half_flat_kernel<T><<<grid_for(groups, kThreads), kThreads, 0, stream>>>(w, first_row, groups, out);
+        return cuda_launch_status("decode_rows_half_flat_kernel");
+      }
+    }
     if constexpr (T::block_elems != 0 && T::block_elems <= kSmallBlock) {
       decode_rows_half_small_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(w, first_row, rows, out);
       return cuda_launch_status("decode_rows_half_small_kernel");

@@ -2,8 +2,9 @@
 // bit up to one fp32 ulp of FMA contraction, for every format (decode-only ones from random blocks): a row range
 // that starts inside the matrix, three 256-column blocks per row (so one warp's 32 blocks span rows, and the policy
 // kernel's 16-row tiles end past the range), into an aligned output (the tensor-core policies' kernel for the formats
-// that have one, and the generic kernel called by itself) and into one that starts on an odd half (the generic
-// kernel's element-wise store path). Cells outside the range stay untouched.
+// that have one, the eight-element groups for the one-element formats, and the generic kernel called by itself) and
+// into one that starts on an odd half (the generic kernel's element-wise store paths). Cells outside the range stay
+// untouched.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
