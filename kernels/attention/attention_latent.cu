@@ -3,6 +3,7 @@
 #include "kernels/attention/kv_element.cuh"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace qrt::kernels {
 namespace {
@@ -28,6 +29,8 @@ __global__ void __launch_bounds__(kThreads) attention_latent_kernel(
     const int32_t* __restrict__ key_pos, const int32_t* __restrict__ key_count, AttentionShape s, int splits,
     int chunk_capacity, float* __restrict__ ws_max, float* __restrict__ ws_sum, float* __restrict__ ws_out) {
   extern __shared__ float smem[];
+  allow_next_grid();
+  wait_for_previous_grid();  // q and the cache are earlier kernels' (programmatic_launch.cuh)
   const int split = blockIdx.x;
   const int64_t t = blockIdx.y;
   const int first_head = blockIdx.z * kHeads;
@@ -111,6 +114,8 @@ __global__ void __launch_bounds__(kMergeThreads) attention_latent_merge_kernel(
     const float* __restrict__ ws_sum, const float* __restrict__ ws_out, float* __restrict__ out) {
   extern __shared__ float weight[];  // [splits]
   __shared__ float warp_top[kMergeWarps], warp_denom[kMergeWarps];
+  allow_next_grid();
+  wait_for_previous_grid();
   const int64_t item = blockIdx.x;  // t * heads + h
   const int hd = s.head_dim;
   const int64_t keys = clamp_keys(row_key_count(key_count, s, item / s.heads), s.capacity);
@@ -171,15 +176,14 @@ Status attention_latent(const float* q, const int32_t* q_pos, const void* k, con
                   static_cast<unsigned>(plan.head_blocks));
   QRT_TRY(with_kv_element(s.kv_type, [&](auto element) {
     using T = decltype(element);
-    attention_latent_kernel<T><<<grid, kThreads, plan.shared_bytes, stream>>>(
-        q, q_pos, static_cast<const T*>(k), key_pos, key_count, s, plan.splits, plan.chunk_capacity, ws_max, ws_sum,
-        ws_out);
-    return cuda_launch_status("attention_latent_kernel");
+    return launch_programmatic("attention_latent_kernel", attention_latent_kernel<T>, grid, kThreads,
+                               plan.shared_bytes, stream, q, q_pos, static_cast<const T*>(k), key_pos, key_count, s,
+                               plan.splits, plan.chunk_capacity, ws_max, ws_sum, ws_out);
   }));
   const size_t merge_shared = static_cast<size_t>(plan.splits) * sizeof(float);
-  attention_latent_merge_kernel<<<static_cast<unsigned>(s.tokens * s.heads), kMergeThreads, merge_shared, stream>>>(
-      key_count, s, plan.splits, ws_max, ws_sum, ws_out, out);
-  return cuda_launch_status("attention_latent_merge_kernel");
+  return launch_programmatic("attention_latent_merge_kernel", attention_latent_merge_kernel,
+                             static_cast<unsigned>(s.tokens * s.heads), kMergeThreads, merge_shared, stream, key_count,
+                             s, plan.splits, ws_max, ws_sum, ws_out, out);
 }
 
 }  // namespace qrt::kernels

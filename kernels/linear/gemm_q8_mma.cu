@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/linear/gemm_q8_mma.hpp"
 #include "kernels/linear/gemm_q8_mma_block.cuh"
 
@@ -25,6 +26,8 @@ __global__ void __launch_bounds__(kTileThreads) q8_tiles_kernel(const int8_t* __
                                                                  const float* __restrict__ scales, int64_t m,
                                                                  int64_t x_blocks, int64_t tiles,
                                                                  uint8_t* __restrict__ out) {
+  allow_next_grid();
+  wait_for_previous_grid();  // x's quantization is an earlier kernel's (programmatic_launch.cuh)
   const int64_t i = static_cast<int64_t>(blockIdx.x) * (kTileThreads / 32) + threadIdx.x / 32;
   if (i >= tiles) return;
   const int64_t nt = i / x_blocks, kb = i % x_blocks;
@@ -39,7 +42,15 @@ __global__ void __launch_bounds__(kTileThreads) q8_tiles_kernel(const int8_t* __
 template <class P, int NT>
 __global__ void __launch_bounds__(kThreads) gemm_q8_mma_kernel(const MmaParams p) {
   __shared__ float4 partial[kWarps][kMTiles][32];
-  multiply_rows<P, NT>(p, p.data, p.scales, p.tiles, p.m, static_cast<int64_t>(blockIdx.x) * kBlockRows, partial,
+  // The block's weight rows (no kernel's output) start into L2 before the wait for the tiles.
+  allow_next_grid();
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
+  if (threadIdx.x == 0) {
+    const int64_t held = p.rows - row0 < kBlockRows ? p.rows - row0 : kBlockRows;
+    prefetch_to_l2(p.data + row0 * p.row_bytes, static_cast<uint64_t>(held * p.row_bytes));
+  }
+  wait_for_previous_grid();
+  multiply_rows<P, NT>(p, p.data, p.scales, p.tiles, p.m, row0, partial,
                        [&](int n, int64_t row, float v) { p.y[static_cast<int64_t>(n) * p.rows + row] = v; });
 }
 
@@ -61,17 +72,19 @@ Status launch(const quant::QuantView& w, const void* tiles, int m, float* y, cud
                       w.scales,
                       mma_block::scale_row_bytes<P>(w.cols),
                       w.params.global_scale};
+    const auto run = [&](auto kernel) {
+      return launch_programmatic("gemm_q8_mma_kernel", kernel, blocks, kThreads, 0, stream, p);
+    };
     switch ((rows_here + kMmaTileRows - 1) / kMmaTileRows) {
-      case 1: gemm_q8_mma_kernel<P, 1><<<blocks, kThreads, 0, stream>>>(p); break;
-      case 2: gemm_q8_mma_kernel<P, 2><<<blocks, kThreads, 0, stream>>>(p); break;
+      case 1: QRT_TRY(run(gemm_q8_mma_kernel<P, 1>)); break;
+      case 2: QRT_TRY(run(gemm_q8_mma_kernel<P, 2>)); break;
       case 3:
-        if constexpr (launch_tiles<P>() >= 3) gemm_q8_mma_kernel<P, 3><<<blocks, kThreads, 0, stream>>>(p);
+        if constexpr (launch_tiles<P>() >= 3) QRT_TRY(run(gemm_q8_mma_kernel<P, 3>));
         break;
       default:
-        if constexpr (launch_tiles<P>() >= 4) gemm_q8_mma_kernel<P, 4><<<blocks, kThreads, 0, stream>>>(p);
+        if constexpr (launch_tiles<P>() >= 4) QRT_TRY(run(gemm_q8_mma_kernel<P, 4>));
         break;
     }
-    QRT_TRY(cuda_launch_status("gemm_q8_mma_kernel"));
   }
   return ok_status();
 }
@@ -93,9 +106,8 @@ Status q8_to_mma_tiles(Q8ConstActivations x, int64_t m, int64_t cols, void* tile
   const int64_t x_blocks = cols / kQ8BlockCols;
   const int64_t count = (m + kMmaTileRows - 1) / kMmaTileRows * x_blocks;
   const int64_t grid = (count + kTileThreads / 32 - 1) / (kTileThreads / 32);
-  q8_tiles_kernel<<<static_cast<unsigned>(grid), kTileThreads, 0, stream>>>(x.codes, x.scales, m, x_blocks, count,
-                                                                             static_cast<uint8_t*>(tiles));
-  return cuda_launch_status("q8_tiles_kernel");
+  return launch_programmatic("q8_tiles_kernel", q8_tiles_kernel, static_cast<unsigned>(grid), kTileThreads, 0, stream,
+                             x.codes, x.scales, m, x_blocks, count, static_cast<uint8_t*>(tiles));
 }
 
 bool gemm_q8_mma_applies(quant::FormatId format, const quant::QuantView& w) {

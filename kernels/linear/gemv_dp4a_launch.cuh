@@ -158,6 +158,8 @@ __device__ __forceinline__ dp4a::RowRef expert_row(const Dp4aParams& p, const Dp
 template <class P>
 __global__ void __launch_bounds__(kThreads) gemv_dp4a_experts_kernel(const Dp4aParams p, const Dp4aExperts e) {
   __shared__ float partial[kThreads / 32];
+  allow_next_grid();
+  wait_for_previous_grid();  // the expert ids and x are earlier kernels' (the rows to prefetch are not known before)
   const int64_t slot = e.first_slot + static_cast<int64_t>(blockIdx.y);
   const int64_t rows_total = p.rows[0];
   const int lane = static_cast<int>(threadIdx.x) % e.lanes, warp = static_cast<int>(threadIdx.x >> 5);
@@ -235,6 +237,8 @@ template <class P>
 __global__ void __launch_bounds__(kThreads) gemv_dp4a_grouped_experts_kernel(const Dp4aParams p,
                                                                               const Dp4aExperts e) {
   __shared__ float partial[kThreads / 32][kGroupedSlots];
+  allow_next_grid();
+  wait_for_previous_grid();
   const int expert = static_cast<int>(blockIdx.y);
   const int32_t begin = e.offsets[expert], end = e.offsets[expert + 1];
   if (begin == end) return;  // the whole block: an expert no slot chose
@@ -310,14 +314,11 @@ Status launch(const Dp4aLaunch& l) {
     e.lanes = row_lanes(params.items);
     const int64_t rows_per_block = kThreads / e.lanes;
     const unsigned row_blocks = static_cast<unsigned>((w.rows + rows_per_block - 1) / rows_per_block);
-    if (e.order != nullptr) {
-      gemv_dp4a_grouped_experts_kernel<P><<<dim3(row_blocks, static_cast<unsigned>(e.experts)), kThreads, 0, stream>>>(
-          params, e);
-      return cuda_launch_status("gemv_dp4a_grouped_experts_kernel");
-    }
-    const dim3 grid(row_blocks, static_cast<unsigned>(l.slots));
-    gemv_dp4a_experts_kernel<P><<<grid, kThreads, 0, stream>>>(params, e);
-    return cuda_launch_status("gemv_dp4a_experts_kernel");
+    if (e.order != nullptr)
+      return launch_programmatic("gemv_dp4a_grouped_experts_kernel", gemv_dp4a_grouped_experts_kernel<P>,
+                                 dim3(row_blocks, static_cast<unsigned>(e.experts)), kThreads, 0, stream, params, e);
+    return launch_programmatic("gemv_dp4a_experts_kernel", gemv_dp4a_experts_kernel<P>,
+                               dim3(row_blocks, static_cast<unsigned>(l.slots)), kThreads, 0, stream, params, e);
   }
   const unsigned blocks = static_cast<unsigned>(params.grid.blocks);
   return with_batch(m, [&](auto batch) -> Status {

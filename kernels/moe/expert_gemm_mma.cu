@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/linear/gemm_q8_mma.hpp"
 #include "kernels/linear/gemm_q8_mma_block.cuh"
 #include "kernels/moe/expert_gemv.hpp"
@@ -74,6 +75,8 @@ Layout layout_for(quant::FormatId format, const ExpertGemvShape& s, int64_t cols
 // Chunk table: chunks[3c .. 3c + 2] = {expert, first index into order, slot count}, chunks[3 max_chunks] = the count.
 __global__ void expert_chunks_kernel(const int32_t* __restrict__ offsets, int experts, int chunk_rows,
                                      int64_t max_chunks, int32_t* __restrict__ chunks) {
+  allow_next_grid();
+  wait_for_previous_grid();  // the offsets are group_slots_kernel's (programmatic_launch.cuh)
   if (threadIdx.x != 0) return;
   int64_t c = 0;
   for (int e = 0; e < experts; ++e) {
@@ -92,6 +95,8 @@ __global__ void __launch_bounds__(kTileThreads) gather_tiles_kernel(
     const int8_t* __restrict__ codes, const float* __restrict__ scales, const int32_t* __restrict__ chunks,
     int64_t max_chunks, const int32_t* __restrict__ order, int top_k, bool shared_input, int tiles_per_chunk,
     int64_t x_blocks, uint8_t* __restrict__ out) {
+  allow_next_grid();
+  wait_for_previous_grid();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * (kTileThreads / 32) + threadIdx.x / 32;
   const int64_t chunk = i / (tiles_per_chunk * x_blocks);
   if (chunk >= chunks[3 * max_chunks]) return;
@@ -115,6 +120,8 @@ __global__ void __launch_bounds__(kThreads) expert_gemm_mma_kernel(const MmaPara
                                                                    int64_t max_chunks, uint64_t chunk_tile_bytes,
                                                                    const int32_t* __restrict__ order) {
   __shared__ float4 partial[kWarps][kMTiles][32];
+  allow_next_grid();
+  wait_for_previous_grid();  // the chunk table and the tiles (the expert, hence the rows, is known only after)
   const int64_t c = blockIdx.y;
   if (c >= chunks[3 * max_chunks]) return;  // the whole block: past the table
   const int32_t expert = chunks[3 * c], first = chunks[3 * c + 1], count = chunks[3 * c + 2];
@@ -152,10 +159,10 @@ Status launch_gemm(const quant::QuantView& w, const quant::PartSizes& per_expert
                     mma_block::scale_row_bytes<P>(w.cols),
                     w.params.global_scale};
   const dim3 grid(static_cast<unsigned>((w.rows + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(l.max_chunks));
-  expert_gemm_mma_kernel<P><<<grid, kThreads, 0, stream>>>(
-      p, per_expert.data, per_expert.scales, reinterpret_cast<const int32_t*>(base + l.chunks), l.max_chunks,
-      static_cast<uint64_t>(l.tiles_per_chunk) * l.x_blocks * kMmaTileBytes, order);
-  return cuda_launch_status("expert_gemm_mma_kernel");
+  return launch_programmatic("expert_gemm_mma_kernel", expert_gemm_mma_kernel<P>, grid, kThreads, 0, stream, p,
+                             per_expert.data, per_expert.scales, reinterpret_cast<const int32_t*>(base + l.chunks),
+                             l.max_chunks, static_cast<uint64_t>(l.tiles_per_chunk) * l.x_blocks * kMmaTileBytes,
+                             order);
 }
 
 }  // namespace
@@ -188,15 +195,14 @@ Status expert_gemm_mma_grouped(quant::FormatId format, const quant::QuantView& e
   QRT_TRY(group_expert_slots(ids, s, expert0.rows, y, base + l.lists, stream, &lists).with_context(name));
   auto* chunks = reinterpret_cast<int32_t*>(base + l.chunks);
   const int chunk_rows = l.tiles_per_chunk * kMmaTileRows;
-  expert_chunks_kernel<<<1, 32, 0, stream>>>(lists.offsets, s.experts, chunk_rows, l.max_chunks, chunks);
-  QRT_TRY(cuda_launch_status("expert_chunks_kernel"));
+  QRT_TRY(launch_programmatic("expert_chunks_kernel", expert_chunks_kernel, 1, 32, 0, stream, lists.offsets,
+                              s.experts, chunk_rows, l.max_chunks, chunks));
   const int64_t tiles = l.max_chunks * l.tiles_per_chunk * l.x_blocks;
   const int64_t blocks = (tiles + kTileThreads / 32 - 1) / (kTileThreads / 32);
   if (blocks > INT_MAX) return unsupported(name + ": more activation tiles than one grid holds");
-  gather_tiles_kernel<<<static_cast<unsigned>(blocks), kTileThreads, 0, stream>>>(
-      x.codes, x.scales, chunks, l.max_chunks, lists.order, s.top_k, s.shared_input, l.tiles_per_chunk, l.x_blocks,
-      base + l.tiles);
-  QRT_TRY(cuda_launch_status("gather_tiles_kernel"));
+  QRT_TRY(launch_programmatic("gather_tiles_kernel", gather_tiles_kernel, static_cast<unsigned>(blocks), kTileThreads,
+                              0, stream, x.codes, x.scales, chunks, l.max_chunks, lists.order, s.top_k,
+                              s.shared_input, l.tiles_per_chunk, l.x_blocks, base + l.tiles));
   const auto run = [&](auto policy) {
     return launch_gemm<decltype(policy)>(expert0, per_expert, l, base, lists.order, y, stream);
   };

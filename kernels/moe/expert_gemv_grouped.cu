@@ -1,5 +1,6 @@
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/moe/expert_gemv.hpp"
 #include "kernels/quant/formats.hpp"
 
@@ -21,6 +22,8 @@ __global__ void __launch_bounds__(kGroupThreads) group_slots_kernel(const int32_
                                                                     int32_t* __restrict__ order,
                                                                     float* __restrict__ y) {
   extern __shared__ int32_t cursor[];  // [experts]
+  allow_next_grid();
+  wait_for_previous_grid();  // the ids are the router's (programmatic_launch.cuh)
   for (int e = threadIdx.x; e < experts; e += blockDim.x) cursor[e] = 0;
   __syncthreads();
   for (int64_t s = threadIdx.x; s < slots; s += blockDim.x) {
@@ -113,9 +116,9 @@ Status group_expert_slots(const int32_t* ids, const ExpertGemvShape& s, int64_t 
     return invalid_argument("group_expert_slots: null ids, output or workspace");
   auto* offsets = static_cast<int32_t*>(workspace);
   int32_t* order = offsets + s.experts + 1;
-  group_slots_kernel<<<1, kGroupThreads, static_cast<size_t>(s.experts) * sizeof(int32_t), stream>>>(
-      ids, slots, s.experts, rows, offsets, order, y);
-  QRT_TRY(cuda_launch_status("group_slots_kernel"));
+  QRT_TRY(launch_programmatic("group_slots_kernel", group_slots_kernel, 1, kGroupThreads,
+                              static_cast<size_t>(s.experts) * sizeof(int32_t), stream, ids, slots, s.experts, rows,
+                              offsets, order, y));
   *lists = {offsets, order};
   return ok_status();
 }

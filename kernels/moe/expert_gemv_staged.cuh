@@ -80,6 +80,8 @@ __global__ void __launch_bounds__(gemv_staged::kMaxWarpsPerBlock * 32, 1)
     expert_gemv_staged_kernel(const gemv_staged::StagedParams p, const Experts e) {
   constexpr int R = P::kRows;
   extern __shared__ __align__(16) uint8_t smem[];
+  allow_next_grid();
+  wait_for_previous_grid();  // the expert ids (or the batch's slot lists) and x are earlier kernels'
   const int lane = static_cast<int>(threadIdx.x & 31);
   int64_t row0;
   const int valid = gemv_staged::warp_rows<R>(p.rows, &row0);
@@ -178,12 +180,9 @@ Status launch(const Launch& l) {
   const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(l.blocks_y));
   const unsigned threads = static_cast<unsigned>(warps * 32);
   const size_t smem = static_cast<size_t>(warps * per_warp);
-  if (l.e.offsets != nullptr) {
-    expert_gemv_staged_kernel<P, true><<<grid, threads, smem, l.stream>>>(params, l.e);
-  } else {
-    expert_gemv_staged_kernel<P, false><<<grid, threads, smem, l.stream>>>(params, l.e);
-  }
-  return cuda_launch_status(l.name);
+  if (l.e.offsets != nullptr)
+    return launch_programmatic(l.name, expert_gemv_staged_kernel<P, true>, grid, threads, smem, l.stream, params, l.e);
+  return launch_programmatic(l.name, expert_gemv_staged_kernel<P, false>, grid, threads, smem, l.stream, params, l.e);
 }
 
 // The family files' entry points (expert_gemv_staged_afq.cu, expert_gemv_staged_float.cu): nullopt for a format

@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/moe/moe.hpp"
 
 namespace qrt::kernels {
@@ -36,6 +37,8 @@ __device__ __forceinline__ void warp_best(double& best_p, int& best_id) {
 // No __launch_bounds__: with it ptxas spills a register (54 are used without).
 __global__ void moe_route_kernel(const float* __restrict__ logits, int64_t tokens, int experts, int top_k,
                                  bool renormalize, int32_t* __restrict__ ids, float* __restrict__ weights) {
+  allow_next_grid();
+  wait_for_previous_grid();  // the logits are the router GEMV's (programmatic_launch.cuh)
   const int lane = threadIdx.x % 32;
   const int64_t warps_total = static_cast<int64_t>(gridDim.x) * kRouteWarps;
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + threadIdx.x / 32; t < tokens;
@@ -91,6 +94,8 @@ __global__ void moe_route_grouped_kernel(const float* __restrict__ logits, int64
   __shared__ double score[kMaxGroupedRoutedExperts], choice[kMaxGroupedRoutedExperts];
   __shared__ double group_score[kMaxExpertGroups];
   __shared__ unsigned char usable[kMaxGroupedRoutedExperts];
+  allow_next_grid();
+  wait_for_previous_grid();
   const int lane = threadIdx.x;
   const int groups = r.groups > 1 ? r.groups : 1, per_group = experts / groups;
   for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
@@ -174,6 +179,8 @@ __global__ void moe_route_grouped_kernel(const float* __restrict__ logits, int64
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __restrict__ weights, int64_t tokens,
                                    int top_k, int64_t dim, float* __restrict__ out) {
+  allow_next_grid();
+  wait_for_previous_grid();
   const int64_t n = tokens * dim;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += stride) {
@@ -197,8 +204,8 @@ Status moe_route(const float* logits, int64_t tokens, int experts, int top_k, bo
                        std::to_string(kMaxRoutedExperts) + ")");
   if (tokens == 0) return ok_status();
   const unsigned blocks = grid_for(tokens, kRouteWarps);
-  moe_route_kernel<<<blocks, kRouteThreads, 0, stream>>>(logits, tokens, experts, top_k, renormalize, ids, weights);
-  return cuda_launch_status("moe_route_kernel");
+  return launch_programmatic("moe_route_kernel", moe_route_kernel, blocks, kRouteThreads, 0, stream, logits, tokens,
+                             experts, top_k, renormalize, ids, weights);
 }
 
 Status moe_route_grouped(const float* logits, int64_t tokens, int experts, int top_k, const MoeRouting& routing,
@@ -210,9 +217,8 @@ Status moe_route_grouped(const float* logits, int64_t tokens, int experts, int t
                             std::to_string(kMaxGroupedRoutedExperts) + " experts in " +
                             std::to_string(kMaxExpertGroups) + " equal groups)");
   if (tokens == 0) return ok_status();
-  moe_route_grouped_kernel<<<grid_for(tokens, 1), 32, 0, stream>>>(logits, tokens, experts, top_k, routing, ids,
-                                                                    weights);
-  return cuda_launch_status("moe_route_grouped_kernel");
+  return launch_programmatic("moe_route_grouped_kernel", moe_route_grouped_kernel, grid_for(tokens, 1), 32, 0, stream,
+                             logits, tokens, experts, top_k, routing, ids, weights);
 }
 
 Status moe_combine(const float* y, const float* weights, int64_t tokens, int top_k, int64_t dim, float* out,
@@ -222,9 +228,8 @@ Status moe_combine(const float* y, const float* weights, int64_t tokens, int top
                             std::to_string(top_k) + ", dim " + std::to_string(dim) + ")");
   const int64_t n = tokens * dim;
   if (n == 0) return ok_status();
-  moe_combine_kernel<<<grid_for(n, kCombineThreads), kCombineThreads, 0, stream>>>(y, weights, tokens, top_k, dim,
-                                                                                   out);
-  return cuda_launch_status("moe_combine_kernel");
+  return launch_programmatic("moe_combine_kernel", moe_combine_kernel, grid_for(n, kCombineThreads), kCombineThreads,
+                             0, stream, y, weights, tokens, top_k, dim, out);
 }
 
 }  // namespace qrt::kernels

@@ -1,13 +1,17 @@
 // Programmatic dependent launch (CudaBackend::set_programmatic_launch, QRT_CUDA_PDL; kernels/cuda/
-// programmatic_launch.cuh) in a decode step with integer-dot, dense and staged float GEMVs: which kernels carry the
+// programmatic_launch.cuh) in a decode step with integer-dot, dense and staged float GEMVs, and in every
+// architecture's (mixture-of-experts layers, latent attention, elementwise kernels): which kernels carry the
 // attribute, that every thread of them waits for the previous grid before it exits (the SIMT layer counts the blocks
-// where one did not), and that the logits are the same bits with and without it. The layer runs grids one after the other, so what it cannot show is an early read
-// inside a kernel; the kernels wait first thing, before any access but their weights. Needs the layer's counters:
-// runs under gpu-sim only.
+// where one did not), and that the logits are the same bits with and without it. The layer runs grids one after the
+// other, so what it cannot show is an early read inside a kernel; the kernels wait first thing, before any access but
+// their weights. Needs the layer's counters: runs under gpu-sim only.
 #include <cstdlib>
 #include <list>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "architectures.hpp"
 #include "backend_pair.hpp"
 #include "kernels/cuda/programmatic_launch.hpp"
 #include "models/transformer.hpp"
@@ -35,11 +39,16 @@ struct DecodeRun {
   simt::StreamCounters last_step;  // the last decode step (a replay of the captured graph)
 };
 
-// A 2-layer model with its matrices in `format`: a 4-token prompt, then 3 decode steps through the captured graph.
-DecodeRun decode(Backend& gpu, quant::FormatId format) {
+// A 2-layer llama.
+ModelConfig dense_config() {
   ModelConfig c = test::tiny_llama_config();
   c.layers = 2;
   c.head_dim = 32;  // a head is whole activation blocks (the merge quantizes for the integer-dot GEMV)
+  return c;
+}
+
+// Model c with its matrices in `format`: a 4-token prompt, then 3 decode steps through the captured graph.
+DecodeRun decode(Backend& gpu, const ModelConfig& c, quant::FormatId format) {
   auto m = test::make_tiny_model(c);
   std::list<quant::QuantBuffers> storage;
   if (format != quant::FormatId::kF32) test::requantize(m, format, storage);
@@ -63,6 +72,50 @@ DecodeRun decode(Backend& gpu, quant::FormatId format) {
   EXPECT_TRUE(gpu.synchronize().ok());
   return run;
 }
+
+struct BatchRun {
+  std::vector<float> logits;       // both steps'
+  simt::StreamCounters last_step;  // the second step (graphs off: every kernel a host launch)
+};
+
+// Model c in `format`: 3 paged sequences with prompts of 2, 5 and 8 tokens, then 2 batched decode steps.
+BatchRun decode_batch(Backend& gpu, const ModelConfig& c, quant::FormatId format) {
+  auto m = test::make_tiny_model(c);
+  std::list<quant::QuantBuffers> storage;
+  test::requantize(m, format, storage);
+  BatchRun run;
+  TransformerOptions options;
+  options.graphs = false;
+  auto model = Transformer::create(gpu, m.config, m.tensors, options);
+  EXPECT_TRUE(model.ok()) << model.status().to_string();
+  if (!model.ok()) return run;
+  auto pool = (*model)->new_kv_pool(64, 4);
+  EXPECT_TRUE(pool.ok());
+  if (!pool.ok()) return run;
+  std::vector<std::unique_ptr<Sequence>> owned;
+  std::vector<Sequence*> seqs;
+  std::vector<int32_t> tokens;
+  for (int s = 0; s < 3; ++s) {
+    auto seq = (*model)->new_sequence(**pool, 32);
+    EXPECT_TRUE(seq.ok());
+    if (!seq.ok()) return run;
+    const std::vector<int32_t> prompt(static_cast<size_t>(2 + 3 * s), 5 + s);
+    EXPECT_TRUE((*model)->forward_keep_logits(**seq, prompt).ok());
+    seqs.push_back(seq->get());
+    owned.push_back(std::move(*seq));
+    tokens.push_back(3 + s);
+  }
+  DecodeBatch batch;
+  for (int step = 0; step < 2; ++step) {
+    const simt::StreamCounters before = simt::device_counters(0);
+    std::vector<float> logits;
+    EXPECT_TRUE((*model)->decode_batch(batch, seqs, tokens, &logits).ok());
+    run.last_step = simt::device_counters(0) - before;
+    run.logits.insert(run.logits.end(), logits.begin(), logits.end());
+    for (int32_t& t : tokens) t += 2;
+  }
+  return run;
+}
 #endif
 
 TEST_F(ProgrammaticLaunch, TheDecodeKernelsWaitAndChangeNoBit) {
@@ -75,14 +128,14 @@ TEST_F(ProgrammaticLaunch, TheDecodeKernelsWaitAndChangeNoBit) {
   for (const quant::FormatId format : {quant::FormatId::kQ8_0, quant::FormatId::kF32, quant::FormatId::kFP8}) {
     SCOPED_TRACE(quant::format_name(format));
     ASSERT_TRUE(gpu_->set_programmatic_launch(false).ok());
-    const DecodeRun plain = decode(*gpu_, format);
+    const DecodeRun plain = decode(*gpu_, dense_config(), format);
     ASSERT_FALSE(plain.logits.empty());
     EXPECT_EQ(plain.last_step.programmatic_launches, 0u) << "off by default";
     EXPECT_EQ(plain.last_step.graph_launches, 1u);
 
     const uint64_t unwaited_before = simt::programmatic_blocks_without_wait();
     ASSERT_TRUE(gpu_->set_programmatic_launch(true).ok());
-    const DecodeRun pdl = decode(*gpu_, format);
+    const DecodeRun pdl = decode(*gpu_, dense_config(), format);
     EXPECT_EQ(simt::programmatic_blocks_without_wait() - unwaited_before, 0u)
         << "a kernel launched programmatically has threads that exit without waiting for the previous grid";
 
@@ -93,6 +146,63 @@ TEST_F(ProgrammaticLaunch, TheDecodeKernelsWaitAndChangeNoBit) {
     EXPECT_EQ(s.programmatic_launches, s.graph_kernel_nodes - 1) << s.graph_kernel_nodes << " kernels in the graph";
     EXPECT_EQ(pdl.logits, plain.logits) << "the same bits with programmatic launches";
   }
+#endif
+}
+
+// Every architecture's decode step (architectures.hpp) in Q8_0, and the mixture-of-experts ones in FP8 too: besides
+// the kernels above, the elementwise ones (biases, soft caps, concatenations), the router's top-k (softmax, and
+// DeepSeek's grouped sigmoid), the experts on the integer-dot GEMV and on the staged float GEMV, the weighted combine,
+// latent attention and its merge.
+TEST_F(ProgrammaticLaunch, EveryArchitecturesDecodeKernelsWaitAndChangeNoBit) {
+#if !defined(QRT_SIMT)
+  GTEST_SKIP() << "counting programmatic launches needs the SIMT layer's counters (label gpu-sim)";
+#else
+  const RestoreSwitch restore;
+  for (const test::Architecture& a : test::architectures()) {
+    for (const quant::FormatId format : {quant::FormatId::kQ8_0, quant::FormatId::kFP8}) {
+      if (format == quant::FormatId::kFP8 && a.config.experts == 0) continue;
+      SCOPED_TRACE(a.name + " " + std::string(quant::format_name(format)));
+      ASSERT_TRUE(gpu_->set_programmatic_launch(false).ok());
+      const DecodeRun plain = decode(*gpu_, a.config, format);
+      ASSERT_FALSE(plain.logits.empty());
+      const uint64_t unwaited_before = simt::programmatic_blocks_without_wait();
+      ASSERT_TRUE(gpu_->set_programmatic_launch(true).ok());
+      const DecodeRun pdl = decode(*gpu_, a.config, format);
+      EXPECT_EQ(simt::programmatic_blocks_without_wait() - unwaited_before, 0u);
+      const simt::StreamCounters& s = pdl.last_step;
+      EXPECT_EQ(s.graph_kernel_nodes, plain.last_step.graph_kernel_nodes);
+      EXPECT_EQ(s.programmatic_launches, s.graph_kernel_nodes - 1) << s.graph_kernel_nodes << " kernels in the graph";
+      EXPECT_EQ(pdl.logits, plain.logits);
+    }
+  }
+#endif
+}
+
+// A batched decode step of a mixture-of-experts model on the int8 tensor cores (set_mma_gemm): x rearranged into
+// tiles and the GEMM for the dense projections, the batch's slots grouped by expert for the experts.
+TEST_F(ProgrammaticLaunch, BatchedDecodeOnTheTensorCoresWaitsAndChangesNoBit) {
+#if !defined(QRT_SIMT)
+  GTEST_SKIP() << "counting programmatic launches needs the SIMT layer's counters (label gpu-sim)";
+#else
+  const RestoreSwitch restore;
+  auto created = CudaBackend::create(0);
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  std::unique_ptr<CudaBackend> mma = std::move(*created);
+  mma->set_mma_gemm(true);
+  ModelConfig c;
+  for (const test::Architecture& a : test::architectures())
+    if (a.name == "qwen3moe") c = a.config;
+  ASSERT_TRUE(mma->set_programmatic_launch(false).ok());
+  const BatchRun plain = decode_batch(*mma, c, quant::FormatId::kQ8_0);
+  ASSERT_FALSE(plain.logits.empty());
+  const uint64_t unwaited_before = simt::programmatic_blocks_without_wait();
+  ASSERT_TRUE(mma->set_programmatic_launch(true).ok());
+  const BatchRun pdl = decode_batch(*mma, c, quant::FormatId::kQ8_0);
+  EXPECT_EQ(simt::programmatic_blocks_without_wait() - unwaited_before, 0u);
+  const simt::StreamCounters& s = pdl.last_step;
+  EXPECT_EQ(s.kernel_launches, plain.last_step.kernel_launches);
+  EXPECT_EQ(s.programmatic_launches, s.kernel_launches - 1) << s.kernel_launches << " kernels in the step";
+  EXPECT_EQ(pdl.logits, plain.logits);
 #endif
 }
 
