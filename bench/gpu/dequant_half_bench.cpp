@@ -44,7 +44,7 @@ void BM_DequantHalf(benchmark::State& state, FormatId id, int64_t rows, int64_t 
 
 const bool registered = [] {
   for (FormatId id : {FormatId::kQ4_K, FormatId::kQ6_K, FormatId::kQ8_0, FormatId::kQ4_0, FormatId::kIQ4_XS,
-                      FormatId::kMXFP4}) {
+                      FormatId::kMXFP4, FormatId::kIQ2_XXS, FormatId::kIQ3_S}) {
     const std::string shape = std::string(format_name(id)) + "/14336x4096";
     for (bool generic : {false, true})
       benchmark::RegisterBenchmark(("dequant_half/" + shape + (generic ? "/generic" : "/policy")).c_str(),

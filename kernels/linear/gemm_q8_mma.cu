@@ -7,6 +7,7 @@
 #include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/linear/gemm_q8_mma.hpp"
 #include "kernels/linear/gemm_q8_mma_block.cuh"
+#include "kernels/quant/formats.hpp"
 
 namespace qrt::kernels {
 namespace {
@@ -114,6 +115,9 @@ bool gemm_q8_mma_applies(quant::FormatId format, const quant::QuantView& w) {
   const int step = step_cols(format);
   if (step == 0 || w.data == nullptr || reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return false;
   if (w.rows <= 0 || w.cols <= 0 || w.cols % step != 0) return false;
+  // Whole blocks of the format too: a grid i-quant's step is half of its 256-column super-block.
+  const int block_cols = quant::format_info(format).block_elems;
+  if (block_cols > 0 && w.cols % block_cols != 0) return false;
   if (quant::is_e2m1_stream(format) && w.scales == nullptr) return false;  // its scale bytes: present, any address
   return (w.rows + kBlockRows - 1) / kBlockRows < INT_MAX;
 }

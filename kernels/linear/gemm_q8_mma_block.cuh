@@ -76,6 +76,17 @@ __host__ __device__ constexpr bool half_mins() {
   }
 }
 
+// Whether policy P decodes its codes in block() from little state kept by load() (the grid i-quants): the kernel
+// then loops over a step's blocks instead of unrolling them, so that one block's decoded values are live at a time.
+template <class P>
+__host__ __device__ constexpr bool decodes_per_block() {
+  if constexpr (requires { P::kDecodePerBlock; }) {
+    return P::kDecodePerBlock;
+  } else {
+    return false;
+  }
+}
+
 // A lane's raw bytes of step s of a row (and of the row's separate scale bytes, for the formats that have them).
 template <class P>
 __device__ __forceinline__ typename P::Raw load_step(const uint8_t* row, const uint8_t* scale_row, int64_t s, int t) {
@@ -141,8 +152,8 @@ __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t*
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) raw[mt][h] = load_step<P>(rows[mt][h], scale_rows[mt][h], s, t);
-#pragma unroll
-    for (int j = 0; j < P::kStepBlocks; ++j) {
+    // One 32-column block of the step: its codes and scales, then the products with every batch tile.
+    const auto multiply_block = [&](int j) {
       uint32_t a[kMTiles][4];
       float d[kMTiles][2], d16[kMTiles][2], mn[kMTiles][2], mn16[kMTiles][2];
 #pragma unroll
@@ -195,6 +206,13 @@ __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t*
           }
         }
       }
+    };
+    if constexpr (decodes_per_block<P>()) {  // a loop, not unrolled: the decoded blocks would not all fit
+#pragma unroll 1
+      for (int j = 0; j < P::kStepBlocks; ++j) multiply_block(j);
+    } else {
+#pragma unroll
+      for (int j = 0; j < P::kStepBlocks; ++j) multiply_block(j);
     }
   }
 

@@ -497,6 +497,56 @@ struct Tq2 {
   }
 };
 
+// The grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M): 256-column super-blocks of 32 groups of
+// 8 columns, each group decoded by the integer-dot GEMV's decoder (gemv_dp4a_iquants.cuh) into 8 signed bytes, a
+// scale and (IQ1) a delta. Lane t's columns 4t .. 4t+3 of block j are half of group 4j + t/2, its columns
+// 16+4t .. 16+4t+3 half of group 4j + 2 + t/2: the lane decodes both groups and keeps its half of each, their scales
+// being d and d16 (kHalfScales: IQ2_XS, IQ2_S and IQ1_M scale per 16 columns, the others per 32, where d16 = d).
+// IQ1's delta, ± scale / 8 per group, is folded into the codes: scale · (g ± 1/8) = (scale / 8) · (8g ± 1) exactly,
+// codes -9..9, so m = 0 for every grid format. A step is half a super-block (4 blocks). The groups are decoded per
+// block, not at load: a decoded step is 16 words per row, and holding it for the block's four rows spilled.
+template <class Decoder, bool kDelta>
+struct IqGrid {
+  static constexpr bool kHalfScales = true;
+  static constexpr bool kDecodePerBlock = true;
+  static constexpr int kStepBlocks = 4;
+  static constexpr int kStepCols = 32 * kStepBlocks;
+  static_assert(Decoder::kBlockBytes % 2 == 0, "a row's bytes per step: half a super-block's");
+  static constexpr int kStepBytes = Decoder::kBlockBytes / 2;  // row_bytes = cols / kStepCols · kStepBytes
+  struct Raw {
+    const uint8_t* super;  // the step's super-block
+    int first;             // the step's first group in it
+  };
+  // Lane t's four codes of group g (its word t % 2) and their scale, IQ1's delta folded in.
+  __device__ static void lane_half(const dp4a::IqGroup& g, int t, uint32_t& k, float& d) {
+    k = (t & 1) ? g.w1 : g.w0;
+    d = g.scale;
+    if constexpr (kDelta) {
+      // The delta's sign relative to the scale's (the stored bit): the group's values are scale · (g ± 1/8).
+      const bool plus = (g.delta > 0.0f) == (g.scale > 0.0f);
+      k = (k << 3) & 0xF8F8F8F8u;  // 8g per byte (g in -1..1)
+      k = plus ? __vadd4(k, 0x01010101u) : __vsub4(k, 0x01010101u);
+      d = 0.125f * g.scale;
+    }
+  }
+  __device__ static Raw load(const uint8_t* row, int64_t step, int) {
+    return {row + (step >> 1) * Decoder::kBlockBytes, 16 * static_cast<int>(step & 1)};
+  }
+  __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& d16, float& m) {
+    const int t = static_cast<int>(threadIdx.x & 3);
+    lane_half(Decoder::group(r.super, r.first + 4 * j + (t >> 1)), t, k0, d);
+    lane_half(Decoder::group(r.super, r.first + 4 * j + 2 + (t >> 1)), t, k16, d16);
+    m = 0.0f;
+  }
+};
+using Iq2Xxs = IqGrid<dp4a::Iq2XxsDecoder, false>;
+using Iq2Xs = IqGrid<dp4a::Iq2XsDecoder, false>;
+using Iq2S = IqGrid<dp4a::Iq2SDecoder, false>;
+using Iq3Xxs = IqGrid<dp4a::Iq3XxsDecoder, false>;
+using Iq3S = IqGrid<dp4a::Iq3SDecoder, false>;
+using Iq1S = IqGrid<dp4a::Iq1SDecoder, true>;
+using Iq1M = IqGrid<dp4a::Iq1MDecoder, true>;
+
 // f(P{}) for the format's policy P, or otherwise() for a format without one: the one list of the formats the
 // tensor-core GEMM takes, for the dense launch, the grouped experts and their shape checks.
 template <class F, class G>
@@ -518,6 +568,13 @@ __host__ auto with_policy(quant::FormatId format, F&& f, G&& otherwise) {
     case quant::FormatId::kMXFP4_GGML: return f(Mxfp4Ggml{});
     case quant::FormatId::kMXFP4: return f(Mxfp4Ocp{});
     case quant::FormatId::kNVFP4: return f(Nvfp4{});
+    case quant::FormatId::kIQ2_XXS: return f(Iq2Xxs{});
+    case quant::FormatId::kIQ2_XS: return f(Iq2Xs{});
+    case quant::FormatId::kIQ2_S: return f(Iq2S{});
+    case quant::FormatId::kIQ3_XXS: return f(Iq3Xxs{});
+    case quant::FormatId::kIQ3_S: return f(Iq3S{});
+    case quant::FormatId::kIQ1_S: return f(Iq1S{});
+    case quant::FormatId::kIQ1_M: return f(Iq1M{});
     default: return otherwise();
   }
 }

@@ -61,9 +61,10 @@ TEST_F(CudaMmaGemm, EveryBatchAndFormatMatchesCpu) {
                             quant::FormatId::kMXFP4_GGML, quant::FormatId::kMXFP4, quant::FormatId::kQ3_K,
                             quant::FormatId::kQ4_1, quant::FormatId::kQ5_0, quant::FormatId::kQ5_1,
                             quant::FormatId::kQ2_K, quant::FormatId::kIQ4_XS, quant::FormatId::kTQ2_0,
-                            quant::FormatId::kNVFP4, quant::FormatId::kIQ3_S}) {
+                            quant::FormatId::kNVFP4, quant::FormatId::kIQ3_S, quant::FormatId::kIQ2_XS,
+                            quant::FormatId::kIQ1_M, quant::FormatId::kTQ1_0}) {
     const auto w = make(f, out, in, ++seed);
-    const bool mma = f != quant::FormatId::kIQ3_S;  // no policy: the integer-dot GEMV, then cuBLAS
+    const bool mma = f != quant::FormatId::kTQ1_0;  // no policy: the integer-dot GEMV, then cuBLAS
     for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{8}, int64_t{9}, int64_t{33}, int64_t{64}}) {
       const std::string what = std::string(quant::format_name(f)) + " batch " + std::to_string(n);
       const auto x = input(n, in, ++seed);
@@ -71,10 +72,12 @@ TEST_F(CudaMmaGemm, EveryBatchAndFormatMatchesCpu) {
       ASSERT_TRUE(cpu_.linear(x.cpu, w.cpu, WeightHandle{}, y.cpu).ok());
       const uint64_t ran = launches([&] { ASSERT_TRUE(gpu_->linear(x.gpu, w.gpu, WeightHandle{}, y.gpu).ok()); });
       const bool tensor_cores = mma && n >= 2;
-      // Quantize, rearrange, then one GEMM per 32 batch rows (16 for Q6_K, Q3_K, Q2_K and NVFP4, 24 for IQ4_NL and
-      // Q5_1: launch_tiles in gemm_q8_mma_block.cuh).
+      // Quantize, rearrange, then one GEMM per 32 batch rows (16 for Q6_K, Q3_K, Q2_K, NVFP4 and the grid i-quants,
+      // 24 for IQ4_NL and Q5_1: launch_tiles in gemm_q8_mma_block.cuh).
       const bool half_scales = f == quant::FormatId::kQ6_K || f == quant::FormatId::kQ3_K ||
-                               f == quant::FormatId::kQ2_K || f == quant::FormatId::kNVFP4;
+                               f == quant::FormatId::kQ2_K || f == quant::FormatId::kNVFP4 ||
+                               f == quant::FormatId::kIQ3_S || f == quant::FormatId::kIQ2_XS ||
+                               f == quant::FormatId::kIQ1_M;
       const bool three = f == quant::FormatId::kIQ4_NL || f == quant::FormatId::kQ5_1;
       const int64_t per_launch = half_scales ? 16 : three ? 24 : 32;
       if (kCounted && tensor_cores) {

@@ -1,6 +1,6 @@
 // The layer's integer SIMD intrinsics against values worked out by hand from the PTX ISA's definitions of dp4a
-// (four byte products added to a 32-bit accumulator, bytes signed for the s32 form) and vsub4 (per-byte
-// difference modulo 256), run inside a kernel as qrt's GEMV kernels call them.
+// (four byte products added to a 32-bit accumulator, bytes signed for the s32 form), vadd4 and vsub4 (per-byte sum
+// and difference modulo 256), run inside a kernel as qrt's GEMV kernels call them.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -18,18 +18,21 @@ __global__ void integer_simd(int* out) {
   out[2] = __dp4a(0x0000007F, 0x0000007F, 2147483647);
   // {0x10, 0x00, 0x3F, 0x20} - 0x20 per byte = {0xF0, 0xE0, 0x1F, 0x00}: no borrow crosses a byte.
   out[3] = static_cast<int>(__vsub4(0x203F0010u, 0x20202020u));
+  // {0xFF, 0x01, 0xF8, 0x7F} + {0x01, 0xFF, 0x01, 0x01} per byte = {0x00, 0x00, 0xF9, 0x80}: no carry crosses a byte.
+  out[4] = static_cast<int>(__vadd4(0x7FF801FFu, 0x0101FF01u));
 }
 
-TEST(SimtIntrinsics, Dp4aAndVsub4FollowThePtxDefinitions) {
+TEST(SimtIntrinsics, Dp4aVadd4AndVsub4FollowThePtxDefinitions) {
   int* d = nullptr;
-  ASSERT_EQ(cudaMalloc(&d, 4 * sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d, 5 * sizeof(int)), cudaSuccess);
   integer_simd<<<1, 1>>>(d);
-  int h[4] = {};
+  int h[5] = {};
   ASSERT_EQ(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(h[0], 1100);
   EXPECT_EQ(h[1], 34916);
   EXPECT_EQ(h[2], static_cast<int>(static_cast<uint32_t>(2147483647u) + 16129u));
   EXPECT_EQ(static_cast<uint32_t>(h[3]), 0x001FE0F0u);
+  EXPECT_EQ(static_cast<uint32_t>(h[4]), 0x80F90000u);
   cudaFree(d);
 }
 

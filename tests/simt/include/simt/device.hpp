@@ -281,6 +281,12 @@ inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
   for (int n = 0; n < 4; ++n) c += ((a >> (8 * n)) & 0xFFu) * ((b >> (8 * n)) & 0xFFu);
   return c;
 }
+// Per-byte addition modulo 256 (no carry between bytes).
+inline unsigned __vadd4(unsigned a, unsigned b) {
+  unsigned d = 0;
+  for (int n = 0; n < 4; ++n) d |= (((a >> (8 * n)) + (b >> (8 * n))) & 0xFFu) << (8 * n);
+  return d;
+}
 // Per-byte subtraction modulo 256 (no borrow between bytes).
 inline unsigned __vsub4(unsigned a, unsigned b) {
   unsigned d = 0;
