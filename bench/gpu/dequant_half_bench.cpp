@@ -1,8 +1,9 @@
 // W → fp16, the prefill path's dequantization before cuBLAS (CudaBackend::linear_gemm, a tile of up to 64 MiB of fp16
 // rows at a time), at the 8B gate/up shape, on real quantizer output never in L2 (bench_weights.hpp): for the formats
 // with a tensor-core policy, its kernel (what dequantize_rows_half takes for them) against the generic one (the
-// traits' decode staged in shared memory, which it took before); for BF16 and FP8, the generic kernel's groups of
-// eight elements (it took one element per thread before). Bytes are the packed weights read plus 2 per weight
+// traits' decode staged in shared memory, which it took before); for BF16, FP8 and AFQ4 (groups of 64, BF16 scales),
+// the generic kernel's chunks of eight elements (it took one element per thread, or a whole group per lane in shared
+// memory, before). Bytes are the packed weights read plus 2 per weight
 // written; pct_of_copy_bw compares them with the measured copy bandwidth (read + write), the pace a dequantization
 // can reach.
 #include <string>
@@ -53,7 +54,7 @@ const bool registered = [] {
           ->MinTime(0.05)
           ->Unit(benchmark::kMicrosecond);
   }
-  for (FormatId id : {FormatId::kBF16, FormatId::kFP8})
+  for (FormatId id : {FormatId::kBF16, FormatId::kFP8, FormatId::kAFQ4})
     benchmark::RegisterBenchmark(("dequant_half/" + std::string(format_name(id)) + "/14336x4096/generic").c_str(),
                                  BM_DequantHalf, id, 14336, 4096, true)
         ->UseManualTime()

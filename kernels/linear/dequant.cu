@@ -90,26 +90,57 @@ __global__ void decode_rows_half_small_kernel(quant::QuantView w, int64_t first_
   }
 }
 
-// Formats of one element per decode block (F32, F16, BF16, FP8 per tensor and in tiles, F8Q8): a thread takes kFlatGroup
-// consecutive elements of a row, found with one division per group, and stores their fp16 values as one 16-byte
-// write. The per-element kernel above divides twice per element (its row and column), which leaves it issue-bound
-// far below the copy bandwidth: the dequantization of a BF16 model's prefill went through it.
-constexpr int kFlatGroup = 8;
+// Formats whose rows split into chunks of 8 elements decodable on their own, with nothing shared between chunks but
+// per-group parameters: a thread takes one chunk, found with one division, and stores its fp16 values as one 16-byte
+// write. The generic kernels above divide twice per element (the one-element formats: F32, BF16, FP8 per tensor and
+// in tiles, F8Q8, HQQ), which left them issue-bound far below the copy bandwidth, or give a lane a whole group staged
+// in shared memory (AFQ); the dequantization of a BF16 or an AFQ model's prefill went through them.
+constexpr int kChunk = 8;
 
+// A one-element format's chunk: its decode_block per element.
 template <class Traits>
-__global__ void decode_rows_half_flat_kernel(quant::QuantView w, int64_t first_row, int64_t groups,
-                                             __half* __restrict__ out) {
-  const int64_t groups_per_row = w.cols / kFlatGroup;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += stride) {
-    const int64_t r = g / groups_per_row, c = (g - r * groups_per_row) * kFlatGroup;
-    uint32_t h[kFlatGroup];
+struct OneElementChunks {
+  __device__ static void decode(const quant::QuantView& w, int64_t row, int64_t chunk, float (&v)[kChunk]) {
 #pragma unroll
-    for (int k = 0; k < kFlatGroup; ++k) {
-      float v;
-      Traits::decode_block(w, first_row + r, c + k, &v);
-      h[k] = __half_as_ushort(__float2half_rn(v));
-    }
+    for (int k = 0; k < kChunk; ++k) Traits::decode_block(w, row, kChunk * chunk + k, &v[k]);
+  }
+};
+
+// AFQ: 8 codes fill exactly Bits bytes of the row's bit stream (afq.hpp), and the group size (32..128) is a multiple
+// of 8, so a chunk has one scale and bias: w = q · scale + bias, as the reference computes it.
+template <int Bits>
+struct AfqChunks {
+  __device__ static void decode(const quant::QuantView& w, int64_t row, int64_t chunk, float (&v)[kChunk]) {
+    const int64_t group = row * (w.cols / w.params.group_size) + kChunk * chunk / w.params.group_size;
+    const float scale = quant::load_float_scale(w.scales, group, w.params.scale_type);
+    const float bias = quant::load_float_scale(w.biases, group, w.params.scale_type);
+    const uint8_t* p = w.data + row * (w.cols / kChunk * Bits) + chunk * Bits;
+    uint64_t bits = 0;
+#pragma unroll
+    for (int k = 0; k < Bits; ++k) bits |= static_cast<uint64_t>(__ldg(p + k)) << (8 * k);
+    constexpr uint64_t kMask = (uint64_t{1} << Bits) - 1;
+#pragma unroll
+    for (int e = 0; e < kChunk; ++e)
+      v[e] = static_cast<float>(static_cast<uint32_t>((bits >> (e * Bits)) & kMask)) * scale + bias;
+  }
+};
+template <int Bits>
+constexpr int afq_bits(const quant::AfqTraitsBase<Bits>*) {
+  return Bits;
+}
+
+template <class Chunks>
+__global__ void decode_rows_half_chunks_kernel(quant::QuantView w, int64_t first_row, int64_t chunks,
+                                               __half* __restrict__ out) {
+  const int64_t chunks_per_row = w.cols / kChunk;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < chunks; g += stride) {
+    const int64_t r = g / chunks_per_row;
+    float v[kChunk];
+    Chunks::decode(w, first_row + r, g - r * chunks_per_row, v);
+    uint32_t h[kChunk];
+#pragma unroll
+    for (int k = 0; k < kChunk; ++k) h[k] = __half_as_ushort(__float2half_rn(v[k]));
     reinterpret_cast<uint4*>(out)[g] = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16,
                                                   h[6] | h[7] << 16);
   }
@@ -169,11 +200,16 @@ Status dequantize_rows_half_generic(quant::FormatId format, const quant::QuantVi
     QRT_TRY(check_view(w, be, "dequantize_rows_half"));
     if (rows == 0) return ok_status();
     const int64_t n = rows * (w.cols / be);
-    if constexpr (T::block_elems == 1) {
-      if (w.cols % kFlatGroup == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0) {
-        const int64_t groups = n / kFlatGroup;
-        decode_rows_half_flat_kernel<T><<<grid_for(groups, kThreads), kThreads, 0, stream>>>(w, first_row, groups, out);
-        return cuda_launch_status("decode_rows_half_flat_kernel");
+    const int64_t chunks = rows * (w.cols / kChunk);
+    if (w.cols % kChunk == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0) {
+      if constexpr (T::block_elems == 1) {
+        decode_rows_half_chunks_kernel<OneElementChunks<T>>
+            <<<grid_for(chunks, kThreads), kThreads, 0, stream>>>(w, first_row, chunks, out);
+        return cuda_launch_status("decode_rows_half_chunks_kernel");
+      } else if constexpr (T::family == quant::Family::kAfq) {
+        decode_rows_half_chunks_kernel<AfqChunks<afq_bits(static_cast<const T*>(nullptr))>>
+            <<<grid_for(chunks, kThreads), kThreads, 0, stream>>>(w, first_row, chunks, out);
+        return cuda_launch_status("decode_rows_half_chunks_kernel");
       }
     }
     if constexpr (T::block_elems != 0 && T::block_elems <= kSmallBlock) {

@@ -22,9 +22,9 @@ Status dequantize_rows_half(quant::FormatId format, const quant::QuantView& w, i
 // - by policy (dequant_policy.cu: coalesced, no shared memory), taken whenever it applies: a format with an int8
 //   tensor-core weight policy (gemm_q8_mma_applies: W 16-byte aligned, its width a whole number of the policy's
 //   steps) and out 8-byte aligned;
-// - generic, for every format: the format traits' decode, a decode block per lane staged in shared memory (formats
-//   of one element per block: eight consecutive elements per thread, one 16-byte store, when out is 16-byte aligned
-//   and the width a multiple of 8).
+// - generic, for every format: the format traits' decode, a decode block per lane staged in shared memory; the
+//   one-element formats and AFQ eight consecutive elements per thread and one 16-byte store instead, when out is
+//   16-byte aligned and the width a multiple of 8.
 bool dequantize_rows_half_by_policy_applies(quant::FormatId format, const quant::QuantView& w, const __half* out);
 Status dequantize_rows_half_by_policy(quant::FormatId format, const quant::QuantView& w, int64_t first_row,
                                       int64_t rows, __half* out, cudaStream_t stream);

@@ -43,17 +43,10 @@ bool takes_policy(FormatId id) {
   return false;
 }
 
-class DequantizeRowsHalf : public testing::TestWithParam<FormatId> {};
-
-TEST_P(DequantizeRowsHalf, EqualsTheCpuDecodeRoundedToHalf) {
-  QRT_REQUIRE_GPU();
-  const FormatId id = GetParam();
+// Rows [first, first + count) of a random [rows, cols] matrix in `id` with params p, through every kernel.
+void check_rows_half(FormatId id, const QuantParams& p) {
   const FormatInfo info = format_info(id);
   const int64_t rows = 37, cols = 768, first = 5, count = 29;
-  QuantParams p;
-  p.group_size = info.block_elems == 0 ? 64 : 0;
-  p.scale_type = ScalarType::kF16;
-  if (id == FormatId::kNVFP4) p.global_scale = 0.75f;  // a tensor scale that is not 1 (both paths apply it)
   const auto values = test::random_normal(static_cast<size_t>(rows * cols), 31);
   const auto decode_only = test::decode_only_scale_field(id);
   auto q = decode_only ? Result<QuantBuffers>(QuantBuffers{test::random_blocks(*decode_only, rows, cols, 32), {}, {}})
@@ -106,7 +99,33 @@ TEST_P(DequantizeRowsHalf, EqualsTheCpuDecodeRoundedToHalf) {
   }
 }
 
+class DequantizeRowsHalf : public testing::TestWithParam<FormatId> {};
+
+TEST_P(DequantizeRowsHalf, EqualsTheCpuDecodeRoundedToHalf) {
+  QRT_REQUIRE_GPU();
+  const FormatId id = GetParam();
+  QuantParams p;
+  p.group_size = format_info(id).block_elems == 0 ? 64 : 0;
+  p.scale_type = ScalarType::kF16;
+  if (id == FormatId::kNVFP4) p.global_scale = 0.75f;  // a tensor scale that is not 1 (both paths apply it)
+  check_rows_half(id, p);
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, DequantizeRowsHalf, testing::ValuesIn(kAllFormats), test::format_test_name);
+
+// AFQ's chunks of eight codes at every group size and scale dtype (a chunk's group found from its column).
+TEST(DequantizeRowsHalfAfq, EveryGroupSizeAndScaleType) {
+  QRT_REQUIRE_GPU();
+  for (FormatId id : {FormatId::kAFQ3, FormatId::kAFQ4, FormatId::kAFQ8})
+    for (int group : {32, 128})
+      for (ScalarType type : {ScalarType::kBF16, ScalarType::kF32}) {
+        SCOPED_TRACE("group " + std::to_string(group) + (type == ScalarType::kF32 ? " f32" : " bf16"));
+        QuantParams p;
+        p.group_size = group;
+        p.scale_type = type;
+        check_rows_half(id, p);
+      }
+}
 
 TEST(DequantizeRowsHalfRange, RowsOutsideTheMatrixAreRefused) {
   alignas(16) static const uint8_t bytes[4 * 8 * 34] = {};
