@@ -266,21 +266,23 @@ Status CudaBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32
   // experts being distinct. Several: slots grouped by expert, so that an expert's rows are read once per batch; a
   // slot's sum is taken the same way either way, so each sequence of a batch gets the bits it gets alone.
   const quant::QuantView expert0 = w->first_matrix_view();
-  if (integer_gemv_ && kernels::expert_gemv_dp4a_applies(w->format, expert0, w->matrix_parts)) {
-    const bool fits = kernels::q8_activation_bytes(x.rows, x.cols) <= q8_bytes_;
-    if (ids.rows == 1 && fits) {
-      QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, x.cols));
-      QRT_TRY(kernels::expert_gemv_dp4a(w->format, expert0, w->matrix_parts, ids.data, shape, {q.codes, q.scales},
-                                        y.data, ctx_->compute_stream()));
-      return finish_linear(nullptr, y);
-    }
-    if (shape.experts <= kernels::kGroupedMaxExperts) {
-      // A prompt or a wide batch, where an expert sees several slots on average: the tensor cores (one weight load
-      // for up to 32 slots); else the grouped integer-dot kernel. QRT_CUDA_MMA=1|0 decides for every batch.
-      const int64_t slots = ids.rows * ids.cols;
-      const bool mma = mma_mode_ != MmaMode::kOff &&
-                       (mma_mode_ == MmaMode::kOn || slots >= kMmaMinSlotsPerExpert * shape.experts) &&
-                       kernels::expert_gemm_mma_applies(w->format, expert0, w->matrix_parts, shape);
+  const bool dp4a = integer_gemv_ && kernels::expert_gemv_dp4a_applies(w->format, expert0, w->matrix_parts);
+  const bool fits = kernels::q8_activation_bytes(x.rows, x.cols) <= q8_bytes_;
+  if (dp4a && ids.rows == 1 && fits) {
+    QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, x.cols));
+    QRT_TRY(kernels::expert_gemv_dp4a(w->format, expert0, w->matrix_parts, ids.data, shape, {q.codes, q.scales},
+                                      y.data, ctx_->compute_stream()));
+    return finish_linear(nullptr, y);
+  }
+  if (integer_gemv_ && shape.experts <= kernels::kGroupedMaxExperts) {
+    // A prompt or a wide batch, where an expert sees several slots on average: the tensor cores (one weight load
+    // for up to 32 slots); else the grouped integer-dot kernel. QRT_CUDA_MMA=1|0 decides for every batch. A format
+    // with a tensor-core policy but no integer-dot one (AFQ2/3/5/6) takes the tensor cores or the staged kernel.
+    const int64_t slots = ids.rows * ids.cols;
+    const bool mma = mma_mode_ != MmaMode::kOff &&
+                     (mma_mode_ == MmaMode::kOn || slots >= kMmaMinSlotsPerExpert * shape.experts) &&
+                     kernels::expert_gemm_mma_applies(w->format, expert0, w->matrix_parts, shape);
+    if (mma || dp4a) {
       // The slot lists (and for the tensor cores the chunk table and gathered tiles), then, for x wider than the
       // decode buffer (a prompt's tokens, a batch's slots), x's quantization.
       const uint64_t work = mma ? kernels::expert_gemm_mma_workspace_bytes(w->format, shape, x.cols)

@@ -1,9 +1,10 @@
 // The decode kernels on quantized x at the Llama-3-8B shapes, head to head per batch size: the integer-dot GEMV
 // (gemv_dp4a, batches 1..8; dp4a_r4: 4 rows per block at batch 1, gemv_dp4a_rows) and the int8 tensor-core GEMM
 // (gemm_q8_mma, batches 1..64), on Q4_K and Q8_0 weights, and at 8 and 32 rows on Q2_K, Q3_K, IQ4_XS, MXFP4, NVFP4,
-// IQ2_XXS, IQ3_S and IQ1_M (bench_weights.hpp: real quantizer output, never in L2). x is quantized (and for the tensor
-// cores rearranged) once before timing: in a model the norms write it. Bytes are W + x's limbs + y, each once; pct_of_copy_bw compares them
-// with the measured copy bandwidth. Which kernel wins at which batch decides CudaBackend::set_mma_gemm's default.
+// IQ2_XXS, IQ3_S, IQ1_M and AFQ4 (bench_weights.hpp: real quantizer output, never in L2). x is quantized (and for the
+// tensor cores rearranged) once before timing: in a model the norms write it. Bytes are W + x's limbs + y, each once;
+// pct_of_copy_bw compares them with the measured copy bandwidth. Which kernel wins at which batch decides
+// CudaBackend::set_mma_gemm's default.
 #include <random>
 #include <string>
 
@@ -82,7 +83,7 @@ const bool registered = [] {
   // The formats whose tensor-core policy came later, at one square shape: the GEMV and the GEMM at 8 rows (launch
   // tuning's comparison) and the GEMM at 32.
   for (FormatId id : {FormatId::kQ2_K, FormatId::kQ3_K, FormatId::kIQ4_XS, FormatId::kMXFP4, FormatId::kNVFP4,
-                      FormatId::kIQ2_XXS, FormatId::kIQ3_S, FormatId::kIQ1_M}) {
+                      FormatId::kIQ2_XXS, FormatId::kIQ3_S, FormatId::kIQ1_M, FormatId::kAFQ4}) {
     const std::string shape = std::string(format_name(id)) + "/4096x4096";
     benchmark::RegisterBenchmark(("dp4a/" + shape).c_str(), BM_QuantizedX, id, 4096, 4096, Kernel::kDp4a)
         ->ArgName("batch")->Arg(8)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);

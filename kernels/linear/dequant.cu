@@ -107,7 +107,9 @@ struct OneElementChunks {
 };
 
 // AFQ: 8 codes fill exactly Bits bytes of the row's bit stream (afq.hpp), and the group size (32..128) is a multiple
-// of 8, so a chunk has one scale and bias: w = q · scale + bias, as the reference computes it.
+// of 8, so a chunk has one scale and bias: w = q · scale + bias with the reference's two roundings (no FMA: where
+// q · scale cancels the bias, as at a group's edge value, a fused result keeps q · scale's rounding error instead of
+// the reference's 0).
 template <int Bits>
 struct AfqChunks {
   __device__ static void decode(const quant::QuantView& w, int64_t row, int64_t chunk, float (&v)[kChunk]) {
@@ -121,7 +123,7 @@ struct AfqChunks {
     constexpr uint64_t kMask = (uint64_t{1} << Bits) - 1;
 #pragma unroll
     for (int e = 0; e < kChunk; ++e)
-      v[e] = static_cast<float>(static_cast<uint32_t>((bits >> (e * Bits)) & kMask)) * scale + bias;
+      v[e] = __fadd_rn(__fmul_rn(static_cast<float>(static_cast<uint32_t>((bits >> (e * Bits)) & kMask)), scale), bias);
   }
 };
 template <int Bits>

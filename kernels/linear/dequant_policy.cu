@@ -7,13 +7,13 @@
 // prompt of 512 tokens dequantization was about half of a q4_k prefill (8489 tok/s against 16396 with fp16 copies
 // of the weights kept from upload).
 //
-// Here a warp takes 16 rows times one policy step (256 columns of a K-quant): lane (g, t) loads its bytes of rows g
-// and g + 8, as the GEMM's A fragments do (a quarter of each row's step per lane, all of it used), and per 32-column
-// block writes columns 4t .. 4t+3 and 16 + 4t .. 16 + 4t+3 of both rows as two 8-byte stores, so a store instruction
-// fills eight whole 32-byte sectors. Values are d · q − m (times the tensor's global scale for NVFP4), the policy's
+// Here a warp takes 16 rows times one policy step (256 columns of a K-quant): lane (g, t) loads its bytes of rows g and
+// g + 8, as the GEMM's A fragments do (a quarter of each row's step per lane, all of it used), and per 32-column block
+// writes columns 4t .. 4t+3 and 16 + 4t .. 16 + 4t+3 of both rows as two 8-byte stores, so a store instruction fills
+// eight whole 32-byte sectors. Values are d · q − m (times the tensor's global scale for NVFP4), the policy's
 // regrouping of the CPU reference's decode; d · q is exact in fp32 for every policy format, so the result is the
-// reference's up to the one rounding of the subtraction (NVFP4: the same two roundings), then rounded to fp16. No shared memory: 8 warps a block, as
-// many blocks as registers allow.
+// reference's up to the one rounding of the subtraction (NVFP4: the same two roundings), then rounded to fp16. No
+// shared memory: 8 warps a block, as many blocks as registers allow.
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/cuda_check.hpp"
@@ -28,16 +28,11 @@ namespace {
 constexpr int kWarps = 8;
 
 struct HalfDecodeParams {
-  const uint8_t* data;
-  const uint8_t* scales;  // the separate scale array (kSeparateScales formats), else null
+  mma_block::MmaParams w;  // the matrix (matrix_params: rows, bytes, steps, scale and bias arrays)
   int64_t first_row;
   int64_t rows;  // decoded: out's rows
   int64_t cols;
-  int64_t row_bytes;
-  int64_t scale_row_bytes;
-  int64_t steps;  // per row
   int64_t tasks;  // (16-row tile, step) pairs
-  float global_scale;
   __half* out;
 };
 
@@ -55,7 +50,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_rows_half_policy_kernel(co
   const int64_t task = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (task >= p.tasks) return;
   // Neighbouring warps take neighbouring steps of the same rows, so a block reads each row's bytes in one stretch.
-  const int64_t tile = task / p.steps, s = task % p.steps;
+  const int64_t tile = task / p.w.steps, s = task % p.w.steps;
   const int lane = static_cast<int>(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
   int64_t r[2];
   typename P::Raw raw[2];
@@ -63,8 +58,10 @@ __global__ void __launch_bounds__(kWarps * 32) decode_rows_half_policy_kernel(co
   for (int h = 0; h < 2; ++h) {
     r[h] = 16 * tile + 8 * h + g;
     const int64_t src = p.first_row + min(r[h], p.rows - 1);  // past the end: a repeat, not stored
-    raw[h] = mma_block::load_step<P>(p.data + src * p.row_bytes,
-                                     p.scales == nullptr ? nullptr : p.scales + src * p.scale_row_bytes, s, t);
+    const uint8_t* scale_row = mma_block::separate_scales<P>() ? p.w.scales + src * p.w.scale_row_bytes : nullptr;
+    const uint8_t* bias_row = mma_block::affine_groups<P>() ? p.w.biases + src * p.w.scale_row_bytes : nullptr;
+    raw[h] = mma_block::load_step<P>(p.w.data + src * p.w.row_bytes, scale_row, bias_row, p.w.group_shift,
+                                     p.w.scale_type, s, t);
   }
 #pragma unroll
   for (int j = 0; j < P::kStepBlocks; ++j) {
@@ -76,8 +73,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_rows_half_policy_kernel(co
       if constexpr (mma_block::global_scale<P>()) {
         // NVFP4 (no minimum): d is half the E4M3 scale against doubled levels, so (d · G) · q is the reference's
         // (E4M3 · G) · level with the same two roundings.
-        d *= p.global_scale;
-        d16 *= p.global_scale;
+        d *= p.w.global_scale;
+        d16 *= p.w.global_scale;
       }
       if (r[h] >= p.rows) continue;
       __half* dst = p.out + r[h] * p.cols + s * P::kStepCols + 32 * j + 4 * t;
@@ -90,6 +87,9 @@ __global__ void __launch_bounds__(kWarps * 32) decode_rows_half_policy_kernel(co
 }  // namespace
 
 bool dequantize_rows_half_by_policy_applies(quant::FormatId format, const quant::QuantView& w, const __half* out) {
+  // AFQ's policy regroups w = s · q + b as d · q' − m (8-bit codes offset by 128), which rounds differently from the
+  // reference where s · q cancels b; the generic kernel's chunks compute the reference's expression instead.
+  if (quant::format_info(format).family == quant::Family::kAfq) return false;
   return gemm_q8_mma_applies(format, w) && reinterpret_cast<uintptr_t>(out) % 8 == 0;
 }
 
@@ -106,18 +106,8 @@ Status dequantize_rows_half_by_policy(quant::FormatId format, const quant::Quant
       format,
       [&](auto policy) -> Status {
         using P = decltype(policy);
-        const int64_t steps = w.cols / P::kStepCols;
-        const HalfDecodeParams p{w.data,
-                                 mma_block::separate_scales<P>() ? w.scales : nullptr,
-                                 first_row,
-                                 rows,
-                                 w.cols,
-                                 steps * P::kStepBytes,
-                                 mma_block::scale_row_bytes<P>(w.cols),
-                                 steps,
-                                 (rows + 15) / 16 * steps,
-                                 w.params.global_scale,
-                                 out};
+        const mma_block::MmaParams matrix = mma_block::matrix_params<P>(w);
+        const HalfDecodeParams p{matrix, first_row, rows, w.cols, (rows + 15) / 16 * matrix.steps, out};
         const int64_t blocks = (p.tasks + kWarps - 1) / kWarps;
         if (blocks > INT_MAX) return unsupported("dequantize_rows_half: " + std::to_string(rows) + " rows at once");
         decode_rows_half_policy_kernel<P><<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(p);

@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kThreads) gemm_q8_mma_kernel(const MmaParams p
     prefetch_to_l2(p.data + row0 * p.row_bytes, static_cast<uint64_t>(held * p.row_bytes));
   }
   wait_for_previous_grid();
-  multiply_rows<P, NT>(p, p.data, p.scales, p.tiles, p.m, row0, partial,
+  multiply_rows<P, NT>(p, p.data, p.scales, p.biases, p.tiles, p.m, row0, partial,
                        [&](int n, int64_t row, float v) { p.y[static_cast<int64_t>(n) * p.rows + row] = v; });
 }
 
@@ -62,17 +62,10 @@ Status launch(const quant::QuantView& w, const void* tiles, int m, float* y, cud
   constexpr int kRowsPerLaunch = launch_tiles<P>() * kMmaTileRows;
   for (int first = 0; first < m; first += kRowsPerLaunch) {
     const int rows_here = m - first < kRowsPerLaunch ? m - first : kRowsPerLaunch;
-    const MmaParams p{w.data,
-                      w.rows,
-                      w.cols / P::kStepCols * P::kStepBytes,
-                      w.cols / P::kStepCols,
-                      x_blocks,
-                      static_cast<const uint8_t*>(tiles) + first / kMmaTileRows * x_blocks * kMmaTileBytes,
-                      rows_here,
-                      y + static_cast<int64_t>(first) * w.rows,
-                      w.scales,
-                      mma_block::scale_row_bytes<P>(w.cols),
-                      w.params.global_scale};
+    MmaParams p = mma_block::matrix_params<P>(w);
+    p.tiles = static_cast<const uint8_t*>(tiles) + first / kMmaTileRows * x_blocks * kMmaTileBytes;
+    p.m = rows_here;
+    p.y = y + static_cast<int64_t>(first) * w.rows;
     const auto run = [&](auto kernel) {
       return launch_programmatic("gemm_q8_mma_kernel", kernel, blocks, kThreads, 0, stream, p);
     };
@@ -119,6 +112,10 @@ bool gemm_q8_mma_applies(quant::FormatId format, const quant::QuantView& w) {
   const int block_cols = quant::format_info(format).block_elems;
   if (block_cols > 0 && w.cols % block_cols != 0) return false;
   if (quant::is_e2m1_stream(format) && w.scales == nullptr) return false;  // its scale bytes: present, any address
+  if (quant::format_info(format).family == quant::Family::kAfq) {  // its scales and biases, groups of 2^k >= 32
+    const int g = w.params.group_size;
+    if (w.scales == nullptr || w.biases == nullptr || g < 32 || (g & (g - 1)) != 0 || w.cols % g != 0) return false;
+  }
   return (w.rows + kBlockRows - 1) / kBlockRows < INT_MAX;
 }
 

@@ -33,7 +33,12 @@ struct MmaParams {
   const uint8_t* scales = nullptr;
   int64_t scale_row_bytes = 0;
   float global_scale = 1.0f;  // kGlobalScale formats (NVFP4): the tensor's, applied to each output
+  // kAffineGroups formats (AFQ): the bias array (laid out as the scales), log2 of the group size, the arrays' dtype.
+  const uint8_t* biases = nullptr;
+  int group_shift = 0;
+  quant::ScalarType scale_type = quant::ScalarType::kF32;
 };
+
 
 // Whether policy P reads a scale array apart from its rows.
 template <class P>
@@ -55,14 +60,51 @@ __host__ __device__ constexpr bool global_scale() {
   }
 }
 
-// Bytes of P's separate scale array per row of cols columns (0 for a format without one).
+// Whether policy P has a scale and a bias per group of the tensor's group size in two separate arrays (AFQ).
 template <class P>
-__host__ __device__ constexpr int64_t scale_row_bytes(int64_t cols) {
-  if constexpr (separate_scales<P>()) {
-    return cols / P::kScaleGroupCols;
+__host__ __device__ constexpr bool affine_groups() {
+  if constexpr (requires { P::kAffineGroups; }) {
+    return P::kAffineGroups;
+  } else {
+    return false;
+  }
+}
+
+// Bytes of P's separate scale array (and bias array) per row of w (0 for a format without one).
+template <class P>
+int64_t scale_row_bytes(const quant::QuantView& w) {
+  if constexpr (affine_groups<P>()) {
+    return w.cols / w.params.group_size * quant::float_scale_bytes(w.params.scale_type);
+  } else if constexpr (separate_scales<P>()) {
+    return w.cols / P::kScaleGroupCols;
   } else {
     return 0;
   }
+}
+
+// log2 of w's group size (kAffineGroups policies; 0 for the others).
+template <class P>
+int group_shift(const quant::QuantView& w) {
+  int shift = 0;
+  if constexpr (affine_groups<P>()) {
+    while ((1 << shift) < w.params.group_size) ++shift;
+  }
+  return shift;
+}
+
+// P's parameters of matrix w (expert 0's for a stack) with x_blocks 32-column blocks per row; the caller sets tiles,
+// m and y.
+template <class P>
+MmaParams matrix_params(const quant::QuantView& w) {
+  MmaParams p{w.data, w.rows, w.cols / P::kStepCols * P::kStepBytes, w.cols / P::kStepCols, w.cols / kQ8BlockCols,
+              nullptr, 0, nullptr};
+  p.scales = w.scales;
+  p.scale_row_bytes = scale_row_bytes<P>(w);
+  p.global_scale = w.params.global_scale;
+  p.biases = w.biases;
+  p.group_shift = group_shift<P>(w);
+  p.scale_type = w.params.scale_type;
+  return p;
 }
 
 // Whether policy P has a minimum per 16 columns (Q2_K): block() then gives m for columns 0..15 and m16 for 16..31,
@@ -87,10 +129,15 @@ __host__ __device__ constexpr bool decodes_per_block() {
   }
 }
 
-// A lane's raw bytes of step s of a row (and of the row's separate scale bytes, for the formats that have them).
+// A lane's raw bytes of step s of a row (and of the row's separate scale bytes, and bias bytes, for the formats
+// that have them; shift and type: MmaParams::group_shift and scale_type).
 template <class P>
-__device__ __forceinline__ typename P::Raw load_step(const uint8_t* row, const uint8_t* scale_row, int64_t s, int t) {
-  if constexpr (separate_scales<P>()) {
+__device__ __forceinline__ typename P::Raw load_step(const uint8_t* row, const uint8_t* scale_row,
+                                                     const uint8_t* bias_row, int shift, quant::ScalarType type,
+                                                     int64_t s, int t) {
+  if constexpr (affine_groups<P>()) {
+    return P::load(row, mma_q8::GroupScales{scale_row, bias_row, shift, type}, s, t);
+  } else if constexpr (separate_scales<P>()) {
     return P::load(row, scale_row, s, t);
   } else {
     return P::load(row, s, t);
@@ -114,20 +161,21 @@ __device__ __forceinline__ void block_halves(const typename P::Raw& raw, int j, 
   }
 }
 
-// A block's kBlockRows weight rows from row0 of the matrix at `data` (and its scale array at `scales`, for the formats
-// that have one) times NT batch tiles of 8 rows of `tiles` (m <= 8 NT); p gives the rest (row count and bytes, steps, x
-// blocks). They are separate arguments so that a kernel that picks them per block (an expert, a chunk of slots) need
-// not copy p into registers. Lane (g, t) owns rows g and g + 8 of each A tile and batch columns 2t, 2t + 1 of each B
-// tile (the C fragment's places). store(n, row, sum) writes each output of a row < p.rows and a batch row n < m;
-// `partial` is the kernel's __shared__ float4 [kWarps][kMTiles][32].
+// A block's kBlockRows weight rows from row0 of the matrix at `data` (and its scale array at `scales` and bias array at
+// `biases`, for the formats that have them) times NT batch tiles of 8 rows of `tiles` (m <= 8 NT); p gives the rest
+// (row count and bytes, steps, x blocks). They are separate arguments so that a kernel that picks them per block (an
+// expert, a chunk of slots) need not copy p into registers. Lane (g, t) owns rows g and g + 8 of each A tile and batch
+// columns 2t, 2t + 1 of each B tile (the C fragment's places). store(n, row, sum) writes each output of a row < p.rows
+// and a batch row n < m; `partial` is the kernel's __shared__ float4 [kWarps][kMTiles][32].
 template <class P, int NT, class Store>
 __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t* data, const uint8_t* scales,
-                                              const uint8_t* tiles, int m, int64_t row0, float4 (*partial)[kMTiles][32],
-                                              const Store& store) {
+                                              const uint8_t* biases, const uint8_t* tiles, int m, int64_t row0,
+                                              float4 (*partial)[kMTiles][32], const Store& store) {
   const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
   const int g = lane >> 2, t = lane & 3;
   const uint8_t* rows[kMTiles][2];
   const uint8_t* scale_rows[kMTiles][2];
+  const uint8_t* bias_rows[kMTiles][2];
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -135,6 +183,7 @@ __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t*
       const int64_t r = min(row0 + 16 * mt + 8 * h + g, p.rows - 1);  // past the end: a repeat, not stored
       rows[mt][h] = data + r * p.row_bytes;
       scale_rows[mt][h] = separate_scales<P>() ? scales + r * p.scale_row_bytes : nullptr;
+      bias_rows[mt][h] = affine_groups<P>() ? biases + r * p.scale_row_bytes : nullptr;
     }
 
   float acc[kMTiles][NT][4];
@@ -151,7 +200,8 @@ __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t*
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) raw[mt][h] = load_step<P>(rows[mt][h], scale_rows[mt][h], s, t);
+      for (int h = 0; h < 2; ++h)
+        raw[mt][h] = load_step<P>(rows[mt][h], scale_rows[mt][h], bias_rows[mt][h], p.group_shift, p.scale_type, s, t);
     // One 32-column block of the step: its codes and scales, then the products with every batch tile.
     const auto multiply_block = [&](int j) {
       uint32_t a[kMTiles][4];

@@ -497,6 +497,72 @@ struct Tq2 {
   }
 };
 
+// What load() of a kAffineGroups policy gets besides its row: the row's scales and biases, log2 of the group size
+// and their dtype.
+struct GroupScales {
+  const uint8_t* scales;
+  const uint8_t* biases;
+  int shift;
+  quant::ScalarType type;
+};
+
+// AFQ (MLX's affine quantization, mistral.rs's UQFF AFQ): each row a little-endian bit stream of Bits-bit codes
+// (afq.hpp), a scale s and a bias b per group of 32, 64 or 128 columns in two separate arrays of the tensor's scale
+// dtype (kAffineGroups: load() gets the row's scales and biases): w = s · q + b, so d = s and m = −b. A 32-column
+// block is 4 · Bits bytes, whole words; lane t's columns 4t .. 4t+3 are stream bits 4t · Bits onwards within it, at
+// most two words, shifted and spread into bytes (8-bit codes: one word). 8-bit codes (0..255) do not fit a signed
+// byte: they are taken as q − 128, and m = −(b + 128 s). A step is two blocks.
+template <int Bits>
+struct Afq {
+  static constexpr bool kHalfScales = false;
+  static constexpr bool kSeparateScales = true;
+  static constexpr bool kAffineGroups = true;
+  static constexpr int kStepBlocks = 2;
+  static constexpr int kStepCols = 32 * kStepBlocks;
+  static constexpr int kStepBytes = kStepCols * Bits / 8;
+  static constexpr float kOffset = Bits == 8 ? 128.0f : 0.0f;
+  struct Raw {
+    uint32_t k0[kStepBlocks], k16[kStepBlocks];
+    float d[kStepBlocks], m[kStepBlocks];
+  };
+  // The four codes from stream bit `bit` of a block as bytes (signed: 8-bit codes minus 128).
+  __device__ static uint32_t codes(const uint32_t* block, int bit) {
+    if constexpr (Bits == 8) {
+      return __vsub4(__ldg(block + (bit >> 5)), 0x80808080u);
+    } else {
+      const int w = bit >> 5, shift = bit & 31;
+      uint64_t v = __ldg(block + w);
+      if (shift + 4 * Bits > 32) v |= static_cast<uint64_t>(__ldg(block + w + 1)) << 32;  // inside the block
+      v >>= shift;
+      constexpr uint64_t kMask = (uint64_t{1} << Bits) - 1;
+      return static_cast<uint32_t>(v & kMask) | static_cast<uint32_t>((v >> Bits) & kMask) << 8 |
+             static_cast<uint32_t>((v >> (2 * Bits)) & kMask) << 16 |
+             static_cast<uint32_t>((v >> (3 * Bits)) & kMask) << 24;
+    }
+  }
+  __device__ static Raw load(const uint8_t* row, const GroupScales& g, int64_t step, int t) {
+    Raw r;
+#pragma unroll
+    for (int j = 0; j < kStepBlocks; ++j) {
+      const int64_t kb = step * kStepBlocks + j;
+      const auto* block = reinterpret_cast<const uint32_t*>(row + kb * 4 * Bits);
+      r.k0[j] = codes(block, 4 * t * Bits);
+      r.k16[j] = codes(block, (16 + 4 * t) * Bits);
+      const int64_t group = (32 * kb) >> g.shift;
+      const float s = quant::load_float_scale(g.scales, group, g.type);
+      r.d[j] = s;
+      r.m[j] = -(quant::load_float_scale(g.biases, group, g.type) + kOffset * s);
+    }
+    return r;
+  }
+  __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& m) {
+    k0 = r.k0[j];
+    k16 = r.k16[j];
+    d = r.d[j];
+    m = r.m[j];
+  }
+};
+
 // The grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M): 256-column super-blocks of 32 groups of
 // 8 columns, each group decoded by the integer-dot GEMV's decoder (gemv_dp4a_iquants.cuh) into 8 signed bytes, a
 // scale and (IQ1) a delta. Lane t's columns 4t .. 4t+3 of block j are half of group 4j + t/2, its columns
@@ -575,6 +641,12 @@ __host__ auto with_policy(quant::FormatId format, F&& f, G&& otherwise) {
     case quant::FormatId::kIQ3_S: return f(Iq3S{});
     case quant::FormatId::kIQ1_S: return f(Iq1S{});
     case quant::FormatId::kIQ1_M: return f(Iq1M{});
+    case quant::FormatId::kAFQ2: return f(Afq<2>{});
+    case quant::FormatId::kAFQ3: return f(Afq<3>{});
+    case quant::FormatId::kAFQ4: return f(Afq<4>{});
+    case quant::FormatId::kAFQ5: return f(Afq<5>{});
+    case quant::FormatId::kAFQ6: return f(Afq<6>{});
+    case quant::FormatId::kAFQ8: return f(Afq<8>{});
     default: return otherwise();
   }
 }

@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(kTileThreads) gather_tiles_kernel(
 // its slot count.
 template <class P>
 __global__ void __launch_bounds__(kThreads) expert_gemm_mma_kernel(const MmaParams p, uint64_t expert_stride,
-                                                                   uint64_t scale_stride,
+                                                                   uint64_t scale_stride, uint64_t bias_stride,
                                                                    const int32_t* __restrict__ chunks,
                                                                    int64_t max_chunks, uint64_t chunk_tile_bytes,
                                                                    const int32_t* __restrict__ order) {
@@ -127,19 +127,22 @@ __global__ void __launch_bounds__(kThreads) expert_gemm_mma_kernel(const MmaPara
   const int32_t expert = chunks[3 * c], first = chunks[3 * c + 1], count = chunks[3 * c + 2];
   const uint8_t* data = p.data + static_cast<uint64_t>(expert) * expert_stride;
   const uint8_t* scales = p.scales == nullptr ? nullptr : p.scales + static_cast<uint64_t>(expert) * scale_stride;
+  const uint8_t* biases = p.biases == nullptr ? nullptr : p.biases + static_cast<uint64_t>(expert) * bias_stride;
   const uint8_t* tiles = p.tiles + static_cast<uint64_t>(c) * chunk_tile_bytes;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   const auto store = [&](int n, int64_t row, float v) {
     p.y[static_cast<int64_t>(order[first + n]) * p.rows + row] = v;
   };
   switch ((count + kMmaTileRows - 1) / kMmaTileRows) {
-    case 1: multiply_rows<P, 1>(p, data, scales, tiles, count, row0, partial, store); break;
-    case 2: multiply_rows<P, 2>(p, data, scales, tiles, count, row0, partial, store); break;
+    case 1: multiply_rows<P, 1>(p, data, scales, biases, tiles, count, row0, partial, store); break;
+    case 2: multiply_rows<P, 2>(p, data, scales, biases, tiles, count, row0, partial, store); break;
     case 3:
-      if constexpr (chunk_tiles<P>() >= 3) multiply_rows<P, 3>(p, data, scales, tiles, count, row0, partial, store);
+      if constexpr (chunk_tiles<P>() >= 3)
+        multiply_rows<P, 3>(p, data, scales, biases, tiles, count, row0, partial, store);
       break;
     default:
-      if constexpr (chunk_tiles<P>() >= 4) multiply_rows<P, 4>(p, data, scales, tiles, count, row0, partial, store);
+      if constexpr (chunk_tiles<P>() >= 4)
+        multiply_rows<P, 4>(p, data, scales, biases, tiles, count, row0, partial, store);
       break;
   }
 }
@@ -147,20 +150,13 @@ __global__ void __launch_bounds__(kThreads) expert_gemm_mma_kernel(const MmaPara
 template <class P>
 Status launch_gemm(const quant::QuantView& w, const quant::PartSizes& per_expert, const Layout& l,
                    const uint8_t* base, const int32_t* order, float* y, cudaStream_t stream) {
-  const MmaParams p{w.data,
-                    w.rows,
-                    w.cols / P::kStepCols * P::kStepBytes,
-                    w.cols / P::kStepCols,
-                    l.x_blocks,
-                    base + l.tiles,
-                    0,
-                    y,
-                    w.scales,
-                    mma_block::scale_row_bytes<P>(w.cols),
-                    w.params.global_scale};
+  MmaParams p = mma_block::matrix_params<P>(w);
+  p.tiles = base + l.tiles;
+  p.y = y;
   const dim3 grid(static_cast<unsigned>((w.rows + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(l.max_chunks));
   return launch_programmatic("expert_gemm_mma_kernel", expert_gemm_mma_kernel<P>, grid, kThreads, 0, stream, p,
-                             per_expert.data, per_expert.scales, reinterpret_cast<const int32_t*>(base + l.chunks),
+                             per_expert.data, per_expert.scales, per_expert.biases,
+                             reinterpret_cast<const int32_t*>(base + l.chunks),
                              l.max_chunks, static_cast<uint64_t>(l.tiles_per_chunk) * l.x_blocks * kMmaTileBytes,
                              order);
 }

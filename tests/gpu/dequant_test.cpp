@@ -32,7 +32,8 @@ struct DeviceBytes {
   ~DeviceBytes() { cudaFree(ptr); }
 };
 
-// The formats that the tensor-core GEMM's weight policies decode (gemm_q8_mma_formats.cuh), listed apart from it.
+// The formats whose tensor-core GEMM weight policies (gemm_q8_mma_formats.cuh) dequantize, listed apart from them
+// (AFQ has a policy for the GEMM; its dequantization stays on the generic kernel's chunks).
 bool takes_policy(FormatId id) {
   for (FormatId f : {FormatId::kQ4_0, FormatId::kQ4_1, FormatId::kQ5_0, FormatId::kQ5_1, FormatId::kQ8_0,
                      FormatId::kQ2_K, FormatId::kQ3_K, FormatId::kQ4_K, FormatId::kQ5_K, FormatId::kQ6_K,
@@ -113,7 +114,9 @@ TEST_P(DequantizeRowsHalf, EqualsTheCpuDecodeRoundedToHalf) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, DequantizeRowsHalf, testing::ValuesIn(kAllFormats), test::format_test_name);
 
-// AFQ's chunks of eight codes at every group size and scale dtype (a chunk's group found from its column).
+// AFQ's chunks of eight codes at every group size and scale dtype (a chunk's group found from its column). With F32
+// scales the products q · s round, so on a GPU a fused multiply-add would miss the reference's 0 where q · s cancels
+// the bias (the tensor-core policy's regrouped form did, under the SIMT layer too).
 TEST(DequantizeRowsHalfAfq, EveryGroupSizeAndScaleType) {
   QRT_REQUIRE_GPU();
   for (FormatId id : {FormatId::kAFQ3, FormatId::kAFQ4, FormatId::kAFQ8})

@@ -37,7 +37,8 @@ TEST_F(CudaBackendExpertsMma, APromptOnTheTensorCoresMatchesCpu) {
                                    {quant::FormatId::kQ5_0, 256}, {quant::FormatId::kQ5_1, 256},
                                    {quant::FormatId::kQ2_K, 512}, {quant::FormatId::kIQ4_XS, 256},
                                    {quant::FormatId::kTQ2_0, 256}, {quant::FormatId::kNVFP4, 512},
-                                   {quant::FormatId::kIQ2_XXS, 256}, {quant::FormatId::kIQ1_S, 512}}) {
+                                   {quant::FormatId::kIQ2_XXS, 256}, {quant::FormatId::kIQ1_S, 512},
+                                   {quant::FormatId::kAFQ4, 256}, {quant::FormatId::kAFQ6, 512}}) {
     const auto values = test::random_normal(static_cast<size_t>(experts * out * in), 2700);
     quant::QuantParams params = test::default_params(format);
     if (format == quant::FormatId::kNVFP4) params.global_scale = 0.5f;  // the stack's one tensor scale, applied

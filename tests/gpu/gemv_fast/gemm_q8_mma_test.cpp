@@ -4,8 +4,9 @@
 //   * gemm_q8_mma per format against cpu::matmul fed with the activations as the limbs hold them (relative L2 within
 //     1e-5: the integer products are exact, only float sums differ), for quantizer output and random code bytes,
 //     batches 1..64 (one to four 8-row tiles per launch, two launches above 32 rows; Q2_K, Q3_K, Q6_K, NVFP4 and the
-//     grid i-quants two tiles per launch), rows that end inside a 16-row tile and a 32-row block, several steps per warp; outputs
-//     poisoned with NaN first, and a second run equal bit for bit (the warps' sums meet in a fixed order);
+//     grid i-quants two tiles per launch), rows that end inside a 16-row tile and a 32-row block, several steps per
+//     warp; outputs poisoned with NaN first, and a second run equal bit for bit (the warps' sums meet in a fixed
+//     order);
 //   * a NaN in x reaches exactly its batch row's outputs; gemm_q8_mma_applies refuses what it cannot run.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -103,7 +104,8 @@ std::vector<MmaCase> mma_cases() {
                       FormatId::kIQ4_NL, FormatId::kMXFP4_GGML, FormatId::kMXFP4, FormatId::kQ3_K, FormatId::kQ4_1,
                       FormatId::kQ5_0, FormatId::kQ5_1, FormatId::kQ2_K, FormatId::kIQ4_XS, FormatId::kTQ2_0,
                       FormatId::kNVFP4, FormatId::kIQ2_XXS, FormatId::kIQ2_XS, FormatId::kIQ2_S, FormatId::kIQ3_XXS,
-                      FormatId::kIQ3_S, FormatId::kIQ1_S, FormatId::kIQ1_M}) {
+                      FormatId::kIQ3_S, FormatId::kIQ1_S, FormatId::kIQ1_M, FormatId::kAFQ2, FormatId::kAFQ3,
+                      FormatId::kAFQ4, FormatId::kAFQ5, FormatId::kAFQ6, FormatId::kAFQ8}) {
     cases.push_back({id, 1, 256, {1, 2, 8, 9}});
     cases.push_back({id, 37, 1280, {2, 3, 8, 9, 16, 17, 31, 32, 33, 64}});  // steps of 8 warps past the first
     cases.push_back({id, 70, 2304, {5, 40}});  // 9 steps: warp 0 takes two, the others one
@@ -198,8 +200,16 @@ TEST(GemmQ8MmaInputs, AppliesOnlyWhereItCanRun) {
   ocp.scales = fake + 3001;  // E8M0 or E4M3 bytes: any address
   EXPECT_TRUE(gemm_q8_mma_applies(FormatId::kMXFP4, ocp));
   EXPECT_TRUE(gemm_q8_mma_applies(FormatId::kNVFP4, ocp));
-  for (FormatId id : {FormatId::kTQ1_0, FormatId::kAFQ4, FormatId::kF16})
+  for (FormatId id : {FormatId::kTQ1_0, FormatId::kF16, FormatId::kFP8})
     EXPECT_FALSE(gemm_q8_mma_applies(id, w)) << format_name(id) << ": no policy";
+  QuantView afq = w;  // AFQ: its scales and biases, groups of a power of two from 32
+  afq.params.group_size = 64;
+  EXPECT_FALSE(gemm_q8_mma_applies(FormatId::kAFQ4, afq)) << "AFQ without its scales and biases";
+  afq.scales = fake + 2048;
+  afq.biases = fake + 3072;
+  EXPECT_TRUE(gemm_q8_mma_applies(FormatId::kAFQ4, afq));
+  afq.params.group_size = 16;
+  EXPECT_FALSE(gemm_q8_mma_applies(FormatId::kAFQ4, afq)) << "groups of 16";
   QuantView narrow = w;
   narrow.cols = 128;  // Q8_0's step; not Q4_0's
   EXPECT_TRUE(gemm_q8_mma_applies(FormatId::kQ8_0, narrow));
