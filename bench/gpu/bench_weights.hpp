@@ -100,4 +100,21 @@ inline BenchWeights bench_weights(quant::FormatId id, int64_t rows, int64_t cols
   return out;
 }
 
+// Times run(view) over the copies in turn (each run finds its weights out of L2); false, with the benchmark marked
+// skipped, when the first run fails.
+template <class Run>
+bool time_over_copies(benchmark::State& state, const BenchWeights& bw, Run&& run) {
+  const Status first = run(bw.copies[0].view);
+  if (!first.ok()) {
+    state.SkipWithError(first.to_string().c_str());
+    return false;
+  }
+  size_t next = 0;
+  time_with_events(state, nullptr, [&] {
+    (void)run(bw.copies[next].view);
+    next = next + 1 == bw.copies.size() ? 0 : next + 1;
+  });
+  return true;
+}
+
 }  // namespace qrt::bench

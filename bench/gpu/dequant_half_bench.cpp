@@ -26,16 +26,7 @@ void BM_DequantHalf(benchmark::State& state, FormatId id, int64_t rows, int64_t 
     return generic ? kernels::dequantize_rows_half_generic(id, w, 0, rows, out.as<__half>(), nullptr)
                    : kernels::dequantize_rows_half_by_policy(id, w, 0, rows, out.as<__half>(), nullptr);
   };
-  const Status first = run(bw.copies[0].view);
-  if (!first.ok()) {
-    state.SkipWithError(first.to_string().c_str());
-    return;
-  }
-  size_t next = 0;
-  time_with_events(state, nullptr, [&] {
-    (void)run(bw.copies[next].view);
-    next = next + 1 == bw.copies.size() ? 0 : next + 1;
-  });
+  if (!time_over_copies(state, bw, run)) return;
   const double bytes = static_cast<double>(bw.weight_bytes) + 2.0 * static_cast<double>(rows * cols);
   state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
   state.SetLabel(generic ? "generic" : "policy");

@@ -46,16 +46,7 @@ void BM_QuantizedX(benchmark::State& state, FormatId id, int64_t rows, int64_t c
     return kernels::gemv_dp4a_rows(id, w, {q.codes, q.scales}, m, y.as<float>(), nullptr,
                                    which == Kernel::kDp4aRows4 ? 4 : 0);
   };
-  const Status first = run(bw.copies[0].view);
-  if (!first.ok()) {
-    state.SkipWithError(first.to_string().c_str());
-    return;
-  }
-  size_t next = 0;
-  time_with_events(state, nullptr, [&] {
-    (void)run(bw.copies[next].view);
-    next = next + 1 == bw.copies.size() ? 0 : next + 1;
-  });
+  if (!time_over_copies(state, bw, run)) return;
   const double bytes = static_cast<double>(bw.weight_bytes) +
                        static_cast<double>(kernels::q8_activation_bytes(m, cols)) + 4.0 * m * rows;
   state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));

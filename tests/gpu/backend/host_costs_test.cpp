@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend_pair.hpp"
+#include "paged_batch.hpp"
 #include "requantize.hpp"
 #include "models/transformer.hpp"
 #include "tiny_model.hpp"
@@ -138,32 +139,13 @@ uint64_t batched_step_launches(Backend& gpu, int layers, int sequences,
   auto m = test::make_tiny_model(c);
   std::list<quant::QuantBuffers> storage;
   if (format != quant::FormatId::kF32) test::requantize(m, format, storage);
-  TransformerOptions options;
-  options.graphs = false;
-  auto model = Transformer::create(gpu, m.config, m.tensors, options);
-  EXPECT_TRUE(model.ok()) << model.status().to_string();
-  if (!model.ok()) return 0;
-  auto pool = (*model)->new_kv_pool(64, 4);
-  EXPECT_TRUE(pool.ok());
-  if (!pool.ok()) return 0;
-  std::vector<std::unique_ptr<Sequence>> owned;
-  std::vector<Sequence*> seqs;
-  std::vector<int32_t> tokens;
-  for (int s = 0; s < sequences; ++s) {
-    auto seq = (*model)->new_sequence(**pool, 32);
-    EXPECT_TRUE(seq.ok());
-    if (!seq.ok()) return 0;
-    const std::vector<int32_t> prompt(static_cast<size_t>(2 + 3 * s), 5 + s);
-    EXPECT_TRUE((*model)->forward_keep_logits(**seq, prompt).ok());
-    seqs.push_back(seq->get());
-    owned.push_back(std::move(*seq));
-    tokens.push_back(3 + s);
-  }
+  test::PagedBatch b;
+  if (!test::start_paged_batch(gpu, m, sequences, &b)) return 0;
   DecodeBatch batch;
-  EXPECT_TRUE((*model)->decode_batch_keep_logits(batch, seqs, tokens).ok());
+  EXPECT_TRUE(b.model->decode_batch_keep_logits(batch, b.seqs, b.tokens).ok());
   EXPECT_TRUE(gpu.synchronize().ok());
   const simt::StreamCounters before = simt::device_counters(0);
-  EXPECT_TRUE((*model)->decode_batch_keep_logits(batch, seqs, tokens).ok());
+  EXPECT_TRUE(b.model->decode_batch_keep_logits(batch, b.seqs, b.tokens).ok());
   return (simt::device_counters(0) - before).kernel_launches;
 }
 #endif

@@ -13,6 +13,7 @@
 
 #include "architectures.hpp"
 #include "backend_pair.hpp"
+#include "paged_batch.hpp"
 #include "kernels/cuda/programmatic_launch.hpp"
 #include "models/transformer.hpp"
 #include "requantize.hpp"
@@ -78,41 +79,23 @@ struct BatchRun {
   simt::StreamCounters last_step;  // the second step (graphs off: every kernel a host launch)
 };
 
-// Model c in `format`: 3 paged sequences with prompts of 2, 5 and 8 tokens, then 2 batched decode steps.
+// Model c in `format`: 3 paged sequences with prompts of 2, 5 and 8 tokens (paged_batch.hpp), then 2 batched decode
+// steps.
 BatchRun decode_batch(Backend& gpu, const ModelConfig& c, quant::FormatId format) {
   auto m = test::make_tiny_model(c);
   std::list<quant::QuantBuffers> storage;
   test::requantize(m, format, storage);
   BatchRun run;
-  TransformerOptions options;
-  options.graphs = false;
-  auto model = Transformer::create(gpu, m.config, m.tensors, options);
-  EXPECT_TRUE(model.ok()) << model.status().to_string();
-  if (!model.ok()) return run;
-  auto pool = (*model)->new_kv_pool(64, 4);
-  EXPECT_TRUE(pool.ok());
-  if (!pool.ok()) return run;
-  std::vector<std::unique_ptr<Sequence>> owned;
-  std::vector<Sequence*> seqs;
-  std::vector<int32_t> tokens;
-  for (int s = 0; s < 3; ++s) {
-    auto seq = (*model)->new_sequence(**pool, 32);
-    EXPECT_TRUE(seq.ok());
-    if (!seq.ok()) return run;
-    const std::vector<int32_t> prompt(static_cast<size_t>(2 + 3 * s), 5 + s);
-    EXPECT_TRUE((*model)->forward_keep_logits(**seq, prompt).ok());
-    seqs.push_back(seq->get());
-    owned.push_back(std::move(*seq));
-    tokens.push_back(3 + s);
-  }
+  test::PagedBatch b;
+  if (!test::start_paged_batch(gpu, m, 3, &b)) return run;
   DecodeBatch batch;
   for (int step = 0; step < 2; ++step) {
     const simt::StreamCounters before = simt::device_counters(0);
     std::vector<float> logits;
-    EXPECT_TRUE((*model)->decode_batch(batch, seqs, tokens, &logits).ok());
+    EXPECT_TRUE(b.model->decode_batch(batch, b.seqs, b.tokens, &logits).ok());
     run.last_step = simt::device_counters(0) - before;
     run.logits.insert(run.logits.end(), logits.begin(), logits.end());
-    for (int32_t& t : tokens) t += 2;
+    for (int32_t& t : b.tokens) t += 2;
   }
   return run;
 }
