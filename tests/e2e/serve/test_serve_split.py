@@ -29,6 +29,11 @@ if not os.path.isfile(GGUF):
     sys.exit(77)
 PROMPTS = ["Once upon a time", "The little dog", "One day, a girl", "Tom and his mom"]
 N = 40
+# With the whole pool the concurrent clients' requests are longer: they must still be running when the last one
+# arrives for the server to decode them together, and on a loaded 2-core machine 40 tokens of this model can finish
+# before the next request is sent (largest batch 1, seen once in CI). The small pool holds 40 tokens, so its requests
+# keep N.
+N_TOGETHER = 200
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from e2e_checks import check, finish  # noqa: E402
@@ -88,19 +93,27 @@ class Server:
 
 
 want = {p: run_model(p, N) for p in PROMPTS}
-for label, args in (("split", ["--max-seqs", "4", "--ctx-size", "256"]),
-                    ("split, small pool", ["--max-seqs", "4", "--ctx-size", "256", "--kv-cache-mem", "0.05",
-                                           "--block-size", "8"])):
+want_together = {N: want, N_TOGETHER: {p: run_model(p, N_TOGETHER) for p in PROMPTS}}
+for label, args, n_together in (("split", ["--max-seqs", "4", "--ctx-size", "256"], N_TOGETHER),
+                                ("split, small pool", ["--max-seqs", "4", "--ctx-size", "256", "--kv-cache-mem", "0.05",
+                                                       "--block-size", "8"], N)):
     server = Server(*args)
     try:
         check(f"{label}: the model is split among 2 ranks", "split among 2 ranks" in "".join(server.lines),
               "".join(server.lines))
         check(f"{label}: greedy completion equals run-model", server.complete(PROMPTS[0], N) == want[PROMPTS[0]])
-        with concurrent.futures.ThreadPoolExecutor(len(PROMPTS)) as pool:
-            together = list(pool.map(lambda p: server.complete(p, N), PROMPTS))
-        check(f"{label}: concurrent clients get their solo text", together == [want[p] for p in PROMPTS],
-              [(a == want[p]) for a, p in zip(together, PROMPTS)])
-        m = server.metrics()
+        # Whether the requests overlap is the clients' timing, not the server's doing: a round in which none did
+        # (each finished before the next arrived) is sent again, up to 3 rounds; every round's texts must match.
+        solo = want_together[n_together]
+        mismatches = []
+        for _ in range(3):
+            with concurrent.futures.ThreadPoolExecutor(len(PROMPTS)) as pool:
+                together = list(pool.map(lambda p: server.complete(p, n_together), PROMPTS))
+            mismatches += [p for a, p in zip(together, PROMPTS) if a != solo[p]]
+            m = server.metrics()
+            if m["qrt_largest_batch"] >= 2 and ("small" not in label or m["qrt_preemptions_total"] > 0):
+                break
+        check(f"{label}: concurrent clients get their solo text", not mismatches, mismatches)
         check(f"{label}: decoded together", m["qrt_largest_batch"] >= 2 and m["qrt_kv_blocks_used"] == 0, m)
         if "small" in label:
             check(f"{label}: preempted", m["qrt_preemptions_total"] > 0, m)
