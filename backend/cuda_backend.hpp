@@ -137,7 +137,7 @@ class CudaBackend final : public Backend {
   // as they are, at no extra cost, whether this is set or not). Off by default; QRT_CUDA_HALF_WEIGHTS=1 sets it at
   // creation. Applies to the weights uploaded after it is set.
   void set_half_weights(bool on) { half_weights_ = on; }
-  // Batches of 2..kernels::kMmaMaxBatch rows on Q4_0-Q8_0, Q2_K-Q6_K, IQ1_S-IQ4_XS, TQ2_0, MXFP4, NVFP4 and AFQ weights
+  // Batches of 2..kernels::kMmaMaxBatch rows on Q4_0-Q8_0, Q2_K-Q6_K, IQ1_S-IQ4_XS, TQ1_0/TQ2_0, MXFP4, NVFP4 and AFQ
   // through the int8 tensor-core GEMM (kernels/linear/gemm_q8_mma.hpp: W read once per 32 batch rows, x in two int8
   // limbs as for the integer-dot GEMV) instead of the GEMV (up to 8 rows) or fp16 tiles + cuBLAS (above). By default
   // launch tuning decides per weight shape (set_launch_tuning; without it, never); on takes it for every weight, off

@@ -1,6 +1,6 @@
 // Small-batch GEMM on the int8 tensor cores: y[m, rows] = x[m, cols] · Wᵀ for 1 <= m <= 64 with x quantized to two
 // int8 limbs per 32 columns (q8_activations.hpp) and W in Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
-// IQ4_NL, IQ4_XS, the grid i-quants (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S), TQ2_0, MXFP4 (GGML's
+// IQ4_NL, IQ4_XS, the grid i-quants (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S), TQ1_0, TQ2_0, MXFP4 (GGML's
 // blocks or OCP's nibble stream with separate scale bytes), NVFP4 or AFQ2..AFQ8 (scales and biases per group in
 // separate arrays), each 32-column block of W taken as int8 codes (IQ4_NL's, IQ4_XS's and MXFP4's: table levels; the
 // grid i-quants': signed grid magnitudes) times a float scale (one per 16 columns for Q2_K, Q3_K, Q6_K, NVFP4, IQ2_XS,

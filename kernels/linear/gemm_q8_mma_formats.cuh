@@ -613,6 +613,53 @@ using Iq3S = IqGrid<dp4a::Iq3SDecoder, false>;
 using Iq1S = IqGrid<dp4a::Iq1SDecoder, true>;
 using Iq1M = IqGrid<dp4a::Iq1MDecoder, true>;
 
+// TQ1_0 (BitNet's ternary weights; 54-byte super-blocks {qs[48], qh[4], f16 d}): five trits per qs byte and four per
+// qh byte, each byte a base-3 fraction whose trit n reads as ((byte · 3^n mod 256) · 3) >> 8 (ggml_ternary.hpp), in
+// trit-major order: trit n of qs[0..31] is columns 32n .. 32n+31 (blocks 0..4), of qs[32..47] columns 160 + 16n ..
+// (blocks 5, 6 and the first half of 7), of qh[0..3] columns 240 + 4n .. 240 + 4n+3. So lane t's columns of every
+// block come from four words, qs bytes 4t.., 16 + 4t.. and 32 + 4t.. and the qh bytes (their trit t: columns
+// 16 + 4t .. of block 7); w = d · (trit − 1), m = 0.
+struct Tq1 {
+  static constexpr bool kHalfScales = false;
+  static constexpr int kStepBlocks = 8;
+  static constexpr int kStepCols = 256;
+  static constexpr int kStepBytes = 54;
+  struct Raw {
+    uint32_t head, mid, tail, qh, d;  // qs bytes 4t.., 16 + 4t.., 32 + 4t..; qh; d
+  };
+  // Trit n of each of w's bytes (n given as 3^n mod 256), minus 1, as signed bytes.
+  __device__ static uint32_t trits(uint32_t w, uint32_t pow3) {
+    uint32_t out = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t shifted = (((w >> (8 * i)) & 0xFFu) * pow3) & 0xFFu;
+      out |= ((((shifted * 3u) >> 8) + 255u) & 0xFFu) << (8 * i);
+    }
+    return out;
+  }
+  __device__ static Raw load(const uint8_t* row, int64_t step, int t) {
+    const uint8_t* b = row + step * kStepBytes;
+    return {ldg_u32_a2(b + 4 * t), ldg_u32_a2(b + 16 + 4 * t), ldg_u32_a2(b + 32 + 4 * t), ldg_u32_a2(b + 48),
+            ldg_u16(b + 52)};
+  }
+  // 3^n for n in 0..4 (no table: n is the lane's for the qh bytes, and a table indexed at run time lives in memory).
+  __device__ static uint32_t pow3(int n) { return n == 0 ? 1u : n == 1 ? 3u : n == 2 ? 9u : n == 3 ? 27u : 81u; }
+  __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& m) {
+    if (j < 5) {
+      k0 = trits(r.head, pow3(j));
+      k16 = trits(r.mid, pow3(j));
+    } else if (j < 7) {
+      k0 = trits(r.tail, pow3(2 * (j - 5)));
+      k16 = trits(r.tail, pow3(2 * (j - 5) + 1));
+    } else {
+      k0 = trits(r.tail, pow3(4));
+      k16 = trits(r.qh, pow3(static_cast<int>(threadIdx.x & 3)));
+    }
+    d = half_at(r.d);
+    m = 0.0f;
+  }
+};
+
 // f(P{}) for the format's policy P, or otherwise() for a format without one: the one list of the formats the
 // tensor-core GEMM takes, for the dense launch, the grouped experts and their shape checks.
 template <class F, class G>
@@ -630,6 +677,7 @@ __host__ auto with_policy(quant::FormatId format, F&& f, G&& otherwise) {
     case quant::FormatId::kQ6_K: return f(Q6K{});
     case quant::FormatId::kIQ4_NL: return f(Iq4Nl{});
     case quant::FormatId::kIQ4_XS: return f(Iq4Xs{});
+    case quant::FormatId::kTQ1_0: return f(Tq1{});
     case quant::FormatId::kTQ2_0: return f(Tq2{});
     case quant::FormatId::kMXFP4_GGML: return f(Mxfp4Ggml{});
     case quant::FormatId::kMXFP4: return f(Mxfp4Ocp{});

@@ -39,7 +39,7 @@ bool takes_policy(FormatId id) {
                      FormatId::kQ2_K, FormatId::kQ3_K, FormatId::kQ4_K, FormatId::kQ5_K, FormatId::kQ6_K,
                      FormatId::kIQ4_NL, FormatId::kIQ4_XS, FormatId::kTQ2_0, FormatId::kMXFP4_GGML, FormatId::kMXFP4,
                      FormatId::kNVFP4, FormatId::kIQ2_XXS, FormatId::kIQ2_XS, FormatId::kIQ2_S, FormatId::kIQ3_XXS,
-                     FormatId::kIQ3_S, FormatId::kIQ1_S, FormatId::kIQ1_M})
+                     FormatId::kIQ3_S, FormatId::kIQ1_S, FormatId::kIQ1_M, FormatId::kTQ1_0})
     if (id == f) return true;
   return false;
 }

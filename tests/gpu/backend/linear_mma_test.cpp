@@ -63,9 +63,9 @@ TEST_F(CudaMmaGemm, EveryBatchAndFormatMatchesCpu) {
                             quant::FormatId::kQ2_K, quant::FormatId::kIQ4_XS, quant::FormatId::kTQ2_0,
                             quant::FormatId::kNVFP4, quant::FormatId::kIQ3_S, quant::FormatId::kIQ2_XS,
                             quant::FormatId::kIQ1_M, quant::FormatId::kAFQ4, quant::FormatId::kAFQ8,
-                            quant::FormatId::kAFQ3, quant::FormatId::kTQ1_0}) {
+                            quant::FormatId::kAFQ3, quant::FormatId::kTQ1_0, quant::FormatId::kFP8}) {
     const auto w = make(f, out, in, ++seed);
-    const bool mma = f != quant::FormatId::kTQ1_0;  // no policy: the integer-dot GEMV, then cuBLAS
+    const bool mma = f != quant::FormatId::kFP8;  // no policy: the staged float GEMV, then cuBLAS
     for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{8}, int64_t{9}, int64_t{33}, int64_t{64}}) {
       const std::string what = std::string(quant::format_name(f)) + " batch " + std::to_string(n);
       const auto x = input(n, in, ++seed);

@@ -105,7 +105,7 @@ std::vector<MmaCase> mma_cases() {
                       FormatId::kQ5_0, FormatId::kQ5_1, FormatId::kQ2_K, FormatId::kIQ4_XS, FormatId::kTQ2_0,
                       FormatId::kNVFP4, FormatId::kIQ2_XXS, FormatId::kIQ2_XS, FormatId::kIQ2_S, FormatId::kIQ3_XXS,
                       FormatId::kIQ3_S, FormatId::kIQ1_S, FormatId::kIQ1_M, FormatId::kAFQ2, FormatId::kAFQ3,
-                      FormatId::kAFQ4, FormatId::kAFQ5, FormatId::kAFQ6, FormatId::kAFQ8}) {
+                      FormatId::kAFQ4, FormatId::kAFQ5, FormatId::kAFQ6, FormatId::kAFQ8, FormatId::kTQ1_0}) {
     cases.push_back({id, 1, 256, {1, 2, 8, 9}});
     cases.push_back({id, 37, 1280, {2, 3, 8, 9, 16, 17, 31, 32, 33, 64}});  // steps of 8 warps past the first
     cases.push_back({id, 70, 2304, {5, 40}});  // 9 steps: warp 0 takes two, the others one
@@ -192,7 +192,7 @@ TEST(GemmQ8MmaInputs, AppliesOnlyWhereItCanRun) {
                       FormatId::kIQ4_NL, FormatId::kMXFP4_GGML, FormatId::kQ3_K, FormatId::kQ4_1, FormatId::kQ5_0,
                       FormatId::kQ5_1, FormatId::kQ2_K, FormatId::kIQ4_XS, FormatId::kTQ2_0, FormatId::kIQ2_XXS,
                       FormatId::kIQ2_XS, FormatId::kIQ2_S, FormatId::kIQ3_XXS, FormatId::kIQ3_S, FormatId::kIQ1_S,
-                      FormatId::kIQ1_M})
+                      FormatId::kIQ1_M, FormatId::kTQ1_0})
     EXPECT_TRUE(gemm_q8_mma_applies(id, w)) << format_name(id);
   EXPECT_FALSE(gemm_q8_mma_applies(FormatId::kMXFP4, w)) << "OCP MXFP4 without its scale bytes";
   EXPECT_FALSE(gemm_q8_mma_applies(FormatId::kNVFP4, w)) << "NVFP4 without its scale bytes";
@@ -200,7 +200,7 @@ TEST(GemmQ8MmaInputs, AppliesOnlyWhereItCanRun) {
   ocp.scales = fake + 3001;  // E8M0 or E4M3 bytes: any address
   EXPECT_TRUE(gemm_q8_mma_applies(FormatId::kMXFP4, ocp));
   EXPECT_TRUE(gemm_q8_mma_applies(FormatId::kNVFP4, ocp));
-  for (FormatId id : {FormatId::kTQ1_0, FormatId::kF16, FormatId::kFP8})
+  for (FormatId id : {FormatId::kHQQ4, FormatId::kF16, FormatId::kFP8})
     EXPECT_FALSE(gemm_q8_mma_applies(id, w)) << format_name(id) << ": no policy";
   QuantView afq = w;  // AFQ: its scales and biases, groups of a power of two from 32
   afq.params.group_size = 64;
