@@ -101,33 +101,41 @@ BatchRun decode_batch(Backend& gpu, const ModelConfig& c, quant::FormatId format
 }
 #endif
 
+#if defined(QRT_SIMT)
+// Model c in `format` decoded with ordinary launches, then with programmatic ones: every kernel of the captured step
+// but the embedding lookup is programmatic, none of their threads exits without waiting, and the logits are the same
+// bits.
+void expect_programmatic_decode(CudaBackend& gpu, const ModelConfig& c, quant::FormatId format) {
+  ASSERT_TRUE(gpu.set_programmatic_launch(false).ok());
+  const DecodeRun plain = decode(gpu, c, format);
+  ASSERT_FALSE(plain.logits.empty());
+  EXPECT_EQ(plain.last_step.programmatic_launches, 0u) << "off by default";
+  EXPECT_EQ(plain.last_step.graph_launches, 1u);
+
+  const uint64_t unwaited_before = simt::programmatic_blocks_without_wait();
+  ASSERT_TRUE(gpu.set_programmatic_launch(true).ok());
+  const DecodeRun pdl = decode(gpu, c, format);
+  EXPECT_EQ(simt::programmatic_blocks_without_wait() - unwaited_before, 0u)
+      << "a kernel launched programmatically has threads that exit without waiting for the previous grid";
+
+  const simt::StreamCounters& s = pdl.last_step;
+  EXPECT_EQ(s.graph_kernel_nodes, plain.last_step.graph_kernel_nodes) << "the same kernels";
+  EXPECT_EQ(s.programmatic_launches, s.graph_kernel_nodes - 1) << s.graph_kernel_nodes << " kernels in the graph";
+  EXPECT_EQ(pdl.logits, plain.logits) << "the same bits with programmatic launches";
+}
+#endif
+
+// A llama: per layer the projections, RoPE + KV write, split attention, merge, add + norm, the gated activation;
+// then the last norm and the output projection. Q8_0: the integer-dot GEMV (its inputs quantized by the norms, the
+// merge and silu); F32: the dense float GEMV; FP8: the staged float GEMV.
 TEST_F(ProgrammaticLaunch, TheDecodeKernelsWaitAndChangeNoBit) {
 #if !defined(QRT_SIMT)
   GTEST_SKIP() << "counting programmatic launches needs the SIMT layer's counters (label gpu-sim)";
 #else
   const RestoreSwitch restore;
-  // Q8_0: the integer-dot GEMV (its inputs quantized by the norms, the merge and silu); F32: the dense float GEMV;
-  // FP8: the staged float GEMV.
   for (const quant::FormatId format : {quant::FormatId::kQ8_0, quant::FormatId::kF32, quant::FormatId::kFP8}) {
     SCOPED_TRACE(quant::format_name(format));
-    ASSERT_TRUE(gpu_->set_programmatic_launch(false).ok());
-    const DecodeRun plain = decode(*gpu_, dense_config(), format);
-    ASSERT_FALSE(plain.logits.empty());
-    EXPECT_EQ(plain.last_step.programmatic_launches, 0u) << "off by default";
-    EXPECT_EQ(plain.last_step.graph_launches, 1u);
-
-    const uint64_t unwaited_before = simt::programmatic_blocks_without_wait();
-    ASSERT_TRUE(gpu_->set_programmatic_launch(true).ok());
-    const DecodeRun pdl = decode(*gpu_, dense_config(), format);
-    EXPECT_EQ(simt::programmatic_blocks_without_wait() - unwaited_before, 0u)
-        << "a kernel launched programmatically has threads that exit without waiting for the previous grid";
-
-    const simt::StreamCounters& s = pdl.last_step;
-    EXPECT_EQ(s.graph_kernel_nodes, plain.last_step.graph_kernel_nodes) << "the same kernels";
-    // Every kernel of the captured step but the embedding lookup: per layer the projections, RoPE + KV write, split
-    // attention, merge, add + norm, the gated activation; then the last norm and the output projection.
-    EXPECT_EQ(s.programmatic_launches, s.graph_kernel_nodes - 1) << s.graph_kernel_nodes << " kernels in the graph";
-    EXPECT_EQ(pdl.logits, plain.logits) << "the same bits with programmatic launches";
+    expect_programmatic_decode(*gpu_, dense_config(), format);
   }
 #endif
 }
@@ -145,17 +153,7 @@ TEST_F(ProgrammaticLaunch, EveryArchitecturesDecodeKernelsWaitAndChangeNoBit) {
     for (const quant::FormatId format : {quant::FormatId::kQ8_0, quant::FormatId::kFP8}) {
       if (format == quant::FormatId::kFP8 && a.config.experts == 0) continue;
       SCOPED_TRACE(a.name + " " + std::string(quant::format_name(format)));
-      ASSERT_TRUE(gpu_->set_programmatic_launch(false).ok());
-      const DecodeRun plain = decode(*gpu_, a.config, format);
-      ASSERT_FALSE(plain.logits.empty());
-      const uint64_t unwaited_before = simt::programmatic_blocks_without_wait();
-      ASSERT_TRUE(gpu_->set_programmatic_launch(true).ok());
-      const DecodeRun pdl = decode(*gpu_, a.config, format);
-      EXPECT_EQ(simt::programmatic_blocks_without_wait() - unwaited_before, 0u);
-      const simt::StreamCounters& s = pdl.last_step;
-      EXPECT_EQ(s.graph_kernel_nodes, plain.last_step.graph_kernel_nodes);
-      EXPECT_EQ(s.programmatic_launches, s.graph_kernel_nodes - 1) << s.graph_kernel_nodes << " kernels in the graph";
-      EXPECT_EQ(pdl.logits, plain.logits);
+      expect_programmatic_decode(*gpu_, a.config, format);
     }
   }
 #endif
