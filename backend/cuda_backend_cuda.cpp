@@ -325,11 +325,15 @@ Result<WeightHandle> CudaBackend::upload_weight(const QuantTensor& t) {
     cudaFree(allocation);
     return copied.with_context(where);
   }
-  // Room to quantize x for the integer-dot kernels this weight takes (a stack of experts: its one-token kernel).
-  if ((t.shape.size() == 2 && kernels::gemv_dp4a_applies(w->format, w->view())) ||
+  // Room to quantize x for the integer-dot kernels this weight takes (a stack of experts: its one-token kernel), and
+  // for the tensor-core GEMM where it may run: a format with a tensor-core policy and no integer-dot one (AFQ2/3/5/6)
+  // reserves the buffers itself, or a model of only such matrices would never find them sized.
+  const bool matrix = t.shape.size() == 2;
+  if ((matrix && kernels::gemv_dp4a_applies(w->format, w->view())) ||
+      (matrix && mma_buffers() && kernels::gemm_q8_mma_applies(w->format, w->view())) ||
       (t.shape.size() == 3 && kernels::expert_gemv_dp4a_applies(w->format, w->first_matrix_view(), w->matrix_parts))) {
     Status reserved = reserve_q8_activations(w->cols());
-    if (reserved.ok() && launch_tuning_ && integer_gemv_ && t.shape.size() == 2) reserved = tune_linear(*w);
+    if (reserved.ok() && launch_tuning_ && integer_gemv_ && matrix) reserved = tune_linear(*w);
     if (!reserved.ok()) {
       cudaFree(allocation);
       return reserved.with_context(where);

@@ -4,9 +4,9 @@
 //     keep more bytes in flight per block and read x once for more rows (x's loads, not W's, are most of the
 //     kernel's L1 traffic), fewer give more blocks; every candidate gives the same sums bit for bit;
 //   - where the int8 tensor-core GEMM takes the format (and set_mma_gemm has not decided for every weight): it against
-//     the GEMV for 2..8 rows (timed at 8), and against the fused or cuBLAS GEMM for 9..64 rows (timed at 32). These
-//     round differently (all within the integer-dot tolerance of the fp32 product), so a weight's batch sizes keep
-//     whichever path their bucket chose.
+//     the GEMV for 2..8 rows (timed at 8; the float GEMV for AFQ2/3/5/6, which have no integer-dot kernel), and
+//     against the fused or cuBLAS GEMM for 9..64 rows (timed at 32). These round differently (all within the
+//     integer-dot tolerance of the fp32 product), so a weight's batch sizes keep whichever path their bucket chose.
 // The inputs are zeros: the kernels' speed does not depend on the values.
 #include <string>
 
@@ -14,6 +14,7 @@
 #include "backend/cuda_backend_weight.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/linear/gemm_q8_mma.hpp"
+#include "kernels/linear/gemv.hpp"
 #include "kernels/linear/gemv_dp4a.hpp"
 
 namespace qrt {
@@ -74,9 +75,11 @@ Status CudaBackend::tune_linear(Weight& w) {
     return ok_status();
   }
   const int batch = kernels::kGemvMaxBatch;
+  const bool dp4a = kernels::gemv_dp4a_applies(w.format, view);
   const bool mma = mma_mode_ == MmaMode::kTuned && kernels::gemm_q8_mma_applies(w.format, view) &&
                    kernels::q8_activation_bytes(kWideRows, view.cols) <= q8_bytes_ &&
                    kernels::q8_mma_tile_bytes(kWideRows, view.cols) <= mma_tiles_bytes_;
+  if (!dp4a && !mma) return ok_status();  // nothing to choose
   if (kernels::q8_activation_bytes(batch, view.cols) > q8_bytes_) return ok_status();  // not reserved: untuned
   const std::string what = "launch tuning for " + std::string(quant::format_name(w.format)) + " [" +
                            std::to_string(view.rows) + ", " + std::to_string(view.cols) + "]";
@@ -126,8 +129,16 @@ Status CudaBackend::tune_linear(Weight& w) {
   };
   TunedLinear t;
   float one_ms = 0.0f, several_ms = 0.0f;
-  QRT_TRY(fastest_rows(1, {1, 2, 4, 8}, &t.dp4a_rows_one, &one_ms).with_context(what));
-  QRT_TRY(fastest_rows(batch, {1, 2}, &t.dp4a_rows_batch, &several_ms).with_context(what));
+  if (dp4a) {
+    QRT_TRY(fastest_rows(1, {1, 2, 4, 8}, &t.dp4a_rows_one, &one_ms).with_context(what));
+    QRT_TRY(fastest_rows(batch, {1, 2}, &t.dp4a_rows_batch, &several_ms).with_context(what));
+  } else {
+    // No integer-dot kernel: 2..8 rows otherwise take the float GEMV, as linear() would.
+    const auto float_gemv = [&] {
+      return kernels::gemv(w.format, view, static_cast<const float*>(x.buffer().ptr), batch, yp, stream);
+    };
+    QRT_TRY(time(float_gemv, &several_ms).with_context(what));
+  }
   if (mma) {
     const auto tensor_cores = [&](int m) {
       return [&, m] { return kernels::gemm_q8_mma(w.format, view, mma_tiles_, m, yp, stream); };

@@ -141,6 +141,41 @@ TEST_F(CudaLaunchTuning, TheChoicesRouteTheBatches) {
   EXPECT_FALSE(gpu_->set_tuned_linear(wf.gpu, tensor_cores).ok()) << "F16 has no tensor-core GEMM here";
 }
 
+// AFQ2/3/5/6 have a tensor-core policy but no integer-dot GEMV: a backend holding only such a matrix reserves the
+// quantized-x and tile buffers at its upload and times the tensor-core GEMM against the float GEMV and the cuBLAS
+// path (no rows per block to choose); either choice then routes its batches, each within its tolerance of the CPU.
+TEST_F(CudaLaunchTuning, TensorCoreFormatsWithoutAnIntegerDotGemvAreTunedToo) {
+  const int64_t in = 512, out = 80;
+  auto q = test::quantized_tensor(quant::FormatId::kAFQ5, {out, in}, test::random_normal(out * in, 2630),
+                                  test::default_params(quant::FormatId::kAFQ5));
+  const auto w = weight(q->tensor);
+  const CudaBackend::TunedLinear tuned = gpu_->tuned_linear(w.gpu);
+  EXPECT_TRUE(tuned.dp4a_rows_one == 0 && tuned.dp4a_rows_batch == 0) << "no integer-dot GEMV to split";
+  for (const bool mma : {false, true}) {
+    CudaBackend::TunedLinear t = tuned;
+    t.mma_several = t.mma_wide = mma;
+    ASSERT_TRUE(gpu_->set_tuned_linear(w.gpu, t).ok());
+    for (const int64_t rows : {int64_t{6}, int64_t{40}}) {
+      const std::string what = std::string(mma ? "tensor cores" : "float GEMV / cuBLAS") + ", " +
+                               std::to_string(rows) + " rows";
+      const auto x = input(rows, in, 2631 + rows);
+      const auto y = output(rows, out);
+      ASSERT_TRUE(cpu_.linear(x.cpu, w.cpu, WeightHandle{}, y.cpu).ok());
+#if defined(QRT_SIMT)
+      const simt::StreamCounters before = simt::device_counters(0);
+#endif
+      ASSERT_TRUE(gpu_->linear(x.gpu, w.gpu, WeightHandle{}, y.gpu).ok());
+#if defined(QRT_SIMT)
+      if (mma) {
+        EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, 2u + static_cast<uint64_t>((rows + 31) / 32))
+            << what << ": quantize x, rearrange it, a tensor-core GEMM per 32 rows (buffers reserved at upload)";
+      }
+#endif
+      expect_close(y, mma ? kIntegerGemvTolerance : kGemmTolerance, what);
+    }
+  }
+}
+
 TEST(CudaLaunchTuningSwitch, TheEnvironmentValueIsChecked) {
   QRT_REQUIRE_GPU();
   setenv("QRT_CUDA_TUNE", "yes", 1);

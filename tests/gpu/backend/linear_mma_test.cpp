@@ -89,6 +89,25 @@ TEST_F(CudaMmaGemm, EveryBatchAndFormatMatchesCpu) {
   }
 }
 
+// A backend holding only a matrix with a tensor-core policy and no integer-dot GEMV (AFQ3) sizes the quantized-x and
+// tile buffers at its upload: with set_mma_gemm its batches take the tensor cores, not the float fallbacks.
+TEST_F(CudaMmaGemm, AFormatWithoutAnIntegerDotGemvReservesTheBuffers) {
+  gpu_->set_mma_gemm(true);
+  const int64_t out = 40, in = 256;
+  const test::DualWeight w = make(quant::FormatId::kAFQ3, out, in, 3750);
+  for (const int64_t n : {int64_t{4}, int64_t{48}}) {
+    const std::string what = "AFQ3 batch " + std::to_string(n);
+    const auto x = input(n, in, 3751 + n);
+    const auto y = output(n, out);
+    ASSERT_TRUE(cpu_.linear(x.cpu, w.cpu, WeightHandle{}, y.cpu).ok());
+    const uint64_t ran = launches([&] { ASSERT_TRUE(gpu_->linear(x.gpu, w.gpu, WeightHandle{}, y.gpu).ok()); });
+    if (kCounted) {
+      EXPECT_EQ(ran, 2u + static_cast<uint64_t>((n + 31) / 32)) << what << ": quantize, rearrange, a GEMM per 32 rows";
+    }
+    expect_close(y, kIntegerGemvTolerance, what);
+  }
+}
+
 // With min_rows 1 (QRT_CUDA_MMA=all) a single row takes the tensor cores too, with the GEMV's result within the
 // integer-dot tolerance of the CPU.
 TEST_F(CudaMmaGemm, SingleRowsWhenAsked) {
