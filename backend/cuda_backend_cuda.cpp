@@ -65,7 +65,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, Communicato
       return invalid_argument("QRT_CUDA_GEMM=" + choice + ": expected fused or cublas");
     backend->fused_gemm_ = choice == "fused";
   }
-  // QRT_CUDA_MMA=1 runs batches of 2..64 rows on the int8 tensor cores where the format has a policy; all: 1..64;
+  // QRT_CUDA_MMA=1 runs batches of 2..256 rows on the int8 tensor cores where the format has a policy; all: 1..256;
   // 0: never. Unset, launch tuning decides per weight shape.
   if (const char* mma = std::getenv("QRT_CUDA_MMA"); mma != nullptr && *mma != '\0') {
     const std::string choice(mma);

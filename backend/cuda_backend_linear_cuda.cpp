@@ -169,7 +169,8 @@ bool CudaBackend::mma_applies(const Weight& w, int64_t rows) const {
     return false;
   // set_mma_gemm / QRT_CUDA_MMA decide for every weight; else launch tuning's measurement for this one, if any.
   if (mma_mode_ != MmaMode::kTuned) return mma_mode_ == MmaMode::kOn && rows >= mma_min_rows_;
-  return rows == 1 ? false : rows <= kernels::kGemvMaxBatch ? w.mma_several : w.mma_wide;
+  if (rows == 1) return false;
+  return rows <= kernels::kGemvMaxBatch ? w.mma_several : rows <= kMmaWideRows ? w.mma_wide : w.mma_tall;
 }
 
 Status CudaBackend::linear_mma(const Weight& w, ConstF32View x, F32View y, bool* done) {

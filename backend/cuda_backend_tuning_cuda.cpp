@@ -5,8 +5,10 @@
 //     kernel's L1 traffic), fewer give more blocks; every candidate gives the same sums bit for bit;
 //   - where the int8 tensor-core GEMM takes the format (and set_mma_gemm has not decided for every weight): it against
 //     the GEMV for 2..8 rows (timed at 8; the float GEMV for AFQ2/3/5/6, which have no integer-dot kernel), and
-//     against the fused or cuBLAS GEMM for 9..64 rows (timed at 32). These round differently (all within the
-//     integer-dot tolerance of the fp32 product), so a weight's batch sizes keep whichever path their bucket chose.
+//     against the fused or cuBLAS GEMM for 9..64 rows (timed at 32) and for 65..256 (timed at 128: the tensor-core
+//     GEMM's time grows with the rows, the dequantization before cuBLAS does not). These round differently (all
+//     within the integer-dot tolerance of the fp32 product), so a weight's batch sizes keep whichever path their
+//     bucket chose.
 // The inputs are zeros: the kernels' speed does not depend on the values.
 #include <string>
 
@@ -22,7 +24,8 @@ namespace {
 
 constexpr int kWarmups = 2;
 constexpr int kTimedRuns = 5;
-constexpr int kWideRows = 32;  // the batch the tensor-core GEMM and the wide GEMMs are compared at
+constexpr int kWideRows = 32;    // the batch the tensor-core GEMM and the wide GEMMs are compared at for 9..64 rows
+constexpr int kTallRows = 128;   // and for 65..256
 
 // Destroys the two events however the timing ends.
 struct EventPair {
@@ -38,7 +41,7 @@ struct EventPair {
 CudaBackend::TunedLinear CudaBackend::tuned_linear(WeightHandle weight) const {
   auto w = find_weight(weight, "tuned_linear", "weight");
   if (!w.ok()) return {};
-  return {(*w)->dp4a_rows_one, (*w)->dp4a_rows_batch, (*w)->mma_several, (*w)->mma_wide};
+  return {(*w)->dp4a_rows_one, (*w)->dp4a_rows_batch, (*w)->mma_several, (*w)->mma_wide, (*w)->mma_tall};
 }
 
 Status CudaBackend::set_tuned_linear(WeightHandle weight, const TunedLinear& c) {
@@ -50,7 +53,7 @@ Status CudaBackend::set_tuned_linear(WeightHandle weight, const TunedLinear& c) 
     return invalid_argument("set_tuned_linear: rows per block " + std::to_string(c.dp4a_rows_one) + " / " +
                             std::to_string(c.dp4a_rows_batch) +
                             " (0, 1, 2, 4 or 8 for one row; 0, 1 or 2 for several)");
-  if ((c.mma_several || c.mma_wide) &&
+  if ((c.mma_several || c.mma_wide || c.mma_tall) &&
       (w.shape.size() != 2 || !kernels::gemm_q8_mma_applies(w.format, w.view()) || !mma_buffers()))
     return invalid_argument("set_tuned_linear: no tensor-core GEMM for this weight (" +
                             std::string(quant::format_name(w.format)) + ", or its buffers were not reserved)");
@@ -58,6 +61,7 @@ Status CudaBackend::set_tuned_linear(WeightHandle weight, const TunedLinear& c) 
   w.dp4a_rows_batch = c.dp4a_rows_batch;
   w.mma_several = c.mma_several;
   w.mma_wide = c.mma_wide;
+  w.mma_tall = c.mma_tall;
   return ok_status();
 }
 
@@ -69,6 +73,7 @@ Status CudaBackend::tune_linear(Weight& w) {
     w.dp4a_rows_batch = t.dp4a_rows_batch;
     w.mma_several = t.mma_several;
     w.mma_wide = t.mma_wide;
+    w.mma_tall = t.mma_tall;
   };
   if (auto it = linear_tuned_.find(key); it != linear_tuned_.end()) {
     apply(it->second);
@@ -77,18 +82,18 @@ Status CudaBackend::tune_linear(Weight& w) {
   const int batch = kernels::kGemvMaxBatch;
   const bool dp4a = kernels::gemv_dp4a_applies(w.format, view);
   const bool mma = mma_mode_ == MmaMode::kTuned && kernels::gemm_q8_mma_applies(w.format, view) &&
-                   kernels::q8_activation_bytes(kWideRows, view.cols) <= q8_bytes_ &&
-                   kernels::q8_mma_tile_bytes(kWideRows, view.cols) <= mma_tiles_bytes_;
+                   kernels::q8_activation_bytes(kTallRows, view.cols) <= q8_bytes_ &&
+                   kernels::q8_mma_tile_bytes(kTallRows, view.cols) <= mma_tiles_bytes_;
   if (!dp4a && !mma) return ok_status();  // nothing to choose
   if (kernels::q8_activation_bytes(batch, view.cols) > q8_bytes_) return ok_status();  // not reserved: untuned
   const std::string what = "launch tuning for " + std::string(quant::format_name(w.format)) + " [" +
                            std::to_string(view.rows) + ", " + std::to_string(view.cols) + "]";
   QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
   const cudaStream_t stream = ctx_->compute_stream();
-  // x (fp32 and quantized, and rearranged for the tensor cores) and y for kWideRows rows, zeros; the quantized x
+  // x (fp32 and quantized, and rearranged for the tensor cores) and y for kTallRows rows, zeros; the quantized x
   // replaces whatever the decode buffer held.
   forget_q8_source();
-  const int64_t x_rows = mma ? kWideRows : batch;
+  const int64_t x_rows = mma ? kTallRows : batch;
   QRT_ASSIGN_OR_RETURN(ScopedBuffer x, allocate_scoped(*this, static_cast<uint64_t>(x_rows) * view.cols * 4));
   QRT_ASSIGN_OR_RETURN(ScopedBuffer y, allocate_scoped(*this, static_cast<uint64_t>(x_rows) * view.rows * 4));
   QRT_CUDA_TRY(cudaMemsetAsync(x.buffer().ptr, 0, x.buffer().bytes, stream));
@@ -143,14 +148,24 @@ Status CudaBackend::tune_linear(Weight& w) {
     const auto tensor_cores = [&](int m) {
       return [&, m] { return kernels::gemm_q8_mma(w.format, view, mma_tiles_, m, yp, stream); };
     };
-    float mma_several_ms = 0.0f, mma_wide_ms = 0.0f, wide_ms = 0.0f;
-    QRT_TRY(time(tensor_cores(batch), &mma_several_ms).with_context(what));
-    QRT_TRY(time(tensor_cores(kWideRows), &mma_wide_ms).with_context(what));
-    const ConstF32View xv{static_cast<const float*>(x.buffer().ptr), kWideRows, view.cols};
-    const F32View yv{yp, kWideRows, view.rows};
-    QRT_TRY(time([&] { return linear_wide(w, xv, yv); }, &wide_ms).with_context(what));
-    t.mma_several = mma_several_ms < several_ms;
-    t.mma_wide = mma_wide_ms < wide_ms;
+    // The tensor-core GEMM against the path linear() takes otherwise, at one batch of each bucket.
+    const auto faster = [&](int m, float other_ms, bool* chosen) -> Status {
+      float ms = 0.0f;
+      QRT_TRY(time(tensor_cores(m), &ms).with_context(what));
+      *chosen = ms < other_ms;
+      return ok_status();
+    };
+    const auto wide_ms = [&](int m, float* ms) {
+      const ConstF32View xv{static_cast<const float*>(x.buffer().ptr), m, view.cols};
+      const F32View yv{yp, m, view.rows};
+      return time([&] { return linear_wide(w, xv, yv); }, ms).with_context(what);
+    };
+    float wide = 0.0f, tall = 0.0f;
+    QRT_TRY(wide_ms(kWideRows, &wide));
+    QRT_TRY(wide_ms(kTallRows, &tall));
+    QRT_TRY(faster(batch, several_ms, &t.mma_several));
+    QRT_TRY(faster(kWideRows, wide, &t.mma_wide));
+    QRT_TRY(faster(kTallRows, tall, &t.mma_tall));
   }
   apply(t);
   linear_tuned_[key] = t;

@@ -30,9 +30,10 @@ struct CudaBackend::Weight {
   const void* half = nullptr;      // set_half_weights: the matrix as fp16 [rows, cols] (`data` itself for F16)
   void* half_allocation = nullptr;  // cudaMalloc'd for `half` unless the weight is F16
   // Launch tuning's choices for this shape (tune_linear): the integer-dot GEMV's rows per block for one x row and for
-  // several (0: not measured, the kernel's plan decides), and whether the tensor-core GEMM takes 2..8 and 9..64 rows.
+  // several (0: not measured, the kernel's plan decides), and whether the tensor-core GEMM takes 2..8, 9..64 and
+  // 65..256 rows.
   int dp4a_rows_one = 0, dp4a_rows_batch = 0;
-  bool mma_several = false, mma_wide = false;
+  bool mma_several = false, mma_wide = false, mma_tall = false;
 
   int64_t cols() const { return shape.back(); }
   int64_t rows() const {

@@ -1,4 +1,4 @@
-// Small-batch GEMM on the int8 tensor cores: y[m, rows] = x[m, cols] · Wᵀ for 1 <= m <= 64 with x quantized to two
+// Small-batch GEMM on the int8 tensor cores: y[m, rows] = x[m, cols] · Wᵀ for 1 <= m <= 256 with x quantized to two
 // int8 limbs per 32 columns (q8_activations.hpp) and W in Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
 // IQ4_NL, IQ4_XS, the grid i-quants (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S), TQ1_0, TQ2_0, MXFP4 (GGML's
 // blocks or OCP's nibble stream with separate scale bytes), NVFP4 or AFQ2..AFQ8 (scales and biases per group in
@@ -12,7 +12,9 @@
 // backend dequantizes every weight to fp16 for cuBLAS on each decode step. Here one mma.sync m16n8k32 multiplies 16
 // weight rows by 8 batch rows over a 32-column block (mma_int8.cuh): the weights are read once from DRAM whatever m,
 // the multiplications cost a few instructions per 4096 products, and decode batches of 2..64 sequences (continuous
-// batching) stay bound by the weight bytes.
+// batching) stay bound by the weight bytes. Up to 256 rows (wide batches, short prompts) it may still beat
+// dequantizing every weight to fp16 for cuBLAS (2 bytes per weight written and read again on top of the packed
+// ones); launch tuning measures which per shape.
 //
 // Activations are first rearranged (q8_to_mma_tiles) into the B fragments' order: for each 8-row batch tile and
 // 32-column block, 640 bytes = the 32 lanes' 8 bytes of hi codes, the same of lo codes, then the 8 rows' scale
@@ -22,7 +24,9 @@
 // Work split: a block of 8 warps owns 32 weight rows (two 16-row m16 tiles; the A fragments of rows g and g + 8 are
 // one row's bytes each, loaded once per step); warp w takes the row's 256-column steps w, w + 8, ... (K split
 // inside the block, so a 4096-row matrix still spreads over 128 blocks), every batch tile in turn; the eight warps'
-// float sums meet in shared memory in a fixed order, so results repeat bit for bit.
+// float sums meet in shared memory in a fixed order, so results repeat bit for bit. A launch takes up to 4 batch tiles
+// (launch_tiles: 32 rows; 16 or 24 for some formats), so larger batches run as several launches; after the first,
+// a matrix that fits the L2 cache (50 MB on an H100) is read from there.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,7 +39,7 @@
 
 namespace qrt::kernels {
 
-constexpr int kMmaMaxBatch = 64;
+constexpr int kMmaMaxBatch = 256;
 constexpr int kMmaTileRows = 8;  // batch rows per B fragment
 constexpr int kMmaTileBytes = 640;
 

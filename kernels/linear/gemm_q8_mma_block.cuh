@@ -289,11 +289,12 @@ __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t*
   }
 }
 
-// At most 4 batch tiles per launch (32 batch rows): above that the accumulators and the hoisted activation loads
-// outgrow the registers (ptxas spilled at 5–8 tiles), so m = 33..64 runs as two launches, reading W twice. Q6_K, with
-// its larger raw bytes and twice the products, spills from 3 tiles: 2 per launch, as Q3_K and Q2_K (68 bytes at 3: its
-// second minimum per block). IQ4_NL's table lookups spilled 40 bytes at 4: 3 per launch, as Q5_1 (12 bytes at 4: its
-// minimum and fifth bits).
+// At most 4 batch tiles per block (32 batch rows): above that the accumulators and the hoisted activation loads outgrow
+// the registers (ptxas spilled at 5–8 tiles), so larger batches take a launch per this many tiles, each reading W again
+// (from L2 where the matrix fits it: every 8B projection in Q4_K; a grid of chunks instead pushed the kernels at 255
+// registers into spills). Q6_K, with its larger raw bytes and twice the products, spills from 3 tiles: 2 per launch, as
+// Q3_K and Q2_K (68 bytes at 3: its second minimum per block). IQ4_NL's table lookups spilled 40 bytes at 4: 3 per
+// launch, as Q5_1 (12 bytes at 4: its minimum and fifth bits).
 template <class P>
 __host__ __device__ constexpr int launch_tiles() {
   return P::kHalfScales ? 2 : std::is_same_v<P, mma_q8::Iq4Nl> || std::is_same_v<P, mma_q8::Q5_1> ? 3 : 4;

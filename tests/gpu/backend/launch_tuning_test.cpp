@@ -1,11 +1,12 @@
-// Launch tuning (CudaBackend::set_launch_tuning, QRT_CUDA_TUNE): at upload the integer-dot GEMV's rows per block,
-// and the int8 tensor-core GEMM against the GEMV (2..8 rows) and against the wide GEMMs (9..64 rows), are timed per
-// weight shape and the fastest kept. Under the SIMT layer the timings are the CPU's, so which candidate wins says
-// nothing; what is checked is that a legal choice is made once per shape, that the rows per block change no bit,
-// that each choice routes its batches where it says (launch counts) with the path's accuracy, and that the
-// environment switch is validated.
+// Launch tuning (CudaBackend::set_launch_tuning, QRT_CUDA_TUNE): at upload the integer-dot GEMV's rows per block, and
+// the int8 tensor-core GEMM against the GEMV (2..8 rows) and against the wide GEMMs (9..64, 65..256 rows), are timed
+// per weight shape and the fastest kept. Under the SIMT layer the timings are the CPU's, so which candidate wins says
+// nothing; what is checked is that a legal choice is made once per shape, that the rows per block change no bit, that
+// each choice routes its batches where it says (launch counts) with the path's accuracy, and that the environment
+// switch is validated.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdlib>
 #include <vector>
 
@@ -66,17 +67,17 @@ TEST_F(CudaLaunchTuning, OneChoicePerShapeAndRowsPerBlockChangeNoBits) {
   }
   const CudaBackend::TunedLinear ta = gpu_->tuned_linear(wa.gpu), tb = gpu_->tuned_linear(wb.gpu);
   EXPECT_TRUE(ta.dp4a_rows_one == tb.dp4a_rows_one && ta.dp4a_rows_batch == tb.dp4a_rows_batch &&
-              ta.mma_several == tb.mma_several && ta.mma_wide == tb.mma_wide)
+              ta.mma_several == tb.mma_several && ta.mma_wide == tb.mma_wide && ta.mma_tall == tb.mma_tall)
       << "one timing per shape";
   const CudaBackend::TunedLinear td = gpu_->tuned_linear(wd.gpu);
-  EXPECT_TRUE(td.dp4a_rows_one == 0 && td.dp4a_rows_batch == 0 && !td.mma_several && !td.mma_wide)
+  EXPECT_TRUE(td.dp4a_rows_one == 0 && td.dp4a_rows_batch == 0 && !td.mma_several && !td.mma_wide && !td.mma_tall)
       << "F16 has no integer-dot kernel";
 
   // Whatever rows per block were chosen, the GEMV gives an untuned backend's bits (the tensor-core GEMM is kept off
   // here, so that 3 rows take the GEMV whatever the timing said).
   for (const auto& [w, pair] : {std::pair{&a->tensor, wa}, {&b->tensor, wb}, {&c->tensor, wc}}) {
     CudaBackend::TunedLinear t = gpu_->tuned_linear(pair.gpu);
-    t.mma_several = t.mma_wide = false;
+    t.mma_several = t.mma_wide = t.mma_tall = false;
     ASSERT_TRUE(gpu_->set_tuned_linear(pair.gpu, t).ok());
     for (const int64_t rows : {int64_t{1}, int64_t{3}}) {
       const int64_t cols = w->shape[1];
@@ -92,19 +93,24 @@ TEST_F(CudaLaunchTuning, OneChoicePerShapeAndRowsPerBlockChangeNoBits) {
   }
 }
 
-// Each choice sends its batches where it says: 2..8 rows to the GEMV or the tensor-core GEMM, 9..64 to the
-// tensor-core GEMM or the cuBLAS path, each within its tolerance of the CPU; choices the weight cannot take are
-// refused.
+// Each choice sends its batches where it says: 2..8 rows to the GEMV or the tensor-core GEMM, 9..64 and 65..256 to
+// the tensor-core GEMM or the cuBLAS path, each within its tolerance of the CPU; the buckets are independent;
+// choices the weight cannot take are refused.
 TEST_F(CudaLaunchTuning, TheChoicesRouteTheBatches) {
   const int64_t in = 512, out = 96;
   auto q = test::quantized_tensor(quant::FormatId::kQ4_K, {out, in}, test::random_normal(out * in, 2620),
                                   test::default_params(quant::FormatId::kQ4_K));
   const auto w = weight(q->tensor);
-  for (const bool mma : {false, true}) {
+  // The tensor-core GEMM for 2..8, 9..64 and 65..256 rows: none, all, and two mixes.
+  for (const std::array<bool, 3> buckets : {std::array{false, false, false}, std::array{true, true, true},
+                                            std::array{false, true, false}, std::array{true, false, true}}) {
     CudaBackend::TunedLinear t = gpu_->tuned_linear(w.gpu);
-    t.mma_several = t.mma_wide = mma;
+    t.mma_several = buckets[0];
+    t.mma_wide = buckets[1];
+    t.mma_tall = buckets[2];
     ASSERT_TRUE(gpu_->set_tuned_linear(w.gpu, t).ok());
-    for (const int64_t rows : {int64_t{5}, int64_t{20}}) {
+    for (const int64_t rows : {int64_t{5}, int64_t{20}, int64_t{100}}) {
+      const bool mma = buckets[rows <= kernels::kGemvMaxBatch ? 0 : rows <= 64 ? 1 : 2];
       const std::string what = std::string(mma ? "tensor cores" : "GEMV / cuBLAS") + ", " + std::to_string(rows) +
                                " rows";
       const auto x = input(rows, in, 2621 + rows);
@@ -117,9 +123,12 @@ TEST_F(CudaLaunchTuning, TheChoicesRouteTheBatches) {
 #if defined(QRT_SIMT)
       const uint64_t launches = (simt::device_counters(0) - before).kernel_launches;
       if (mma) {
-        EXPECT_EQ(launches, 3u) << what << ": quantize x, rearrange it, the tensor-core GEMM";
+        EXPECT_EQ(launches, 2u + static_cast<uint64_t>((rows + 31) / 32))
+            << what << ": quantize x, rearrange it, a tensor-core GEMM per 32 rows";
       } else if (rows <= kernels::kGemvMaxBatch) {
         EXPECT_EQ(launches, 2u) << what << ": quantize x, the GEMV";
+      } else {
+        EXPECT_EQ(launches, 3u) << what << ": x and W to fp16, the cuBLAS GEMM";
       }
 #endif
       expect_close(y, mma || rows <= kernels::kGemvMaxBatch ? kIntegerGemvTolerance : kGemmTolerance, what);
@@ -153,9 +162,9 @@ TEST_F(CudaLaunchTuning, TensorCoreFormatsWithoutAnIntegerDotGemvAreTunedToo) {
   EXPECT_TRUE(tuned.dp4a_rows_one == 0 && tuned.dp4a_rows_batch == 0) << "no integer-dot GEMV to split";
   for (const bool mma : {false, true}) {
     CudaBackend::TunedLinear t = tuned;
-    t.mma_several = t.mma_wide = mma;
+    t.mma_several = t.mma_wide = t.mma_tall = mma;
     ASSERT_TRUE(gpu_->set_tuned_linear(w.gpu, t).ok());
-    for (const int64_t rows : {int64_t{6}, int64_t{40}}) {
+    for (const int64_t rows : {int64_t{6}, int64_t{40}, int64_t{90}}) {
       const std::string what = std::string(mma ? "tensor cores" : "float GEMV / cuBLAS") + ", " +
                                std::to_string(rows) + " rows";
       const auto x = input(rows, in, 2631 + rows);

@@ -1,7 +1,7 @@
 // linear() through the int8 tensor-core GEMM (CudaBackend::set_mma_gemm; QRT_CUDA_MMA=1) against the CPU backend:
-// batches of 2..64 rows on the formats with a policy (two int8 limbs of x, as the integer-dot GEMV: within
+// batches of 2..256 rows on the formats with a policy (two int8 limbs of x, as the integer-dot GEMV: within
 // kIntegerGemvTolerance), one rearrangement of the quantized input shared by the projections reading it (q/k/v
-// through linear_same_input), the norm's fused quantization reused for up to 64 rows, and the other paths where
+// through linear_same_input), the norm's fused quantization reused for up to 256 rows, and the other paths where
 // it does not apply (one row, Q4_1, a backend whose buffers were sized before it was switched on); then whole
 // models (a dense and a MoE architecture in Q4_K and Q8_0): a prompt and a batched decode step of four sequences.
 #include <cmath>
@@ -66,7 +66,7 @@ TEST_F(CudaMmaGemm, EveryBatchAndFormatMatchesCpu) {
                             quant::FormatId::kAFQ3, quant::FormatId::kTQ1_0, quant::FormatId::kFP8}) {
     const auto w = make(f, out, in, ++seed);
     const bool mma = f != quant::FormatId::kFP8;  // no policy: the staged float GEMV, then cuBLAS
-    for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{8}, int64_t{9}, int64_t{33}, int64_t{64}}) {
+    for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{8}, int64_t{9}, int64_t{33}, int64_t{64}, int64_t{100}}) {
       const std::string what = std::string(quant::format_name(f)) + " batch " + std::to_string(n);
       const auto x = input(n, in, ++seed);
       const auto y = output(n, out);
@@ -148,7 +148,7 @@ TEST_F(CudaMmaGemm, ProjectionsSharingAnInputRearrangeItOnce) {
   expect_close(yv, kIntegerGemvTolerance, "v");
 }
 
-// rms_norm writes its output's quantization for up to 64 rows when the tensor-core GEMM is on: the projection after
+// rms_norm writes its output's quantization for up to 256 rows when the tensor-core GEMM is on: the projection after
 // it only rearranges and multiplies. An op writing the input in between (an add into it) makes the next GEMM
 // quantize and rearrange again.
 TEST_F(CudaMmaGemm, TheNormsQuantizationIsReusedUntilTheInputChanges) {

@@ -3,8 +3,8 @@
 //     from the PTX ISA's fragment tables, independently of the kernel), zeros past the batch;
 //   * gemm_q8_mma per format against cpu::matmul fed with the activations as the limbs hold them (relative L2 within
 //     1e-5: the integer products are exact, only float sums differ), for quantizer output and random code bytes,
-//     batches 1..64 (one to four 8-row tiles per launch, two launches above 32 rows; Q2_K, Q3_K, Q6_K, NVFP4 and the
-//     grid i-quants two tiles per launch), rows that end inside a 16-row tile and a 32-row block, several steps per
+//     batches 1..256 (one to four 8-row tiles per launch, a launch per 32 rows above; Q2_K, Q3_K, Q6_K, NVFP4 and
+//     the grid i-quants two tiles per launch), rows that end inside a 16-row tile and a 32-row block, several steps per
 //     warp; outputs poisoned with NaN first, and a second run equal bit for bit (the warps' sums meet in a fixed
 //     order);
 //   * a NaN in x reaches exactly its batch row's outputs; gemm_q8_mma_applies refuses what it cannot run.
@@ -110,6 +110,7 @@ std::vector<MmaCase> mma_cases() {
     cases.push_back({id, 37, 1280, {2, 3, 8, 9, 16, 17, 31, 32, 33, 64}});  // steps of 8 warps past the first
     cases.push_back({id, 70, 2304, {5, 40}});  // 9 steps: warp 0 takes two, the others one
     cases.push_back({id, 4099, 256, {2}});     // the last 32-row block holds 3 rows
+    cases.push_back({id, 40, 256, {kMmaMaxBatch}});  // the largest batch: a launch per 16, 24 or 32 rows
   }
   return cases;
 }
@@ -220,14 +221,14 @@ TEST(GemmQ8MmaInputs, AppliesOnlyWhereItCanRun) {
   EXPECT_FALSE(gemm_q8_mma_applies(FormatId::kQ8_0, misaligned));
   const Status bad_batch = gemm_q8_mma(FormatId::kQ8_0, w, fake, kMmaMaxBatch + 1, reinterpret_cast<float*>(fake),
                                        nullptr);
-  EXPECT_NE(bad_batch.to_string().find("batch 65 outside 1..64"), std::string::npos) << bad_batch.to_string();
+  EXPECT_NE(bad_batch.to_string().find("batch 257 outside 1..256"), std::string::npos) << bad_batch.to_string();
   const Status bad_shape = gemm_q8_mma(FormatId::kQ4_0, narrow, fake, 2, reinterpret_cast<float*>(fake), nullptr);
   EXPECT_NE(bad_shape.to_string().find("gemm_q8_mma q4_0: no tensor-core kernel for [4, 128]"), std::string::npos)
       << bad_shape.to_string();
   EXPECT_FALSE(q8_to_mma_tiles({}, 2, 256, fake, nullptr).ok());
   const Status wide = q8_to_mma_tiles({reinterpret_cast<const int8_t*>(fake), reinterpret_cast<const float*>(fake)},
                                       kMmaMaxBatch + 1, 256, fake, nullptr);
-  EXPECT_NE(wide.to_string().find("needs 1 to 64 rows"), std::string::npos) << wide.to_string();
+  EXPECT_NE(wide.to_string().find("needs 1 to 256 rows"), std::string::npos) << wide.to_string();
 }
 
 }  // namespace
