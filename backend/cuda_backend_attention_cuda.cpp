@@ -109,7 +109,8 @@ Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const Kv
   const kernels::AttentionSplitPlan plan = kernels::plan_attention_split(shape);
   const DeviceBuffer& ws = cache.attention_workspace;
   if (plan.splits > 0 && ws.ptr != nullptr && ws.bytes >= plan.workspace_bytes &&
-      plan.shared_bytes <= ctx_->props().shared_mem_per_block) {
+      plan.shared_bytes <= ctx_->props().shared_mem_per_block &&
+      kernels::attention_split_aligned(cache.k.data, cache.v.data, cache.k.type)) {
     QRT_TRY(check_range(ws.ptr, plan.workspace_bytes, op, "attention workspace"));
     return attention_split(q, q_positions, cache, keys, p, shape, plan, out);
   }
@@ -153,7 +154,8 @@ Status CudaBackend::attention_batch(ConstF32View q, ConstI32View q_positions, co
   const kernels::AttentionSplitPlan plan = kernels::plan_attention_split(shape);
   const DeviceBuffer& ws = pool.attention_workspace;
   if (plan.splits <= 0 || ws.ptr == nullptr || ws.bytes < plan.workspace_bytes ||
-      plan.shared_bytes > ctx_->props().shared_mem_per_block)
+      plan.shared_bytes > ctx_->props().shared_mem_per_block ||
+      !kernels::attention_split_aligned(pool.k.data, pool.v.data, pool.k.type))
     return Backend::attention_batch(q, q_positions, pool, tables, keys, p, out);
   QRT_TRY(check_attention_views(op, q, q_positions, keys, out, pool));
   QRT_TRY(check_view(tables, op, "tables"));

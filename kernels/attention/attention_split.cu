@@ -1,4 +1,7 @@
 #include "kernels/attention/attention_split.hpp"
+
+#include <type_traits>
+
 #include "kernels/attention/attention_rows.cuh"
 #include "kernels/attention/kv_element.cuh"
 #include "kernels/cuda/cuda_check.hpp"
@@ -19,37 +22,57 @@ constexpr int kTargetBlocks = 1024;
 constexpr int kMaxSplits = 256;
 constexpr int kMinSplitKeys = 32;
 constexpr uint64_t kSharedLimit = 48 * 1024;  // without cudaFuncSetAttribute
-// Keys whose K (or V) loads a warp (thread) issues together, and head dimensions up to 32 · kMaxDimsPerLane.
-constexpr int kKeysAtOnce = 4;
+// Keys whose K (or V) loads a warp (thread) issues together: each is one 4-element load per lane (KvQuad), so eight
+// keys cost what four did when a lane read its dims one element at a time, and a split's keys take half the serial
+// memory round trips (those round trips, not bytes, set a block's pace at long contexts). Groups above 4 query heads
+// and the f32 and q8_0 caches (twice the raw registers per row) keep 4 keys: no registers are left for more at 8
+// blocks per SM. Head dimensions up to 32 · kMaxDimsPerLane, a multiple of 4.
+template <class T>
+__host__ __device__ constexpr bool wide_kv_rows() {
+  return std::is_same_v<T, float> || std::is_same_v<T, KvQ8_0>;
+}
+template <int kGroup, class T>
+__host__ __device__ constexpr int keys_at_once() {
+  return kGroup <= 4 && !wide_kv_rows<T>() ? 8 : 4;
+}
 constexpr int kMaxDimsPerLane = 8;
-// The value pass: each thread sums up to kMaxSlice consecutive dims (value_slice) over its share of the keys; the
-// shares are added in shared memory for kReduceHeads query heads at a time.
-constexpr int kMaxSlice = 4;
+constexpr int kQuad = 4;  // elements per KvQuad
+// The value pass: each thread sums kQuad consecutive dims over its share of the keys; the shares are added in shared
+// memory for kReduceHeads query heads at a time.
 constexpr int kReduceHeads = 4;
-constexpr uint64_t kReduceBytes = uint64_t{kReduceHeads} * kThreads * kMaxSlice * sizeof(float);
+constexpr uint64_t kReduceBytes = uint64_t{kReduceHeads} * kThreads * kQuad * sizeof(float);
 
-// Dims per thread in the value pass: the largest of 4, 2, 1 dividing head_dim with at most kThreads threads per key.
-__host__ __device__ __forceinline__ int value_slice(int head_dim) {
-  if (head_dim % 4 == 0) return 4;
-  return head_dim % 2 == 0 ? 2 : 1;
+// Blocks of the split kernel an SM must hold, as register bounds for ptxas (65536 / (128 · blocks) registers): the
+// plan's kTargetBlocks are about 8 per SM of an H100, and left to itself ptxas gave the common case (GQA group 4,
+// head_dim 128, a 16-bit cache) 72 registers, 7 blocks, so the last blocks ran as a second wave. With 16-bit and fp8
+// caches ptxas meets 8 blocks without spills (12 bytes for a group of 1), 6 for head dims above 128 (two pieces per
+// lane), 4 for groups above 8 (4 accumulators per query head). f32 and q8_0 rows spilled under such bounds for groups
+// of 8 and head dims above 128: ptxas chooses for those, as before.
+template <int kGroup, int kQuads, class T>
+constexpr int split_blocks_per_sm() {
+  if constexpr (kGroup > 8) return 4;
+  if constexpr (wide_kv_rows<T>() && (kQuads == 2 || kGroup == 8)) return 1;
+  return kQuads == 2 ? 6 : 8;
 }
 
 // Shared memory: q_s[group][hd], scores then probabilities p[group][chunk_capacity], visible[chunk_capacity], the
 // value pass's sums [kReduceHeads][key groups][hd] (kReduceBytes).
-//   1. each warp scores keys j0 + warp, j0 + warp + 4, ...: the lanes split the K row, one sum per query head;
-//      a key the query cannot see is marked invisible.
+//   1. each warp scores kKeysAtOnce keys at a time (warp w: keys j0 + w kKeysAtOnce ..): lane l holds dims
+//      4l .. 4l + 3 (and 128 + 4l .. for kQuads 2) of each K row, one sum per query head; a key the query cannot see
+//      is marked invisible.
 //   2. warp g (and g + 4, ...) takes the max and the sum of exp for query head g over the split.
-//   3. groups of threads share out the keys, each thread accumulating sum_j p[g][j] * v[j][d] for a few dims d and
-//      every head g of the group, so that each V row is read once; invisible slots (they may hold NaN: a slot not
-//      written yet) are skipped.
+//   3. groups of hd / 4 threads share out the keys, each thread accumulating sum_j p[g][j] * v[j][d] for 4 dims d
+//      and every head g of the group, so that each V row is read once; invisible slots (they may hold NaN: a slot
+//      not written yet) are skipped.
 // kGroup: the group size rounded up to a power of two (register arrays need a compile-time bound; the loops skip
-// g >= group).
-template <int kGroup, class T>
-__global__ void __launch_bounds__(kThreads) attention_split_kernel(
+// g >= group). kQuads: 4-element pieces per lane of a K row (1 up to head_dim 128, 2 up to 256).
+template <int kGroup, int kQuads, class T>
+__global__ void __launch_bounds__(kThreads, (split_blocks_per_sm<kGroup, kQuads, T>())) attention_split_kernel(
     const float* __restrict__ q, const int32_t* __restrict__ q_pos, const T* __restrict__ k,
     const T* __restrict__ v, const int32_t* __restrict__ key_pos, const int32_t* __restrict__ key_count,
     AttentionShape s, int splits, int chunk_capacity, float* __restrict__ ws_max, float* __restrict__ ws_sum,
     float* __restrict__ ws_out) {
+  constexpr int kKeysAtOnce = keys_at_once<kGroup, T>();
   extern __shared__ float smem[];
   allow_next_grid();
   wait_for_previous_grid();  // q, the cache and the key counts (programmatic_launch.cuh)
@@ -77,10 +100,9 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
   const int64_t qp = q_pos[t];
   __syncthreads();
 
-  // 1. scores, kKeysAtOnce keys per warp step with all their K loads issued before the arithmetic (one key at a time
-  // left each warp waiting a full memory latency per key).
+  // 1. scores, kKeysAtOnce keys per warp step with all their K loads issued before the arithmetic.
   for (int c0 = warp * kKeysAtOnce; c0 < n; c0 += kWarps * kKeysAtOnce) {
-    float kd[kKeysAtOnce][kMaxDimsPerLane];
+    KvQuad<T> kq[kKeysAtOnce][kQuads];
     bool seen[kKeysAtOnce];
 #pragma unroll
     for (int u = 0; u < kKeysAtOnce; ++u) {
@@ -90,9 +112,9 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
       seen[u] = c < n && dist >= 0 && (s.sliding_window <= 0 || dist < s.sliding_window);
       const KvHead<T> kj = kr.head(row, kv_off);
 #pragma unroll
-      for (int i = 0; i < kMaxDimsPerLane; ++i) {
-        const int d = lane + 32 * i;
-        kd[u][i] = d < hd ? kj.at(d) : 0.0f;
+      for (int e = 0; e < kQuads; ++e) {
+        const int d = kQuad * lane + 32 * kQuad * e;
+        if (d < hd) kq[u][e].load(kj, d);
       }
     }
 #pragma unroll
@@ -104,12 +126,17 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
 #pragma unroll
       for (int g = 0; g < kGroup; ++g) dot[g] = 0.0f;
 #pragma unroll
-      for (int i = 0; i < kMaxDimsPerLane; ++i) {
-        const int d = lane + 32 * i;
+      for (int e = 0; e < kQuads; ++e) {
+        const int d = kQuad * lane + 32 * kQuad * e;
         if (d >= hd) break;
+        float kx[kQuad];
+        kq[u][e].widen(kx);
 #pragma unroll
-        for (int g = 0; g < kGroup; ++g)
-          if (g < group) dot[g] += q_s[g * hd + d] * kd[u][i];
+        for (int g = 0; g < kGroup; ++g) {
+          if (g >= group) break;
+          const float4 qv = *reinterpret_cast<const float4*>(q_s + g * hd + d);
+          dot[g] = fmaf(qv.x, kx[0], fmaf(qv.y, kx[1], fmaf(qv.z, kx[2], fmaf(qv.w, kx[3], dot[g]))));
+        }
       }
 #pragma unroll
       for (int g = 0; g < kGroup; ++g) {
@@ -125,41 +152,38 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
   split_softmax<kWarps>(p, n, chunk_capacity, group, head_max, head_sum);
   __syncthreads();
 
-  // 3. values. The split's keys are dealt round-robin to kThreads / (hd / slice) groups of threads (one warp per
-  // group at head_dim 128); a thread of a group accumulates `slice` consecutive dims of every head of the query
-  // group over its keys with kKeysAtOnce V rows' loads in flight, and the groups' sums are then added in shared
-  // memory, kReduceHeads heads at a time. (A thread per dim walking all the split's keys waited one memory round
-  // trip per kKeysAtOnce keys: 8 in a row for a 32-key split.) An invisible slot (which may hold NaN) is read as 0
-  // and its probability is 0 as well.
-  const int slice = value_slice(hd);
-  const int per_key = hd / slice, key_groups = kThreads / per_key;
-  const int key_group = threadIdx.x / per_key, d0 = (threadIdx.x % per_key) * slice;
-  float acc[kGroup][kMaxSlice];
+  // 3. values. The split's keys are dealt round-robin to kThreads / (hd / 4) groups of threads (one warp per group at
+  // head_dim 128); a thread of a group accumulates 4 consecutive dims of every head of the query group over its keys
+  // with kKeysAtOnce V rows' loads in flight, and the groups' sums are then added in shared memory, kReduceHeads
+  // heads at a time. An invisible slot (which may hold NaN) adds nothing.
+  const int per_key = hd / kQuad, key_groups = kThreads / per_key;
+  const int key_group = threadIdx.x / per_key, d0 = (threadIdx.x % per_key) * kQuad;
+  float acc[kGroup][kQuad];
 #pragma unroll
   for (int g = 0; g < kGroup; ++g)
 #pragma unroll
-    for (int i = 0; i < kMaxSlice; ++i) acc[g][i] = 0.0f;
+    for (int i = 0; i < kQuad; ++i) acc[g][i] = 0.0f;
   if (key_group < key_groups) {
     for (int c0 = key_group; c0 < n; c0 += key_groups * kKeysAtOnce) {
-      float vv[kKeysAtOnce][kMaxSlice];
+      KvQuad<T> vq[kKeysAtOnce];
 #pragma unroll
       for (int u = 0; u < kKeysAtOnce; ++u) {
         const int c = c0 + u * key_groups;
-        const KvHead<T> vj = vr.head(kv_row(pages, j0 + (c < n ? c : 0)), kv_off + d0);
-#pragma unroll
-        for (int i = 0; i < kMaxSlice; ++i) vv[u][i] = i < slice && c < n ? vj.at(i) : 0.0f;
+        vq[u].load(vr.head(kv_row(pages, j0 + (c < n ? c : 0)), kv_off), d0);
       }
 #pragma unroll
       for (int u = 0; u < kKeysAtOnce; ++u) {
         const int c = c0 + u * key_groups;
         if (c >= n) break;
-        const bool seen = visible[c];
+        if (!visible[c]) continue;
+        float vx[kQuad];
+        vq[u].widen(vx);
 #pragma unroll
         for (int g = 0; g < kGroup; ++g) {
           if (g >= group) break;
           const float pr = p[g * chunk_capacity + c];
 #pragma unroll
-          for (int i = 0; i < kMaxSlice; ++i) acc[g][i] += seen ? pr * vv[u][i] : 0.0f;
+          for (int i = 0; i < kQuad; ++i) acc[g][i] += pr * vx[i];
         }
       }
     }
@@ -174,8 +198,8 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(
 #pragma unroll
       for (int r = 0; r < kReduceHeads; ++r)
 #pragma unroll
-        for (int i = 0; i < kMaxSlice; ++i)
-          if (g0 + r < kGroup && i < slice) reduce[(r * key_groups + key_group) * hd + d0 + i] = acc[g0 + r][i];
+        for (int i = 0; i < kQuad; ++i)
+          if (g0 + r < kGroup) reduce[(r * key_groups + key_group) * hd + d0 + i] = acc[g0 + r][i];
     }
     __syncthreads();
     for (int e = threadIdx.x; e < kReduceHeads * hd; e += kThreads) {
@@ -266,7 +290,7 @@ AttentionSplitPlan plan_attention_split(const AttentionShape& s) {
   const int64_t useful = (s.capacity + kMinSplitKeys - 1) / kMinSplitKeys;
   if (splits > useful) splits = useful;
   // Scores of one split live in shared memory: more splits for long caches.
-  if (s.head_dim / value_slice(s.head_dim) > kThreads) return plan;  // an odd head_dim over kThreads
+  if (s.head_dim % kQuad != 0) return plan;  // every row read in 4-element pieces (KvQuad)
   const uint64_t fixed = static_cast<uint64_t>(group) * s.head_dim * sizeof(float) + kReduceBytes;
   if (fixed >= kSharedLimit) return plan;
   const int64_t max_chunk = static_cast<int64_t>((kSharedLimit - fixed) / (group * sizeof(float) + 1)) / 32 * 32;
@@ -286,11 +310,25 @@ AttentionSplitPlan plan_attention_split(const AttentionShape& s) {
   return plan;
 }
 
+bool attention_split_aligned(const void* k, const void* v, KvType type) {
+  uintptr_t bytes = 2;  // q8_0: its blocks' 2-byte scale and code pairs
+  switch (type) {
+    case KvType::kF32: bytes = 16; break;
+    case KvType::kF16:
+    case KvType::kBF16: bytes = 8; break;
+    case KvType::kFp8: bytes = 4; break;
+    case KvType::kQ8_0: break;
+  }
+  return reinterpret_cast<uintptr_t>(k) % bytes == 0 && reinterpret_cast<uintptr_t>(v) % bytes == 0;
+}
+
 Status attention_split(const float* q, const int32_t* q_pos, const void* k, const void* v, const int32_t* key_pos,
                        const int32_t* key_count, const AttentionShape& s, const AttentionSplitPlan& plan,
                        float* workspace, float* out, cudaStream_t stream, Q8Activations q8) {
   if (plan.splits <= 0 || workspace == nullptr)
     return invalid_argument("attention_split: no split plan or workspace for this shape");
+  if (!attention_split_aligned(k, v, s.kv_type))
+    return invalid_argument("attention_split: the K or V array is not aligned to 4 of its elements");
   if (q8.codes != nullptr && (s.head_dim % kQ8BlockCols != 0 || q8.scales == nullptr))
     return invalid_argument("attention_split: a quantized output needs head_dim a multiple of 32 (got " +
                             std::to_string(s.head_dim) + ") and both arrays");
@@ -310,11 +348,16 @@ Status attention_split(const float* q, const int32_t* q_pos, const void* k, cons
                                  kt, vt, key_pos, key_count, s, plan.splits, plan.chunk_capacity, ws_max, ws_sum,
                                  ws_out);
     };
-    if (group <= 1) return launch(attention_split_kernel<1, T>);
-    if (group <= 2) return launch(attention_split_kernel<2, T>);
-    if (group <= 4) return launch(attention_split_kernel<4, T>);
-    if (group <= 8) return launch(attention_split_kernel<8, T>);
-    return launch(attention_split_kernel<16, T>);
+    const auto by_group = [&](auto quads) {
+      constexpr int kQuads = decltype(quads)::value;
+      if (group <= 1) return launch(attention_split_kernel<1, kQuads, T>);
+      if (group <= 2) return launch(attention_split_kernel<2, kQuads, T>);
+      if (group <= 4) return launch(attention_split_kernel<4, kQuads, T>);
+      if (group <= 8) return launch(attention_split_kernel<8, kQuads, T>);
+      return launch(attention_split_kernel<16, kQuads, T>);
+    };
+    if (s.head_dim <= 32 * kQuad) return by_group(std::integral_constant<int, 1>{});
+    return by_group(std::integral_constant<int, 2>{});
   }));
   const size_t merge_shared = (static_cast<size_t>(plan.splits) + size_t{kWarps} * s.head_dim) * sizeof(float);
   return launch_programmatic("attention_merge_kernel", attention_merge_kernel,

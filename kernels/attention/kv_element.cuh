@@ -93,6 +93,97 @@ struct KvHead<KvQ8_0> {
   }
 };
 
+// Four consecutive elements d .. d + 3 of one head of a cache row, as stored: load() issues the read (one 16-, 8- or
+// 4-byte load; q8_0: two 2-byte code loads and the block's scale), widen() makes the floats kv_to_float would, so that
+// a thread can have the loads of several rows in flight before it converts any. The caller guarantees d, the head's
+// first element and the row's element count are multiples of 4 and the array is aligned to 4 elements
+// (attention_split's plan and attention_split_aligned).
+template <class T>
+struct KvQuad;
+
+template <>
+struct KvQuad<float> {
+  float4 raw;
+  __device__ __forceinline__ void load(const KvHead<float>& h, int d) {
+    raw = *reinterpret_cast<const float4*>(h.p + d);
+  }
+  __device__ __forceinline__ void widen(float (&x)[4]) const {
+    x[0] = raw.x;
+    x[1] = raw.y;
+    x[2] = raw.z;
+    x[3] = raw.w;
+  }
+};
+
+// IEEE half bits, exactly: the hardware conversion on the device, the bit-level decoder under the SIMT layer.
+__device__ __forceinline__ float kv_half_bits(uint32_t h) {
+#if defined(__CUDA_ARCH__) && !defined(QRT_SIMT)
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
+#else
+  return quant::fp16_to_f32(static_cast<uint16_t>(h));
+#endif
+}
+
+template <>
+struct KvQuad<__half> {
+  uint2 raw;
+  __device__ __forceinline__ void load(const KvHead<__half>& h, int d) {
+    raw = *reinterpret_cast<const uint2*>(h.p + d);
+  }
+  __device__ __forceinline__ void widen(float (&x)[4]) const {
+    x[0] = kv_half_bits(raw.x & 0xFFFFu);
+    x[1] = kv_half_bits(raw.x >> 16);
+    x[2] = kv_half_bits(raw.y & 0xFFFFu);
+    x[3] = kv_half_bits(raw.y >> 16);
+  }
+};
+
+template <>
+struct KvQuad<__nv_bfloat16> {
+  uint2 raw;
+  __device__ __forceinline__ void load(const KvHead<__nv_bfloat16>& h, int d) {
+    raw = *reinterpret_cast<const uint2*>(h.p + d);
+  }
+  __device__ __forceinline__ void widen(float (&x)[4]) const {  // a bf16 is the high half of its float
+    x[0] = quant::bits_to_f32(raw.x << 16);
+    x[1] = quant::bits_to_f32(raw.x & 0xFFFF0000u);
+    x[2] = quant::bits_to_f32(raw.y << 16);
+    x[3] = quant::bits_to_f32(raw.y & 0xFFFF0000u);
+  }
+};
+
+template <>
+struct KvQuad<KvFp8> {
+  uint32_t raw;
+  __device__ __forceinline__ void load(const KvHead<KvFp8>& h, int d) {
+    raw = *reinterpret_cast<const uint32_t*>(h.p + d);
+  }
+  __device__ __forceinline__ void widen(float (&x)[4]) const {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) x[i] = kv_to_float(KvFp8{static_cast<uint8_t>(raw >> (8 * i))});
+  }
+};
+
+// The four codes lie in one block (a block holds 32 elements and starts at a multiple of 4), two bytes past an even
+// offset: two 2-byte loads.
+template <>
+struct KvQuad<KvQ8_0> {
+  uint32_t codes;
+  uint16_t scale;
+  __device__ __forceinline__ void load(const KvHead<KvQ8_0>& h, int d) {
+    const int64_t c = h.first + d;
+    const uint8_t* b = h.row + c / kKvQ8Block * kKvQ8BlockBytes;
+    const auto* words = reinterpret_cast<const uint16_t*>(b + 2 + c % kKvQ8Block);
+    codes = static_cast<uint32_t>(words[0]) | (static_cast<uint32_t>(words[1]) << 16);
+    scale = *reinterpret_cast<const uint16_t*>(b);
+  }
+  __device__ __forceinline__ void widen(float (&x)[4]) const {
+    const float s = quant::fp16_to_f32(scale);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) x[i] = s * static_cast<float>(static_cast<int8_t>(codes >> (8 * i)));
+  }
+};
+
 // One K or V array of `cols` elements per row: head(row, first) reads the elements from `first` on of a row.
 template <class T>
 struct KvReader {

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "backend_pair.hpp"
+#include "kernels/attention/attention_split.hpp"
 
 #if defined(QRT_SIMT)
 #include "simt/simt.hpp"
@@ -341,8 +342,9 @@ TEST_F(CudaOps, KvWriteAndAttentionReadTheirCountsFromTheDevice) {
 
 // Decode attention split over the sequence (a workspace from attention_workspace_bytes, as a sequence allocates it
 // for one-token steps) against the CPU reference: lengths around the split and warp boundaries and beyond the
-// shared-memory chunk, GQA groups of 1, 4 and 8, a sliding window, several query rows, slots that are invisible
-// and hold NaN, and a cache much larger than the key count (splits with no keys).
+// shared-memory chunk, GQA groups of 1, 4, 8 and 3 (a 4-head kernel with one idle), head dims 32 to 256 (two
+// 4-element pieces per lane above 128; 80 leaves lanes and threads idle), a sliding window, several query rows,
+// slots that are invisible and hold NaN, and a cache much larger than the key count (splits with no keys).
 TEST_F(CudaOps, SplitAttentionMatchesCpu) {
   struct Case {
     int heads, kv_heads, head_dim, window;
@@ -352,7 +354,8 @@ TEST_F(CudaOps, SplitAttentionMatchesCpu) {
   for (const Case& c : {Case{8, 8, 64, 0, 1, 1, 8}, Case{32, 8, 128, 0, 1, 31, 64}, Case{32, 8, 128, 0, 1, 32, 32},
                         Case{32, 8, 128, 0, 1, 33, 4096}, Case{32, 4, 128, 0, 1, 4097, 4097},
                         Case{16, 2, 64, 7, 1, 300, 512}, Case{8, 8, 32, 0, 3, 100, 100},
-                        Case{12, 1, 96, 0, 2, 1000, 20000}}) {
+                        Case{12, 1, 96, 0, 2, 1000, 20000}, Case{8, 2, 256, 0, 1, 700, 1024},
+                        Case{16, 4, 80, 0, 2, 200, 256}, Case{24, 3, 128, 0, 1, 90, 96}}) {
     const std::string what = "heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " hd " +
                              std::to_string(c.head_dim) + " window " + std::to_string(c.window) + " tokens " +
                              std::to_string(c.tokens) + " keys " + std::to_string(c.keys) + " of " +
@@ -396,6 +399,48 @@ TEST_F(CudaOps, SplitAttentionMatchesCpu) {
 #endif
     expect_close(out, 1e-5, "split attention " + what);
   }
+}
+
+// The split kernel reads 4 elements of a row at once: a head_dim that is not a multiple of 4 gets no split plan, and
+// a cache array not aligned to 4 of its elements (an f32 view 2 elements into its buffer) is read by the per-head
+// kernel; both match the CPU. The kernel itself refuses such arrays.
+TEST_F(CudaOps, SplitAttentionNeedsFourElementPieces) {
+  const AttentionParams odd{4, 2, 6, 0.4f, 0};
+  EXPECT_EQ(gpu_->attention_workspace_bytes(1, odd, 64), 0u) << "head_dim 6";
+  const int heads = 8, kv_heads = 2, hd = 64;
+  const int64_t keys = 70, capacity = 80, kv_dim = int64_t{kv_heads} * hd;
+  const AttentionParams p{heads, kv_heads, hd, 0.125f, 0};
+  std::vector<float> k = test::random_normal(static_cast<size_t>(capacity * kv_dim + 2), 950);
+  std::vector<float> v = test::random_normal(static_cast<size_t>(capacity * kv_dim + 2), 951);
+  std::vector<int32_t> pos(static_cast<size_t>(capacity));
+  for (int64_t j = 0; j < capacity; ++j) pos[static_cast<size_t>(j)] = static_cast<int32_t>(j);
+  const auto kb = input_values(k, 1, capacity * kv_dim + 2), vb = input_values(v, 1, capacity * kv_dim + 2);
+  const auto at2 = [&](F32View b) { return KvView(F32View{b.data + 2, capacity, kv_dim}); };
+  const auto positions = input_values(pos, capacity, 1);
+  const auto q_pos = input_values(std::vector<int32_t>{static_cast<int32_t>(keys - 1)}, 1, 1);
+  const auto key_count = input_values(std::vector<int32_t>{static_cast<int32_t>(keys)}, 1, 1);
+  const auto q = input(1, int64_t{heads} * hd, 952);
+  const auto out = output(1, int64_t{heads} * hd);
+  auto workspace = allocate_scoped(*gpu_, gpu_->attention_workspace_bytes(1, p, capacity));
+  ASSERT_TRUE(workspace.ok());
+  ASSERT_TRUE(cpu_.attention(q.cpu, q_pos.cpu, KvLayerView{at2(kb.cpu), at2(vb.cpu), positions.cpu, {}},
+                             key_count.cpu, p, out.cpu)
+                  .ok());
+#if defined(QRT_SIMT)
+  const simt::StreamCounters before = simt::device_counters(0);
+#endif
+  const KvLayerView misaligned{at2(kb.gpu), at2(vb.gpu), positions.gpu, workspace->buffer()};
+  ASSERT_TRUE(gpu_->attention(q.gpu, q_pos.gpu, misaligned, key_count.gpu, p, out.gpu).ok());
+#if defined(QRT_SIMT)
+  EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, 1u) << "the per-head kernel, not split and merge";
+#endif
+  expect_close(out, 1e-5, "attention over a cache 8 bytes past 16-byte alignment");
+  EXPECT_FALSE(kernels::attention_split_aligned(kb.gpu.data + 2, vb.gpu.data, KvType::kF32));
+  EXPECT_TRUE(kernels::attention_split_aligned(kb.gpu.data + 4, vb.gpu.data, KvType::kF32));
+  EXPECT_FALSE(kernels::attention_split_aligned(kb.gpu.data, reinterpret_cast<uint8_t*>(vb.gpu.data) + 4,
+                                                KvType::kF16));
+  EXPECT_TRUE(kernels::attention_split_aligned(reinterpret_cast<uint8_t*>(kb.gpu.data) + 2,
+                                               reinterpret_cast<uint8_t*>(vb.gpu.data) + 6, KvType::kQ8_0));
 }
 
 // The rows whose logits a pass wants, gathered before the output head: repeats and any order, bit for bit the CPU's;
