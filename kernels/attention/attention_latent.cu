@@ -17,14 +17,18 @@ constexpr int kTargetBlocks = 1024;  // as the split kernel: about eight per SM 
 constexpr int kMaxSplits = 256;
 constexpr int kMinSplitKeys = 32;
 constexpr uint64_t kSharedLimit = 48 * 1024;  // without cudaFuncSetAttribute
+// Keys whose value loads a thread issues together: 4 keep the kernel at 64 registers (4 blocks of 256 threads per
+// SM, set by __launch_bounds__); 8 spilled there.
+constexpr int kValueKeys = 4;
 
 // Shared memory: q_s[heads][hd], scores then probabilities p[heads][chunk_capacity], visible[chunk_capacity].
 //   1. each warp scores rows j0 + warp, j0 + warp + 8, ...: the lanes split the row, one sum per query head.
 //   2. warp g (and g + 8) takes the max and the sum of exp for head g over the split.
 //   3. each thread takes dims d, d + 256, ...: for every visible row of the split (read again, coalesced across the
-//      threads) it adds p[g] * row[d] for every head g; invisible slots (they may hold NaN) are skipped.
+//      threads, kValueKeys rows' loads at a time) it adds p[g] * row[d] for every head g; invisible slots (they may
+//      hold NaN) are skipped.
 template <class T>
-__global__ void __launch_bounds__(kThreads) attention_latent_kernel(
+__global__ void __launch_bounds__(kThreads, 4) attention_latent_kernel(
     const float* __restrict__ q, const int32_t* __restrict__ q_pos, const T* __restrict__ k,
     const int32_t* __restrict__ key_pos, const int32_t* __restrict__ key_count, AttentionShape s, int splits,
     int chunk_capacity, float* __restrict__ ws_max, float* __restrict__ ws_sum, float* __restrict__ ws_out) {
@@ -83,18 +87,30 @@ __global__ void __launch_bounds__(kThreads) attention_latent_kernel(
   split_softmax<kWarps>(p, n, chunk_capacity, heads, head_max, head_sum);
   __syncthreads();
 
-  // 3. the rows again, as values
+  // 3. the rows again, as values, kValueKeys keys at a time with their loads issued together (a thread that loaded
+  // one key and used it before the next waited a full round trip per key: 128 in a row for a 128-key split, now 32).
+  // The sums run over the keys in order, as before.
   const int64_t slot = (t * s.heads + first_head) * splits + split;  // (row, head, split) of head g: + g * splits
   for (int d = threadIdx.x; d < hd; d += kThreads) {
     float acc[kHeads];
 #pragma unroll
     for (int g = 0; g < kHeads; ++g) acc[g] = 0.0f;
-    for (int c = 0; c < n; ++c) {
-      if (!visible[c]) continue;
-      const float v = kr.head(kv_row(pages, j0 + c), 0).at(d);
+    for (int c0 = 0; c0 < n; c0 += kValueKeys) {
+      float v[kValueKeys];
 #pragma unroll
-      for (int g = 0; g < kHeads; ++g)
-        if (g < heads) acc[g] += p[g * chunk_capacity + c] * v;
+      for (int u = 0; u < kValueKeys; ++u) {
+        const int c = c0 + u;
+        v[u] = c < n && visible[c] ? kr.head(kv_row(pages, j0 + c), 0).at(d) : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kValueKeys; ++u) {
+        const int c = c0 + u;
+        if (c >= n) break;
+        if (!visible[c]) continue;
+#pragma unroll
+        for (int g = 0; g < kHeads; ++g)
+          if (g < heads) acc[g] += p[g * chunk_capacity + c] * v[u];
+      }
     }
 #pragma unroll
     for (int g = 0; g < kHeads; ++g)

@@ -23,8 +23,9 @@ constexpr int kMaxSplits = 256;
 constexpr int kMinSplitKeys = 32;
 constexpr uint64_t kSharedLimit = 48 * 1024;  // without cudaFuncSetAttribute
 // Keys whose K (or V) loads a warp (thread) issues together: each is one 4-element load per lane (KvQuad), so eight
-// keys cost what four did when a lane read its dims one element at a time, and a split's keys take half the serial
-// memory round trips (those round trips, not bytes, set a block's pace at long contexts). Groups above 4 query heads
+// keys take fewer registers and load instructions than four did when a lane read its dims one element at a time, and
+// a split's keys half the serial memory round trips (those round trips, not bytes, set a block's pace at long
+// contexts). Groups above 4 query heads
 // and the f32 and q8_0 caches (twice the raw registers per row) keep 4 keys: no registers are left for more at 8
 // blocks per SM. Head dimensions up to 32 · kMaxDimsPerLane, a multiple of 4.
 template <class T>
