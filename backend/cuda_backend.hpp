@@ -168,6 +168,7 @@ class CudaBackend final : public Backend {
   Status set_programmatic_launch(bool on);
   struct TunedLinear {
     int dp4a_rows_one = 0, dp4a_rows_batch = 0;  // 0: not measured, the kernel's plan decides
+    int64_t dp4a_blocks_one = 0;  // one x row: at most this many blocks, looping (0: one per row group)
     // The tensor-core GEMM for 2..8 rows, for 9..64, for 65..kernels::kMmaMaxBatch.
     bool mma_several = false, mma_wide = false, mma_tall = false;
   };

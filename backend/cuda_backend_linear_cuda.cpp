@@ -122,7 +122,8 @@ Status CudaBackend::linear_same_input(ConstF32View x, std::span<const LinearPart
     const Weight* tallest = *std::max_element(weights.begin(), weights.end(),
                                               [](const Weight* a, const Weight* b) { return a->rows() < b->rows(); });
     QRT_TRY(kernels::gemv_dp4a_parts(format, gemv_parts, {q.codes, q.scales}, m, ctx_->compute_stream(),
-                                     m == 1 ? tallest->dp4a_rows_one : tallest->dp4a_rows_batch));
+                                     m == 1 ? tallest->dp4a_rows_one : tallest->dp4a_rows_batch,
+                                     m == 1 ? tallest->dp4a_blocks_one : 0));
   } else {
     QRT_TRY(kernels::gemv_dense_parts(format, gemv_parts, x.data, m, ctx_->compute_stream()));
   }
@@ -158,7 +159,8 @@ Status CudaBackend::linear_dp4a(const Weight& w, ConstF32View x, F32View y, bool
     return ok_status();
   QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, view.cols));
   QRT_TRY(kernels::gemv_dp4a_rows(w.format, view, {q.codes, q.scales}, static_cast<int>(x.rows), y.data,
-                                  ctx_->compute_stream(), x.rows == 1 ? w.dp4a_rows_one : w.dp4a_rows_batch));
+                                  ctx_->compute_stream(), x.rows == 1 ? w.dp4a_rows_one : w.dp4a_rows_batch,
+                                  x.rows == 1 ? w.dp4a_blocks_one : 0));
   *done = true;
   return ok_status();
 }

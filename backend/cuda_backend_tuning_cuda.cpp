@@ -3,6 +3,8 @@
 //   - the integer-dot GEMV's rows per block, for one x row (1, 2, 4, 8) and for several (1, 2, timed at 8): more rows
 //     keep more bytes in flight per block and read x once for more rows (x's loads, not W's, are most of the
 //     kernel's L1 traffic), fewer give more blocks; every candidate gives the same sums bit for bit;
+//   - for one x row, then a looping grid of 4, 8 or 16 blocks per SM against a block per row group (the H200 showed
+//     the one-row kernel at about 40% of the copy bandwidth with each block ending after one round of loads);
 //   - where the int8 tensor-core GEMM takes the format (and set_mma_gemm has not decided for every weight): it against
 //     the GEMV for 2..8 rows (timed at 8; the float GEMV for AFQ2/3/5/6, which have no integer-dot kernel), and
 //     against the fused or cuBLAS GEMM for 9..64 rows (timed at 32) and for 65..256 (timed at 128: the tensor-core
@@ -10,6 +12,7 @@
 //     within the integer-dot tolerance of the fp32 product), so a weight's batch sizes keep whichever path their
 //     bucket chose.
 // The inputs are zeros: the kernels' speed does not depend on the values.
+#include <climits>
 #include <string>
 
 #include "backend/cuda_backend.hpp"
@@ -22,8 +25,15 @@
 namespace qrt {
 namespace {
 
+#if defined(QRT_SIMT)
+// The SIMT layer's timings are the CPU's and mean nothing (its tests check the choices' legality and routing): one
+// run per candidate.
+constexpr int kWarmups = 0;
+constexpr int kTimedRuns = 1;
+#else
 constexpr int kWarmups = 2;
 constexpr int kTimedRuns = 5;
+#endif
 constexpr int kWideRows = 32;    // the batch the tensor-core GEMM and the wide GEMMs are compared at for 9..64 rows
 constexpr int kTallRows = 128;   // and for 65..256
 
@@ -41,7 +51,8 @@ struct EventPair {
 CudaBackend::TunedLinear CudaBackend::tuned_linear(WeightHandle weight) const {
   auto w = find_weight(weight, "tuned_linear", "weight");
   if (!w.ok()) return {};
-  return {(*w)->dp4a_rows_one, (*w)->dp4a_rows_batch, (*w)->mma_several, (*w)->mma_wide, (*w)->mma_tall};
+  return {(*w)->dp4a_rows_one, (*w)->dp4a_rows_batch, (*w)->dp4a_blocks_one,
+          (*w)->mma_several,   (*w)->mma_wide,        (*w)->mma_tall};
 }
 
 Status CudaBackend::set_tuned_linear(WeightHandle weight, const TunedLinear& c) {
@@ -53,12 +64,16 @@ Status CudaBackend::set_tuned_linear(WeightHandle weight, const TunedLinear& c) 
     return invalid_argument("set_tuned_linear: rows per block " + std::to_string(c.dp4a_rows_one) + " / " +
                             std::to_string(c.dp4a_rows_batch) +
                             " (0, 1, 2, 4 or 8 for one row; 0, 1 or 2 for several)");
+  if (c.dp4a_blocks_one < 0 || c.dp4a_blocks_one > INT_MAX)
+    return invalid_argument("set_tuned_linear: at most " + std::to_string(c.dp4a_blocks_one) +
+                            " blocks for one row (0 for one per row group)");
   if ((c.mma_several || c.mma_wide || c.mma_tall) &&
       (w.shape.size() != 2 || !kernels::gemm_q8_mma_applies(w.format, w.view()) || !mma_buffers()))
     return invalid_argument("set_tuned_linear: no tensor-core GEMM for this weight (" +
                             std::string(quant::format_name(w.format)) + ", or its buffers were not reserved)");
   w.dp4a_rows_one = c.dp4a_rows_one;
   w.dp4a_rows_batch = c.dp4a_rows_batch;
+  w.dp4a_blocks_one = c.dp4a_blocks_one;
   w.mma_several = c.mma_several;
   w.mma_wide = c.mma_wide;
   w.mma_tall = c.mma_tall;
@@ -71,6 +86,7 @@ Status CudaBackend::tune_linear(Weight& w) {
   const auto apply = [&w](const TunedLinear& t) {
     w.dp4a_rows_one = t.dp4a_rows_one;
     w.dp4a_rows_batch = t.dp4a_rows_batch;
+    w.dp4a_blocks_one = t.dp4a_blocks_one;
     w.mma_several = t.mma_several;
     w.mma_wide = t.mma_wide;
     w.mma_tall = t.mma_tall;
@@ -136,6 +152,19 @@ Status CudaBackend::tune_linear(Weight& w) {
   float one_ms = 0.0f, several_ms = 0.0f;
   if (dp4a) {
     QRT_TRY(fastest_rows(1, {1, 2, 4, 8}, &t.dp4a_rows_one, &one_ms).with_context(what));
+    // Then a grid of a few looping blocks per SM at those rows per block, kept where it is faster.
+    for (const int per_sm : {4, 8, 16}) {
+      const int64_t blocks = int64_t{ctx_->props().sm_count} * per_sm;
+      const auto looping = [&] {
+        return kernels::gemv_dp4a_rows(w.format, view, {q.codes, q.scales}, 1, yp, stream, t.dp4a_rows_one, blocks);
+      };
+      float ms = 0.0f;
+      QRT_TRY(time(looping, &ms).with_context(what));
+      if (ms < one_ms) {
+        one_ms = ms;
+        t.dp4a_blocks_one = blocks;
+      }
+    }
     QRT_TRY(fastest_rows(batch, {1, 2}, &t.dp4a_rows_batch, &several_ms).with_context(what));
   } else {
     // No integer-dot kernel: 2..8 rows otherwise take the float GEMV, as linear() would.

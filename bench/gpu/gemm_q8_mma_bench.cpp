@@ -1,11 +1,11 @@
 // The decode kernels on quantized x at the Llama-3-8B shapes, head to head per batch size: the integer-dot GEMV
-// (gemv_dp4a, batches 1..8; dp4a_r4: 4 rows per block at batch 1, gemv_dp4a_rows) and the int8 tensor-core GEMM
-// (gemm_q8_mma, batches 1..256) against x and W to fp16 + cuBLAS (wide/, 32..256 rows: launch tuning's comparison above
-// 8 rows), on Q4_K and Q8_0 weights, and at 8 and 32 rows on Q2_K, Q3_K, IQ4_XS, MXFP4, NVFP4, IQ2_XXS, IQ3_S, IQ1_M
-// and AFQ4 (bench_weights.hpp: real quantizer output, never in L2). x is quantized (and for the tensor cores
-// rearranged) once before timing: in a model the norms write it. Bytes are W + x's limbs + y, each once; pct_of_copy_bw
-// compares them with the measured copy bandwidth. Which kernel wins at which batch decides CudaBackend::set_mma_gemm's
-// default.
+// (gemv_dp4a, batches 1..8; dp4a_r4: 4 rows per block at batch 1, gemv_dp4a_rows; dp4a_loop: a looping grid of 8 blocks
+// per SM at batch 1) and the int8 tensor-core GEMM (gemm_q8_mma, batches 1..256) against x and W to fp16 + cuBLAS
+// (wide/, 32..256 rows: launch tuning's comparison above 8 rows), on Q4_K and Q8_0 weights, and at 8 and 32 rows on
+// Q2_K, Q3_K, IQ4_XS, MXFP4, NVFP4, IQ2_XXS, IQ3_S, IQ1_M and AFQ4 (bench_weights.hpp: real quantizer output, never in
+// L2). x is quantized (and for the tensor cores rearranged) once before timing: in a model the norms write it. Bytes
+// are W + x's limbs + y, each once; pct_of_copy_bw compares them with the measured copy bandwidth. Which kernel wins at
+// which batch decides CudaBackend::set_mma_gemm's default.
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 
@@ -24,7 +24,8 @@ using namespace qrt::quant;
 
 // kWide: what the backend runs above the GEMV batch without the tensor-core GEMM (linear_gemm): x and W to fp16,
 // then cuBLAS; here W in one piece (the backend's 64 MiB tiles hold every 8B projection whole but the output one).
-enum class Kernel { kDp4a, kDp4aRows4, kMma, kWide };
+// kDp4aLoop: one x row on a looping grid of 8 blocks per SM (gemv_dp4a_rows' max_blocks, the plan's rows per block).
+enum class Kernel { kDp4a, kDp4aRows4, kDp4aLoop, kMma, kWide };
 
 void BM_QuantizedX(benchmark::State& state, FormatId id, int64_t rows, int64_t cols, Kernel which) {
   const int m = static_cast<int>(state.range(0));
@@ -48,6 +49,9 @@ void BM_QuantizedX(benchmark::State& state, FormatId id, int64_t rows, int64_t c
     state.SkipWithError(prepared.to_string().c_str());
     return;
   }
+  int sms = 0;
+  QRT_BENCH_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int64_t loop_blocks = int64_t{8} * sms;
   DeviceBuffer x_half(which == Kernel::kWide ? m * cols * 2 : 1), w_half(which == Kernel::kWide ? rows * cols * 2 : 1);
   cublasHandle_t cublas = nullptr;
   if (which == Kernel::kWide && cublasCreate(&cublas) != CUBLAS_STATUS_SUCCESS) {
@@ -69,7 +73,7 @@ void BM_QuantizedX(benchmark::State& state, FormatId id, int64_t rows, int64_t c
     if (which == Kernel::kWide) return wide(w);
     if (which == Kernel::kMma) return kernels::gemm_q8_mma(id, w, tiles.ptr, m, y.as<float>(), nullptr);
     return kernels::gemv_dp4a_rows(id, w, {q.codes, q.scales}, m, y.as<float>(), nullptr,
-                                   which == Kernel::kDp4aRows4 ? 4 : 0);
+                                   which == Kernel::kDp4aRows4 ? 4 : 0, which == Kernel::kDp4aLoop ? loop_blocks : 0);
   };
   const bool timed = time_over_copies(state, bw, run);
   if (cublas != nullptr) cublasDestroy(cublas);
@@ -78,7 +82,9 @@ void BM_QuantizedX(benchmark::State& state, FormatId id, int64_t rows, int64_t c
                        static_cast<double>(kernels::q8_activation_bytes(m, cols)) + 4.0 * m * rows;
   state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
   const char* label = which == Kernel::kMma ? "gemm_q8_mma" : which == Kernel::kWide ? "fp16 + cuBLAS" : "gemv_dp4a";
-  state.SetLabel(which == Kernel::kDp4aRows4 ? "gemv_dp4a 4 rows" : label);
+  state.SetLabel(which == Kernel::kDp4aRows4  ? "gemv_dp4a 4 rows"
+                 : which == Kernel::kDp4aLoop ? "gemv_dp4a looping, 8 blocks per SM"
+                                              : label);
   state.counters["pct_of_copy_bw"] = benchmark::Counter(bytes * state.iterations() / measured_copy_bandwidth() * 100.0,
                                                         benchmark::Counter::kIsRate);
 }
@@ -92,6 +98,8 @@ const bool registered = [] {
           ->ArgName("batch")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->UseManualTime()->MinTime(0.05)
           ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("dp4a_r4/" + shape).c_str(), BM_QuantizedX, id, rows, cols, Kernel::kDp4aRows4)
+          ->ArgName("batch")->Arg(1)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("dp4a_loop/" + shape).c_str(), BM_QuantizedX, id, rows, cols, Kernel::kDp4aLoop)
           ->ArgName("batch")->Arg(1)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("mma/" + shape).c_str(), BM_QuantizedX, id, rows, cols, Kernel::kMma)
           ->ArgName("batch")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(64)->Arg(128)->Arg(256)

@@ -64,8 +64,13 @@ bool gemv_dp4a_applies(quant::FormatId format, const quant::QuantView& w) {
 namespace {
 
 Status launch_parts(quant::FormatId format, std::span<const GemvPart> parts, Q8ConstActivations x, int m,
-                    cudaStream_t stream, int rows_per_block) {
+                    cudaStream_t stream, int rows_per_block, int64_t max_blocks) {
   const std::string name = "gemv_dp4a " + std::string(quant::format_name(format));
+  if (max_blocks < 0 || max_blocks > INT_MAX)
+    return invalid_argument(name + ": at most " + std::to_string(max_blocks) + " blocks (0 for one per row group)");
+  if (max_blocks > 0 && m != 1)
+    return invalid_argument(name + ": a grid of at most " + std::to_string(max_blocks) +
+                            " looping blocks at batch " + std::to_string(m) + " (one x row only)");
   if (rows_per_block != 0 && rows_per_block != 1 && rows_per_block != 2 &&
       !((rows_per_block == 4 || rows_per_block == 8) && m == 1))
     return invalid_argument(name + ": " + std::to_string(rows_per_block) + " rows per block at batch " +
@@ -93,7 +98,8 @@ Status launch_parts(quant::FormatId format, std::span<const GemvPart> parts, Q8C
   }
   if (blocks > INT_MAX) return invalid_argument(name + ": more rows than one grid holds");
   if (x.codes == nullptr || x.scales == nullptr) return invalid_argument(name + ": null activations");
-  const dp4a_launch::Dp4aLaunch launch{parts, x, m, stream, rows_per_block};
+  dp4a_launch::Dp4aLaunch launch{parts, x, m, stream, rows_per_block};
+  launch.max_blocks = max_blocks;
   for (auto family : {dp4a_launch::launch_ggml, dp4a_launch::launch_iq_grids, dp4a_launch::launch_tables_and_afq}) {
     if (std::optional<Status> launched = family(format, launch)) return *launched;
   }
@@ -105,18 +111,18 @@ Status launch_parts(quant::FormatId format, std::span<const GemvPart> parts, Q8C
 Status gemv_dp4a(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m, float* y,
                  cudaStream_t stream) {
   const GemvPart part{w, y};
-  return launch_parts(format, {&part, 1}, x, m, stream, 0);
+  return launch_parts(format, {&part, 1}, x, m, stream, 0, 0);
 }
 
 Status gemv_dp4a_rows(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m, float* y,
-                      cudaStream_t stream, int rows_per_block) {
+                      cudaStream_t stream, int rows_per_block, int64_t max_blocks) {
   const GemvPart part{w, y};
-  return launch_parts(format, {&part, 1}, x, m, stream, rows_per_block);
+  return launch_parts(format, {&part, 1}, x, m, stream, rows_per_block, max_blocks);
 }
 
 Status gemv_dp4a_parts(quant::FormatId format, std::span<const GemvPart> parts, Q8ConstActivations x, int m,
-                       cudaStream_t stream, int rows_per_block) {
-  return launch_parts(format, parts, x, m, stream, rows_per_block);
+                       cudaStream_t stream, int rows_per_block, int64_t max_blocks) {
+  return launch_parts(format, parts, x, m, stream, rows_per_block, max_blocks);
 }
 
 }  // namespace qrt::kernels

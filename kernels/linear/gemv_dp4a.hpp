@@ -44,16 +44,20 @@ Status gemv_dp4a(quant::FormatId format, const quant::QuantView& w, Q8ConstActiv
 // up) in one launch: the grid is the parts' blocks one after the other, each writing its own y. Saves the launches
 // and the tail of the small matrices (a 1024-row k or v projection alone leaves most of a large GPU idle while its
 // last blocks run). The sums are those of gemv_dp4a on each part, bit for bit. (GemvPart: gemv_batch.hpp.)
-// rows_per_block: 0 for the plan's choice (2 when a part is tall, else 1), or forced as gemv_dp4a_rows.
+// rows_per_block: 0 for the plan's choice (2 when a part is tall, else 1), or forced as gemv_dp4a_rows; max_blocks
+// as there.
 Status gemv_dp4a_parts(quant::FormatId format, std::span<const GemvPart> parts, Q8ConstActivations x, int m,
-                       cudaStream_t stream, int rows_per_block = 0);
+                       cudaStream_t stream, int rows_per_block = 0, int64_t max_blocks = 0);
 
 // gemv_dp4a with the rows per block forced (1, 2, or 4 or 8 at batch 1; 0: the plan's choice), for measuring the
 // work split and for the backend's launch tuning, which times them per shape: one block of 128 threads issues each
 // thread's loads for all its rows at once, so more rows per block keep more bytes in flight per SM and read x once
 // for more rows, at the price of fewer blocks. The sums are gemv_dp4a's, bit for bit. (On narrow rows the count is
-// per thread group, a block holding several groups: see the work split above.)
+// per thread group, a block holding several groups: see the work split above.) max_blocks > 0 (one x row only)
+// launches at most that many blocks, each looping over the row groups of blocks b, b + max_blocks, ... with the next
+// one's rows prefetched to L2 (a grid of a few blocks per SM that keeps loading where a block per row group ends
+// after one round of loads); the sums are the same, bit for bit. 0: a block per row group.
 Status gemv_dp4a_rows(quant::FormatId format, const quant::QuantView& w, Q8ConstActivations x, int m, float* y,
-                      cudaStream_t stream, int rows_per_block);
+                      cudaStream_t stream, int rows_per_block, int64_t max_blocks = 0);
 
 }  // namespace qrt::kernels

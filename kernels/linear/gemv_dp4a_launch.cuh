@@ -1,6 +1,7 @@
 // The integer-dot decode GEMV kernel and its launcher, shared by the per-family translation units (gemv_dp4a_ggml.cu,
 // gemv_dp4a_iq.cu, gemv_dp4a_tables.cu): one kernel template per lane policy (the policies are in gemv_dp4a_formats.cuh
-// and gemv_dp4a_iquants.cuh), instantiated for 8 batch sizes and 2 row counts each (4 and 8 rows too at batch 1).
+// and gemv_dp4a_iquants.cuh), instantiated for 8 batch sizes and 2 row counts each (4 and 8 rows too at batch 1), and
+// the looping kernel for one row at 1, 2, 4 and 8 rows per block.
 // Splitting the instantiations over several files lets a parallel build compile them side by side: in one file they
 // were the longest compile of the project (about 110 s).
 #pragma once
@@ -78,6 +79,41 @@ __device__ __forceinline__ void accumulate_items(const dp4a::RowRef (&rows)[R], 
   }
 }
 
+// The R rows of thread group `group` in grid block b of part k (gemv_dp4a_looping_kernel).
+template <int R>
+__device__ __forceinline__ int64_t block_rows(const Dp4aParams& p, int64_t b, int group, int k,
+                                              dp4a::RowRef (&rows)[R]) {
+  const uint8_t* data = gemv_part_value(k, p.data);
+  const uint8_t* w_scales = gemv_part_value(k, p.w_scales);
+  const uint8_t* w_biases = gemv_part_value(k, p.w_biases);
+  const int64_t part_rows = gemv_part_value(k, p.rows);
+  const int64_t row0 = ((b - gemv_part_value(k, p.grid.first_block)) * (kThreads / p.lanes) + group) * R;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = min(row0 + r, part_rows - 1);  // past the end: a repeat, not stored
+    const int64_t group_row = row * p.groups_per_row * p.scale_bytes;
+    rows[r] = {data + row * p.row_bytes, w_scales == nullptr ? nullptr : w_scales + group_row,
+               w_biases == nullptr ? nullptr : w_biases + group_row, p.group_shift, p.global_scale};
+  }
+  return row0;
+}
+
+// The sums of rows (from row0, of part k) for every batch row, stored (gemv_dp4a_looping_kernel).
+template <class P, int M, int R>
+__device__ __forceinline__ void sum_rows(const Dp4aParams& p, const dp4a::RowRef (&rows)[R], int64_t row0, int k,
+                                         int lane, float (*partial)[R * M]) {
+  float acc[R][M];
+  float* const y = gemv_part_value(k, p.y);
+  const int64_t part_rows = gemv_part_value(k, p.rows);
+  if (p.lanes == kThreads) {  // compile-time strides for wide rows, the common case
+    accumulate_items<P, M, R>(rows, p.codes, p.scales, p.x_blocks, p.items, acc, lane, kThreads);
+    store_row_sums<kThreads, R, M>(acc, partial, row0, part_rows, y, kThreads);
+  } else {
+    accumulate_items<P, M, R>(rows, p.codes, p.scales, p.x_blocks, p.items, acc, lane, p.lanes);
+    store_row_sums<kThreads, R, M>(acc, partial, row0, part_rows, y, p.lanes);
+  }
+}
+
 template <class P, int M, int R>
 __global__ void __launch_bounds__(kThreads) gemv_dp4a_kernel(const Dp4aParams p) {
   __shared__ float partial[kThreads / 32][R * M];
@@ -117,6 +153,40 @@ __global__ void __launch_bounds__(kThreads) gemv_dp4a_kernel(const Dp4aParams p)
   } else {
     accumulate_items<P, M, R>(rows, p.codes, p.scales, p.x_blocks, p.items, acc, lane, lanes);
     store_row_sums<kThreads, R, M>(acc, partial, row0, part_rows, y, lanes);
+  }
+}
+
+// One x row over a grid smaller than the plan's blocks (launch tuning's choice, gemv_dp4a_rows' max_blocks): block
+// b, b + gridDim.x, ... in turn, the rows one step ahead prefetched to L2 by thread 0, so that an SM keeps loading
+// across what were block boundaries. Each row's sums are those of gemv_dp4a_kernel. (A separate kernel with its own
+// row setup (block_rows, sum_rows): a loop in gemv_dp4a_kernel, or those helpers in it, moved ptxas's register
+// choices for the batch kernels into spills.)
+template <class P, int R>
+__global__ void __launch_bounds__(kThreads) gemv_dp4a_looping_kernel(const Dp4aParams p) {
+  __shared__ float partial[kThreads / 32][R];
+  const int group = static_cast<int>(threadIdx.x) / p.lanes, lane = static_cast<int>(threadIdx.x) % p.lanes;
+  const int64_t rows_per_block = static_cast<int64_t>(kThreads / p.lanes) * R;
+  const auto prefetch_block = [&](int64_t b) {
+    if (threadIdx.x != 0 || b >= p.grid.blocks) return;
+    const int k = gemv_part_of_block(p.grid, b);
+    const int64_t first = (b - gemv_part_value(k, p.grid.first_block)) * rows_per_block;
+    const int64_t rows = gemv_part_value(k, p.rows);
+    const int64_t held = rows - first < rows_per_block ? rows - first : rows_per_block;
+    prefetch_to_l2(gemv_part_value(k, p.data) + first * p.row_bytes, static_cast<uint64_t>(held * p.row_bytes));
+  };
+  allow_next_grid();
+  prefetch_block(blockIdx.x);
+  prefetch_block(static_cast<int64_t>(blockIdx.x) + gridDim.x);
+  wait_for_previous_grid();
+  for (int64_t b = blockIdx.x; b < p.grid.blocks; b += gridDim.x) {
+    if (b != blockIdx.x) {
+      __syncthreads();  // the previous step's partial sums are read
+      prefetch_block(b + gridDim.x);
+    }
+    const int k = gemv_part_of_block(p.grid, b);
+    dp4a::RowRef rows[R];
+    const int64_t row0 = block_rows<R>(p, b, group, k, rows);
+    sum_rows<P, 1, R>(p, rows, row0, k, lane, partial);
   }
 }
 
@@ -270,6 +340,8 @@ struct Dp4aLaunch {
   // e.order the grouped kernel over e.experts experts (slots unused).
   const Dp4aExperts* experts = nullptr;
   int64_t slots = 0;
+  // > 0: at most this many blocks, each looping over the plan's (gemv_dp4a_kernel); 0: one block per row group.
+  int64_t max_blocks = 0;
 };
 
 // The parts agree on format, width and group parameters (gemv_dp4a_parts checked them); each gets its own blocks
@@ -320,13 +392,20 @@ Status launch(const Dp4aLaunch& l) {
     return launch_programmatic("gemv_dp4a_experts_kernel", gemv_dp4a_experts_kernel<P>,
                                dim3(row_blocks, static_cast<unsigned>(l.slots)), kThreads, 0, stream, params, e);
   }
-  const unsigned blocks = static_cast<unsigned>(params.grid.blocks);
+  const unsigned blocks = static_cast<unsigned>(
+      l.max_blocks > 0 && l.max_blocks < params.grid.blocks ? l.max_blocks : params.grid.blocks);
   return with_batch(m, [&](auto batch) -> Status {
     constexpr int M = decltype(batch)::value;
     const auto launch = [&](auto kernel) {
       return launch_programmatic("gemv_dp4a_kernel", kernel, blocks, kThreads, 0, stream, params);
     };
     if constexpr (M == 1) {
+      if (blocks < params.grid.blocks) {  // max_blocks: the looping kernel
+        if (params.grid.rows_per_block == 8) return launch(gemv_dp4a_looping_kernel<P, 8>);
+        if (params.grid.rows_per_block == 4) return launch(gemv_dp4a_looping_kernel<P, 4>);
+        if (params.grid.rows_per_block == 2) return launch(gemv_dp4a_looping_kernel<P, 2>);
+        return launch(gemv_dp4a_looping_kernel<P, 1>);
+      }
       if (params.grid.rows_per_block == 4) return launch(gemv_dp4a_kernel<P, 1, 4>);
       if (params.grid.rows_per_block == 8) return launch(gemv_dp4a_kernel<P, 1, 8>);
     }

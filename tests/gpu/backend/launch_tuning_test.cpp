@@ -64,20 +64,28 @@ TEST_F(CudaLaunchTuning, OneChoicePerShapeAndRowsPerBlockChangeNoBits) {
     EXPECT_TRUE(t.dp4a_rows_one == 1 || t.dp4a_rows_one == 2 || t.dp4a_rows_one == 4 || t.dp4a_rows_one == 8)
         << t.dp4a_rows_one;
     EXPECT_TRUE(t.dp4a_rows_batch == 1 || t.dp4a_rows_batch == 2) << t.dp4a_rows_batch;
+    const int64_t sms = gpu_->device_props().sm_count;
+    EXPECT_TRUE(t.dp4a_blocks_one == 0 || t.dp4a_blocks_one == 4 * sms || t.dp4a_blocks_one == 8 * sms ||
+                t.dp4a_blocks_one == 16 * sms)
+        << t.dp4a_blocks_one << " blocks for one row";
   }
   const CudaBackend::TunedLinear ta = gpu_->tuned_linear(wa.gpu), tb = gpu_->tuned_linear(wb.gpu);
   EXPECT_TRUE(ta.dp4a_rows_one == tb.dp4a_rows_one && ta.dp4a_rows_batch == tb.dp4a_rows_batch &&
+              ta.dp4a_blocks_one == tb.dp4a_blocks_one &&
               ta.mma_several == tb.mma_several && ta.mma_wide == tb.mma_wide && ta.mma_tall == tb.mma_tall)
       << "one timing per shape";
   const CudaBackend::TunedLinear td = gpu_->tuned_linear(wd.gpu);
-  EXPECT_TRUE(td.dp4a_rows_one == 0 && td.dp4a_rows_batch == 0 && !td.mma_several && !td.mma_wide && !td.mma_tall)
+  EXPECT_TRUE(td.dp4a_rows_one == 0 && td.dp4a_rows_batch == 0 && td.dp4a_blocks_one == 0 && !td.mma_several &&
+              !td.mma_wide && !td.mma_tall)
       << "F16 has no integer-dot kernel";
 
   // Whatever rows per block were chosen, the GEMV gives an untuned backend's bits (the tensor-core GEMM is kept off
-  // here, so that 3 rows take the GEMV whatever the timing said).
+  // here, so that 3 rows take the GEMV whatever the timing said), and so does a grid of 3 looping blocks for one row
+  // on the second matrix.
   for (const auto& [w, pair] : {std::pair{&a->tensor, wa}, {&b->tensor, wb}, {&c->tensor, wc}}) {
     CudaBackend::TunedLinear t = gpu_->tuned_linear(pair.gpu);
     t.mma_several = t.mma_wide = t.mma_tall = false;
+    if (w == &b->tensor) t.dp4a_blocks_one = 3;
     ASSERT_TRUE(gpu_->set_tuned_linear(pair.gpu, t).ok());
     for (const int64_t rows : {int64_t{1}, int64_t{3}}) {
       const int64_t cols = w->shape[1];
@@ -142,12 +150,50 @@ TEST_F(CudaLaunchTuning, TheChoicesRouteTheBatches) {
   EXPECT_TRUE(gpu_->set_tuned_linear(w.gpu, eight).ok()) << "8 rows per block at batch 1";
   eight.dp4a_rows_one = 16;
   EXPECT_FALSE(gpu_->set_tuned_linear(w.gpu, eight).ok()) << "16 rows per block";
+  CudaBackend::TunedLinear looping;
+  looping.dp4a_blocks_one = -2;
+  EXPECT_FALSE(gpu_->set_tuned_linear(w.gpu, looping).ok()) << "-2 blocks";
   auto f16 = test::quantized_tensor(quant::FormatId::kF16, {out, in}, test::random_normal(out * in, 2622),
                                     test::default_params(quant::FormatId::kF16));
   const auto wf = weight(f16->tensor);
   CudaBackend::TunedLinear tensor_cores;
   tensor_cores.mma_several = true;
   EXPECT_FALSE(gpu_->set_tuned_linear(wf.gpu, tensor_cores).ok()) << "F16 has no tensor-core GEMM here";
+}
+
+// q, k and v of one x row in one launch, the tallest part's looping grid (2 blocks) over all three matrices' row
+// groups: the same bits as a block per row group, in one GEMV launch after the quantization.
+TEST_F(CudaLaunchTuning, ALoopingGridServesProjectionsSharingAnInput) {
+  const int64_t in = 512;
+  std::vector<std::unique_ptr<test::OwnedTensor>> owned;
+  std::vector<test::DualWeight> w;
+  for (const int64_t out : {int64_t{96}, int64_t{32}, int64_t{32}}) {
+    owned.push_back(test::quantized_tensor(quant::FormatId::kQ4_K, {out, in},
+                                           test::random_normal(static_cast<size_t>(out * in), 2640 + out),
+                                           test::default_params(quant::FormatId::kQ4_K)));
+    w.push_back(weight(owned.back()->tensor));
+  }
+  const auto x = input(1, in, 2645);
+  std::vector<std::vector<float>> got[2];
+  for (const int64_t blocks : {int64_t{0}, int64_t{2}}) {
+    for (const test::DualWeight& part : w) {
+      CudaBackend::TunedLinear t = gpu_->tuned_linear(part.gpu);
+      t.dp4a_blocks_one = blocks;
+      ASSERT_TRUE(gpu_->set_tuned_linear(part.gpu, t).ok());
+    }
+    const auto yq = output(1, 96), yk = output(1, 32), yv = output(1, 32);
+    const std::vector<Backend::LinearPart> parts = {{w[0].gpu, {}, yq.gpu}, {w[1].gpu, {}, yk.gpu},
+                                                    {w[2].gpu, {}, yv.gpu}};
+#if defined(QRT_SIMT)
+    const simt::StreamCounters before = simt::device_counters(0);
+#endif
+    ASSERT_TRUE(gpu_->linear_same_input(x.gpu, parts).ok());
+#if defined(QRT_SIMT)
+    EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, 2u) << "quantize x, one GEMV, " << blocks;
+#endif
+    for (const auto* y : {&yq, &yk, &yv}) got[blocks == 0 ? 0 : 1].push_back(gpu_values(y->gpu));
+  }
+  for (size_t j = 0; j < 3; ++j) EXPECT_EQ(got[0][j], got[1][j]) << "part " << j;
 }
 
 // AFQ2/3/5/6 have a tensor-core policy but no integer-dot GEMV: a backend holding only such a matrix reserves the

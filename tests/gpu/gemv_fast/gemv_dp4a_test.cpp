@@ -180,15 +180,18 @@ TEST_P(GemvDp4a, MatchesTheCpuReference) {
               << "y[" << i << ", " << r << "] against the float x";
         }
       EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 4), 0) << "two runs differ: a race";
-      // The rows per block forced (gemv_dp4a_rows): a thread's items and the reduction order do not depend on it.
-      for (int rows_per_block : m == 1 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1, 2}) {
-        ASSERT_EQ(cudaMemset(y_raw, 0xFF, want.size() * 4), cudaSuccess);
-        const Status s = kernels::gemv_dp4a_rows(c.id, dv, {qa.codes, qa.scales}, m, static_cast<float*>(y_raw),
-                                                 nullptr, rows_per_block);
-        ASSERT_TRUE(s.ok()) << s.to_string();
-        ASSERT_EQ(cudaMemcpy(second.data(), y_raw, want.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-        EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 4), 0) << rows_per_block << " rows per block";
-      }
+      // The rows per block forced (gemv_dp4a_rows), and for one row a grid of 3 blocks looping over the row groups: a
+      // thread's items and the reduction order depend on neither.
+      for (int rows_per_block : m == 1 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1, 2})
+        for (int64_t max_blocks : m == 1 ? std::vector<int64_t>{0, 3} : std::vector<int64_t>{0}) {
+          ASSERT_EQ(cudaMemset(y_raw, 0xFF, want.size() * 4), cudaSuccess);
+          const Status s = kernels::gemv_dp4a_rows(c.id, dv, {qa.codes, qa.scales}, m, static_cast<float*>(y_raw),
+                                                   nullptr, rows_per_block, max_blocks);
+          ASSERT_TRUE(s.ok()) << s.to_string();
+          ASSERT_EQ(cudaMemcpy(second.data(), y_raw, want.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+          EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 4), 0)
+              << rows_per_block << " rows per block, at most " << max_blocks << " blocks";
+        }
     }
   }
 }
@@ -269,6 +272,11 @@ TEST(GemvDp4aInputs, AppliesOnlyWhereItCanRun) {
   EXPECT_FALSE(kernels::gemv_dp4a(FormatId::kQ8_0, w, {}, 9, nullptr, nullptr).ok());  // batch past 8
   const Status four_rows = kernels::gemv_dp4a_rows(FormatId::kQ8_0, w, {}, 2, nullptr, nullptr, 4);
   EXPECT_NE(four_rows.to_string().find("4 rows per block at batch 2"), std::string::npos) << four_rows.to_string();
+  const Status negative = kernels::gemv_dp4a_rows(FormatId::kQ8_0, w, {}, 1, nullptr, nullptr, 0, -1);
+  EXPECT_NE(negative.to_string().find("at most -1 blocks"), std::string::npos) << negative.to_string();
+  const Status looping_batch = kernels::gemv_dp4a_rows(FormatId::kQ8_0, w, {}, 2, nullptr, nullptr, 0, 4);
+  EXPECT_NE(looping_batch.to_string().find("looping blocks at batch 2"), std::string::npos)
+      << looping_batch.to_string();
 
   // One launch over several matrices: same width and group parameters, 1 to 3 of them, each with an output.
   float* y = reinterpret_cast<float*>(fake + 2048);  // never written: every call below is refused
