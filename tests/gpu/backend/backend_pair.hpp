@@ -126,6 +126,13 @@ inline std::list<std::unique_ptr<OwnedTensor>> quantize_matrices(TensorTable& te
 
 class BackendPair : public testing::Test {
  protected:
+  // Whether kernel launches are counted (the SIMT layer's stream counters; nothing counts them on a GPU).
+  static constexpr bool kCounted =
+#if defined(QRT_SIMT)
+      true;
+#else
+      false;
+#endif
   void SetUp() override {
     QRT_REQUIRE_GPU();
     auto b = CudaBackend::create(0);

@@ -43,12 +43,6 @@ class CudaMmaGemm : public test::BackendPair {
     return 0;
 #endif
   }
-  static constexpr bool kCounted =
-#if defined(QRT_SIMT)
-      true;
-#else
-      false;
-#endif
   std::vector<std::unique_ptr<test::OwnedTensor>> owned_;
 };
 
