@@ -100,7 +100,8 @@ Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const Kv
   }
   // A prompt over a 16-bit cache: tensor cores, FlashAttention-2 style (S, P and O in registers for head dims 64 and
   // 128, else in shared memory).
-  if (prefill_attention_registers_ && kernels::attention_prefill_mma_applies(shape))
+  if (prefill_attention_registers_ && kernels::attention_prefill_mma_applies(shape, cache.k.data, cache.v.data,
+                                                                             ctx_->props().shared_mem_per_block_optin))
     return kernels::attention_prefill_mma(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data,
                                           keys.data, shape, out.data, ctx_->compute_stream());
   if (kernels::attention_prefill_tc_applies(shape, ctx_->props().shared_mem_per_block_optin))

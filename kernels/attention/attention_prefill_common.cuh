@@ -1,6 +1,6 @@
 // What the two prompt-attention kernels (attention_prefill_tc.cu, attention_prefill_mma.cu) share: the range of a
-// block's query positions, which keys of a tile some query of the block may see, and the copy of a K/V tile into
-// shared memory.
+// block's query positions; and, for the shared-memory kernel, which keys of a tile some query of the block may see
+// and the copy of a K/V tile into shared memory (the register kernel stages its tiles a tile ahead with cp.async).
 #pragma once
 
 #include <climits>

@@ -2,13 +2,18 @@
 // dims 64 and 128 (attention_prefill_tc.hpp). Against the shared-memory kernel beside it (attention_prefill_tc.cu),
 // which stores S, P and O in shared memory around every wmma product and runs the softmax as two lanes per row over
 // 32 columns each, here:
-//   - each warp keeps its 16 query rows as mma A fragments for the whole kernel, computes S = Q·Kᵀ for a tile of 64
-//     keys into 32 accumulator registers per lane, masks, scales and exponentiates them in place (a row's max and
-//     sum need two shuffles among the 4 lanes that hold it), and feeds P to P·V straight from those registers: the
-//     accumulator layout of m16n8k16 is its A layout, two tiles of 8 keys per 16-key step;
-//   - O (16 rows × d) lives in accumulators (d / 2 floats per lane), rescaled in registers by the running max;
-//   - shared memory holds only the K and V tile (rows padded by 8 elements, so that the fragment loads of the 8 rows
-//     of a B fragment fall in distinct banks): 34 KB at d = 128, no opt-in, several blocks per SM.
+//   - each warp computes S = Q·Kᵀ for its 16 query rows and a tile of 64 keys into 32 accumulator registers per
+//     lane, scales, masks and exponentiates them in place (a row's max and sum need two shuffles among the 4 lanes
+//     that hold it), and feeds P to P·V straight from those registers: the accumulator layout of m16n8k16 is its A
+//     layout, two tiles of 8 keys per 16-key step;
+//   - O (16 rows × d) lives in accumulators (d / 2 floats per lane), rescaled in registers when a row's max moves;
+//   - every fragment is loaded from shared memory by ldmatrix (Q's A fragments, K's B fragments, V's transposed),
+//     a warp instruction per two products where 16-bit loads took 4-8 instructions per product; rows are padded by
+//     8 elements, so the 8 rows of each ldmatrix fall in distinct banks;
+//   - logits are kept in base 2, so a probability is one exp2, and tiles every query of a warp sees whole (below the
+//     diagonal of a causal prompt) skip the per-score mask;
+//   - K/V tiles are double-buffered with cp.async (below): shared memory is Q plus two K/V tiles, 85 KB at d = 128
+//     (opt-in; two blocks per SM on Hopper, as the registers allow; one on an A100), 45 KB at d = 64.
 // Tiles no query of the block can see are skipped as there, and a warp skips the products of a tile none of its own
 // rows can see (the diagonal tile of a causal prompt: the first warps of the block).
 #include <climits>
@@ -17,6 +22,7 @@
 #include "kernels/attention/attention_prefill_common.cuh"
 #include "kernels/attention/attention_prefill_tc.hpp"
 #include "kernels/attention/kv_element.cuh"
+#include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/mma_f16.cuh"
 
@@ -28,22 +34,46 @@ constexpr int kKeys = 64;  // keys per tile
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kPad = 8;  // elements after each K/V row in shared memory
+constexpr int kStages = 2;   // K/V tiles in shared memory: the one being multiplied and the next, landing
+constexpr int kKeySets = 3;  // tiles' key sets (KeyTile): being used, being filled, and the one before (see below)
+constexpr float kLog2e = 1.4426950408889634f;
+
+// The keys of one tile as the block sees them: positions, whether some query of the block may see each one (else
+// its K and V rows are zeros in shared memory: unwritten slots may hold NaN, and 0 · NaN would poison P·V), and
+// their cache rows.
+struct KeyTile {
+  int64_t row[kKeys];  // in the cache (a paged pool's rows may outnumber any one sequence's slots)
+  int32_t pos[kKeys];
+  unsigned char live[kKeys];
+};
+
+// Dynamic shared memory: kStages K/V tiles of kKeys rows, each row padded by kPad elements so that the 8 rows of an
+// ldmatrix fall in distinct banks.
+__host__ __device__ constexpr uint64_t prefill_mma_stage_elements(int d) { return uint64_t{2} * kKeys * (d + kPad); }
+uint64_t prefill_mma_shared_bytes(int d) {
+  return (kStages * prefill_mma_stage_elements(d) + uint64_t{kRows} * (d + kPad)) * 2;  // K/V stages, then Q
+}
+// The static shared memory beside it (key sets, query positions and their range).
+constexpr uint64_t kStaticSharedBytes = sizeof(KeyTile) * kKeySets + (kRows + 2) * sizeof(int32_t);
 
 // grid (query tiles, heads). Lane (g, t) = (lane / 4, lane % 4) of warp w holds rows a = 16w + g and b = a + 8 of
 // the block's 64: their scores at keys 8n + 2t, 8n + 2t + 1 of each 8-key slice n, and their outputs at columns
 // 8m + 2t, 8m + 2t + 1. A row's running max is the same in its 4 lanes; its running sum is kept per lane (each lane's
 // share of the row's probabilities) and added up once at the end.
+//
+// The tiles are pipelined: while the warps multiply tile i, tile i + 1's K and V rows are in flight (cp.async into
+// the other stage) and tile i + 2's positions and cache rows are being loaded into registers of threads 0 .. 63,
+// so a tile costs its products and two barriers, not the two dependent memory round trips (positions, then rows)
+// it cost when each tile was loaded after the previous one was used. Key sets rotate over three buffers: a thread
+// writes tile i + 1's before the barrier that ends tile i - 1's products, which may still be reading theirs.
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads) attention_prefill_mma_kernel(
     const float* __restrict__ q, const int32_t* __restrict__ q_pos, const T* __restrict__ k, const T* __restrict__ v,
     const int32_t* __restrict__ key_pos, const int32_t* __restrict__ key_count, AttentionShape s,
     float* __restrict__ out) {
-  // As 16-byte vectors (the tile loads' unit, and their alignment); (D + kPad) * 2 bytes is a multiple of 16.
-  __shared__ uint4 k_raw[kKeys * (D + kPad) / 8], v_raw[kKeys * (D + kPad) / 8];
-  T* k_s = reinterpret_cast<T*>(k_raw);
-  T* v_s = reinterpret_cast<T*>(v_raw);
-  __shared__ int32_t key_pos_s[kKeys], q_pos_s[kRows];
-  __shared__ unsigned char key_live[kKeys];
+  extern __shared__ __align__(16) uint4 kv_tiles[];
+  __shared__ KeyTile key_sets[kKeySets];
+  __shared__ int32_t q_pos_s[kRows];
   __shared__ int32_t block_q_min, block_q_max;
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
@@ -64,88 +94,179 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_mma_kernel(
   int32_t w_lo, w_hi;
   position_range(q_pos_s, 16 * warp, min(16 * warp + 16, rows), &w_lo, &w_hi);
 
-  // Q as A fragments, rounded to T: qf[kk] covers columns 16kk .. 16kk + 15 of rows a and b.
-  uint32_t qf[D / 16][4];
-  {
-    const float* qa = q + (t0 + ra) * q_stride + static_cast<int64_t>(h) * D;
-    const float* qb = q + (t0 + rb) * q_stride + static_cast<int64_t>(h) * D;
-    const bool has_a = ra < rows, has_b = rb < rows;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const int c = 16 * kk + 2 * t;
-      auto pair = [&](const float* row, bool has, int col) {
-        return has ? pack16x2(kv_from_float<T>(row[col]), kv_from_float<T>(row[col + 1]))
-                   : pack16x2(kv_from_float<T>(0.0f), kv_from_float<T>(0.0f));
-      };
-      qf[kk][0] = pair(qa, has_a, c);
-      qf[kk][1] = pair(qb, has_b, c);
-      qf[kk][2] = pair(qa, has_a, c + 8);
-      qf[kk][3] = pair(qb, has_b, c + 8);
-    }
+  // Q rounded to T, in shared memory after the K/V stages (rows past the prompt zero): each tile's S = Q·Kᵀ reads
+  // its A fragments there by ldmatrix, 8 per tile at d = 128, where holding them took 32 registers per lane for the
+  // whole kernel and left too few for the pipeline.
+  T* q_s = reinterpret_cast<T*>(kv_tiles) + kStages * prefill_mma_stage_elements(D);
+  for (int i = tid; i < kRows * D / 2; i += kThreads) {
+    const int r = i / (D / 2), c = 2 * (i % (D / 2));
+    const float* src = q + (t0 + r) * q_stride + static_cast<int64_t>(h) * D + c;
+    const bool has = r < rows;
+    *reinterpret_cast<uint32_t*>(q_s + r * (D + kPad) + c) =
+        pack16x2(kv_from_float<T>(has ? src[0] : 0.0f), kv_from_float<T>(has ? src[1] : 0.0f));
   }
+  // Lane l addresses row l % 8 of matrix l / 8 of an A fragment: rows +8 for matrices 1 and 3, columns +8 for 2, 3.
+  const T* q_frag = q_s + (16 * warp + lane % 8 + 8 * ((lane / 8) % 2)) * (D + kPad) + 8 * (lane / 16);
 
   float o[D / 8][4];
 #pragma unroll
   for (int m = 0; m < D / 8; ++m) o[m][0] = o[m][1] = o[m][2] = o[m][3] = 0.0f;
-  const float sink = s.sinks != nullptr ? s.sinks[h] : -INFINITY;  // a logit with a zero value
+  // Logits are kept in base 2 (scaled by log2 e), so that each probability is one exp2.
+  const float scale2 = s.scale * kLog2e;
+  const float sink = s.sinks != nullptr ? s.sinks[h] * kLog2e : -INFINITY;  // a logit with a zero value
   float max_a = sink, max_b = sink;
   float sum_a = s.sinks != nullptr && t == 0 ? 1.0f : 0.0f, sum_b = sum_a;  // the sink counted once per row
   __syncthreads();
   const int64_t q_min = block_q_min, q_max = block_q_max;
 
-  for (int64_t j0 = 0; j0 < keys; j0 += kKeys) {
-    const int n_keys = static_cast<int>(keys - j0 < kKeys ? keys - j0 : kKeys);
-    const int useful = mark_tile_keys<kKeys>(key_pos, s, j0, n_keys, q_min, q_max, key_pos_s, key_live);
-    if (!__syncthreads_or(useful)) continue;  // the whole block agrees: nothing here for any of its rows
-    load_kv_tile<kKeys, kThreads>(k, v, j0, kv_stride, kv_off, D, D + kPad, s.pages, key_live, k_s, v_s);
-    __syncthreads();
-
-    // Whether any key of the tile is visible to some row of this warp (two keys per lane, then the warp agrees).
-    bool mine = false;
-    for (int c = lane; c < kKeys; c += 32) {
-      const int32_t kp = key_pos_s[c];
-      mine = mine || (key_live[c] != 0 && kp <= w_hi && (s.sliding_window <= 0 || kp > w_lo - s.sliding_window));
+  // Thread c < kKeys holds key c of the next tile to stage: its cache row and position, loaded a tile ahead.
+  int64_t next_row = 0;
+  int32_t next_pos = 0;
+  bool next_valid = false;
+  auto fetch_key = [&](int64_t tile) {
+    const int64_t j = tile * kKeys + tid;
+    next_valid = tid < kKeys && j < keys;
+    next_row = next_valid ? kv_row(s.pages, j) : 0;
+    next_pos = next_valid ? key_pos[next_row] : 0;
+  };
+  // Publishes the fetched key to `set` and says whether some query of the block may see any key of the tile (the
+  // block agrees through the barrier, which also makes the set visible).
+  auto stage_keys = [&](KeyTile& set) {
+    int live = 0;
+    if (tid < kKeys) {
+      live = next_valid && next_pos <= q_max && (s.sliding_window <= 0 || next_pos > q_min - s.sliding_window);
+      set.row[tid] = next_row;
+      set.pos[tid] = next_pos;
+      set.live[tid] = static_cast<unsigned char>(live);
     }
+    return __syncthreads_or(live);
+  };
+  // Starts the copies of a staged tile's K and V rows into `stage`; rows no query sees become zeros.
+  auto load_tile = [&](const KeyTile& set, int stage) {
+    T* k_st = reinterpret_cast<T*>(kv_tiles) + stage * prefill_mma_stage_elements(D);
+    T* v_st = k_st + kKeys * (D + kPad);
+    constexpr int kPieces = kKeys * D / 8;  // 16-byte pieces of a K (or V) tile
+    static_assert(kPieces % kThreads == 0, "every thread copies the same number of pieces");
+#pragma unroll
+    for (int u = 0; u < kPieces / kThreads; ++u) {
+      const int i = tid + u * kThreads, c = i / (D / 8), col = 8 * (i % (D / 8));
+      T* kd = k_st + c * (D + kPad) + col;
+      T* vd = v_st + c * (D + kPad) + col;
+      if (set.live[c] != 0) {
+        const int64_t at = set.row[c] * kv_stride + kv_off + col;
+        cp_async_16(kd, k + at);
+        cp_async_16(vd, v + at);
+      } else {
+        *reinterpret_cast<uint4*>(kd) = make_uint4(0u, 0u, 0u, 0u);  // +0.0 in both 16-bit types
+        *reinterpret_cast<uint4*>(vd) = make_uint4(0u, 0u, 0u, 0u);
+      }
+    }
+  };
+
+  const int64_t tiles = (keys + kKeys - 1) / kKeys;
+  int use_current = 0;
+  if (tiles > 0) {
+    fetch_key(0);
+    use_current = stage_keys(key_sets[0]);
+    fetch_key(1);
+    if (use_current) load_tile(key_sets[0], 0);
+  }
+  cp_async_commit();
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const int stage = static_cast<int>(tile % kStages);
+    int use_next = 0;
+    if (tile + 1 < tiles) {
+      KeyTile& next = key_sets[(tile + 1) % kKeySets];
+      use_next = stage_keys(next);
+      fetch_key(tile + 2);
+      if (use_next) load_tile(next, (stage + 1) % kStages);
+    }
+    cp_async_commit();    // a group per tile, empty or not, so that one pending group is always the next tile's
+    cp_async_wait<1>();   // this tile's copies (this thread's) have landed
+    __syncthreads();      // and every thread's
+    if (!use_current) {   // the whole block agrees: nothing here for any of its rows
+      use_current = use_next;
+      continue;
+    }
+    use_current = use_next;
+    const KeyTile& keys_now = key_sets[tile % kKeySets];
+    const int32_t* key_pos_s = keys_now.pos;
+    const unsigned char* key_live = keys_now.live;
+    const T* k_s = reinterpret_cast<const T*>(kv_tiles) + stage * prefill_mma_stage_elements(D);
+    const T* v_s = k_s + kKeys * (D + kPad);
+
+    // Whether any key of the tile is visible to some row of this warp, and whether every key is visible to all of
+    // them (the tiles below the diagonal of a causal prompt: no per-score mask); two keys per lane, then the warp
+    // agrees.
+    bool mine = false, whole = true;
+    for (int c = lane; c < kKeys; c += 32) {
+      const int64_t kp = key_pos_s[c];  // 64-bit: a warp without rows has w_hi = INT_MIN
+      const bool live = key_live[c] != 0;
+      mine = mine || (live && kp <= w_hi && (s.sliding_window <= 0 || kp > int64_t{w_lo} - s.sliding_window));
+      whole = whole && live && kp <= w_lo && (s.sliding_window <= 0 || kp > int64_t{w_hi} - s.sliding_window);
+    }
+    whole = __all_sync(0xffffffffu, whole);
     if (__any_sync(0xffffffffu, mine)) {
-      // S = Q·Kᵀ: slice n holds keys 8n .. 8n + 7 (B's column g is key 8n + g, its k index the head dim).
+      // S = Q·Kᵀ: slice n holds keys 8n .. 8n + 7 (B's column g is key 8n + g, its k index the head dim). One
+      // ldmatrix gives the B fragments of two 16-dim steps: matrix i is dims 16kk + 8i .. 16kk + 8i + 7 of the
+      // slice's 8 key rows, lane l addressing row l % 8 of matrix l / 8.
       float sc[kKeys / 8][4];
 #pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n) {
-        sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
-        const T* krow = k_s + (8 * n + g) * (D + kPad) + 2 * t;
+      for (int n = 0; n < kKeys / 8; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+      const T* krow = k_s + lane % 8 * (D + kPad) + 8 * (lane / 8);
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-          const uint32_t b0 = *reinterpret_cast<const uint32_t*>(krow + 16 * kk);
-          const uint32_t b1 = *reinterpret_cast<const uint32_t*>(krow + 16 * kk + 8);
-          mma_16816<T>(sc[n], qf[kk], b0, b1);
+      for (int kk = 0; kk < D / 16; kk += 2) {
+        uint32_t qa[4], qb[4];  // Q's A fragments for dims 16kk .. 16kk + 31
+        ldmatrix_x4<false>(qa, q_frag + 16 * kk);
+        ldmatrix_x4<false>(qb, q_frag + 16 * kk + 16);
+#pragma unroll
+        for (int n = 0; n < kKeys / 8; ++n) {
+          uint32_t b[4];
+          ldmatrix_x4<false>(b, krow + 8 * n * (D + kPad) + 16 * kk);
+          mma_16816<T>(sc[n], qa, b[0], b[1]);
+          mma_16816<T>(sc[n], qb, b[2], b[3]);
         }
       }
-      // Mask, scale and cap; the rows' new maxima (the 4 lanes of a row agree after two shuffles).
+      // Scale and cap (in base 2), mask unless the whole tile is visible, and the rows' new maxima (the 4 lanes of
+      // a row agree after two shuffles).
+      if (s.softcap > 0.0f) {
+#pragma unroll
+        for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sc[n][e] = soft_capped(sc[n][e] * s.scale, s.softcap) * kLog2e;
+      } else {
+#pragma unroll
+        for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sc[n][e] *= scale2;
+      }
+      if (!whole) {
+#pragma unroll
+        for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c = 8 * n + 2 * t + (e & 1);
+            const int64_t dist = static_cast<int64_t>(e < 2 ? qpa : qpb) - key_pos_s[c];
+            const bool visible =
+                key_live[c] != 0 && dist >= 0 && (s.sliding_window <= 0 || dist < s.sliding_window);
+            if (!visible) sc[n][e] = -INFINITY;
+          }
+      }
       float m_a = max_a, m_b = max_b;
 #pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int c = 8 * n + 2 * t + (e & 1);
-          const int64_t dist = static_cast<int64_t>(e < 2 ? qpa : qpb) - key_pos_s[c];
-          const bool visible = key_live[c] != 0 && dist >= 0 && (s.sliding_window <= 0 || dist < s.sliding_window);
-          const float score = visible ? soft_capped(sc[n][e] * s.scale, s.softcap) : -INFINITY;
-          sc[n][e] = score;
-          if (e < 2) {
-            m_a = fmaxf(m_a, score);
-          } else {
-            m_b = fmaxf(m_b, score);
-          }
-        }
+      for (int n = 0; n < kKeys / 8; ++n) {
+        m_a = fmaxf(m_a, fmaxf(sc[n][0], sc[n][1]));
+        m_b = fmaxf(m_b, fmaxf(sc[n][2], sc[n][3]));
+      }
       m_a = fmaxf(m_a, __shfl_xor_sync(0xffffffffu, m_a, 1));
       m_a = fmaxf(m_a, __shfl_xor_sync(0xffffffffu, m_a, 2));
       m_b = fmaxf(m_b, __shfl_xor_sync(0xffffffffu, m_b, 1));
       m_b = fmaxf(m_b, __shfl_xor_sync(0xffffffffu, m_b, 2));
-      const float corr_a = m_a == -INFINITY ? 1.0f : expf(max_a - m_a);  // 0 while nothing was visible before
-      const float corr_b = m_b == -INFINITY ? 1.0f : expf(max_b - m_b);
+      const float corr_a = m_a == -INFINITY ? 1.0f : exp2f(max_a - m_a);  // 0 while nothing was visible before
+      const float corr_b = m_b == -INFINITY ? 1.0f : exp2f(max_b - m_b);
       max_a = m_a;
       max_b = m_b;
-      // P = exp(S - max) rounded to T, packed as A fragments: 16-key step j is slices 2j (k = 2t, 2t + 1) and
+      // P = 2^(S - max) rounded to T, packed as A fragments: 16-key step j is slices 2j (k = 2t, 2t + 1) and
       // 2j + 1 (k = 8 + 2t, 9 + 2t). The sums count the rounded values, as P·V uses them.
       uint32_t pf[kKeys / 16][4];
       float add_a = 0.0f, add_b = 0.0f;
@@ -155,7 +276,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_mma_kernel(
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const float m = e < 2 ? m_a : m_b;
-          p[e] = kv_from_float<T>(sc[n][e] == -INFINITY ? 0.0f : expf(sc[n][e] - m));
+          p[e] = kv_from_float<T>(sc[n][e] == -INFINITY ? 0.0f : exp2f(sc[n][e] - m));
           (e < 2 ? add_a : add_b) += kv_to_float(p[e]);
         }
         pf[n / 2][2 * (n % 2)] = pack16x2(p[0], p[1]);
@@ -165,24 +286,31 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_mma_kernel(
       sum_b = sum_b * corr_b + add_b;
       // O = O · correction + P·V: output slice m holds columns 8m .. 8m + 7 (B's column g is V's column 8m + g,
       // its k index the key).
+      if (corr_a != 1.0f || corr_b != 1.0f) {  // a row's max moved (mostly in the first tiles)
 #pragma unroll
-      for (int m = 0; m < D / 8; ++m) {
-        o[m][0] *= corr_a;
-        o[m][1] *= corr_a;
-        o[m][2] *= corr_b;
-        o[m][3] *= corr_b;
-        const T* vcol = v_s + 8 * m + g;
+        for (int m = 0; m < D / 8; ++m) {
+          o[m][0] *= corr_a;
+          o[m][1] *= corr_a;
+          o[m][2] *= corr_b;
+          o[m][3] *= corr_b;
+        }
+      }
+      // One transposing ldmatrix gives the B fragments of two output slices for a 16-key step: matrix i is keys
+      // 16j + 8 (i % 2) .. + 7 (rows of V) by columns 8 (m + i / 2) .. + 7.
+      const T* vrow = v_s + (8 * ((lane / 8) % 2) + lane % 8) * (D + kPad) + 8 * (lane / 16);
+#pragma unroll
+      for (int m = 0; m < D / 8; m += 2) {
 #pragma unroll
         for (int j = 0; j < kKeys / 16; ++j) {
-          const int key = 16 * j + 2 * t;
-          const uint32_t b0 = pack16x2(vcol[key * (D + kPad)], vcol[(key + 1) * (D + kPad)]);
-          const uint32_t b1 = pack16x2(vcol[(key + 8) * (D + kPad)], vcol[(key + 9) * (D + kPad)]);
-          mma_16816<T>(o[m], pf[j], b0, b1);
+          uint32_t b[4];
+          ldmatrix_x4<true>(b, vrow + 16 * j * (D + kPad) + 8 * m);
+          mma_16816<T>(o[m], pf[j], b[0], b[1]);
+          mma_16816<T>(o[m + 1], pf[j], b[2], b[3]);
         }
       }
     }
-    __syncthreads();  // K, V and the key arrays are replaced by the next tile
   }
+  cp_async_wait<0>();  // nothing in flight at exit (the last group is empty)
 
   // Each row's sum over its 4 lanes, then O / sum (zeros for a row that saw nothing).
   sum_a += __shfl_xor_sync(0xffffffffu, sum_a, 1);
@@ -213,27 +341,34 @@ template <class T, int D>
 Status launch(const float* q, const int32_t* q_pos, const void* k, const void* v, const int32_t* key_pos,
               const int32_t* key_count, const AttentionShape& s, float* out, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((s.tokens + kRows - 1) / kRows), static_cast<unsigned>(s.heads));
-  attention_prefill_mma_kernel<T, D><<<grid, kThreads, 0, stream>>>(
-      q, q_pos, static_cast<const T*>(k), static_cast<const T*>(v), key_pos, key_count, s, out);
+  const auto kernel = attention_prefill_mma_kernel<T, D>;
+  const uint64_t shared = prefill_mma_shared_bytes(D);
+  QRT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+  kernel<<<grid, kThreads, shared, stream>>>(q, q_pos, static_cast<const T*>(k), static_cast<const T*>(v), key_pos,
+                                             key_count, s, out);
   return cuda_launch_status("attention_prefill_mma_kernel");
 }
 
 }  // namespace
 
-bool attention_prefill_mma_applies(const AttentionShape& s) {
+bool attention_prefill_mma_applies(const AttentionShape& s, const void* k, const void* v, uint64_t shared_optin) {
   return (s.kv_type == KvType::kF16 || s.kv_type == KvType::kBF16) && s.tokens >= kPrefillTcMinTokens &&
          (s.head_dim == 64 || s.head_dim == 128) && s.heads > 0 && s.kv_heads > 0 && s.heads % s.kv_heads == 0 &&
-         s.heads <= 65535 && (s.tokens + kRows - 1) / kRows <= INT_MAX;
+         s.heads <= 65535 && (s.tokens + kRows - 1) / kRows <= INT_MAX &&
+         reinterpret_cast<uintptr_t>(k) % 16 == 0 && reinterpret_cast<uintptr_t>(v) % 16 == 0 &&
+         prefill_mma_shared_bytes(s.head_dim) + kStaticSharedBytes <= shared_optin;
 }
 
 Status attention_prefill_mma(const float* q, const int32_t* q_pos, const void* k, const void* v,
                              const int32_t* key_pos, const int32_t* key_count, const AttentionShape& s, float* out,
                              cudaStream_t stream) {
-  if (!attention_prefill_mma_applies(s) && s.tokens != 0)
-    return invalid_argument("attention_prefill_mma: needs a 16-bit cache, head_dim 64 or 128 and at least " +
-                            std::to_string(kPrefillTcMinTokens) + " rows (" + std::string(kv_type_name(s.kv_type)) +
-                            ", head_dim " + std::to_string(s.head_dim) + ", " + std::to_string(s.tokens) + " rows)");
   if (s.tokens == 0) return ok_status();
+  // The device's opt-in limit is the backend's to check (it knows the device); here everything else.
+  if (!attention_prefill_mma_applies(s, k, v, UINT64_MAX))
+    return invalid_argument("attention_prefill_mma: needs a 16-bit cache 16-byte aligned, head_dim 64 or 128 and at "
+                            "least " + std::to_string(kPrefillTcMinTokens) + " rows (" +
+                            std::string(kv_type_name(s.kv_type)) + ", head_dim " + std::to_string(s.head_dim) + ", " +
+                            std::to_string(s.tokens) + " rows)");
   const bool f16 = s.kv_type == KvType::kF16;
   if (s.head_dim == 64)
     return f16 ? launch<__half, 64>(q, q_pos, k, v, key_pos, key_count, s, out, stream)

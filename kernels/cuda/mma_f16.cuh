@@ -86,4 +86,41 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],
 #endif
 }
 
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16 (sm_75 and later): four 8 × 8 matrices of 16-bit elements from
+// shared memory, one instruction per warp. Lane l passes the address of row l % 8 of matrix l / 8 (16 bytes,
+// 16-byte aligned); r[i] receives from matrix i, with g = lane / 4 and t = lane % 4,
+//   plain:  M_i[g][2t, 2t+1]         (a B fragment of mma_16816 from a matrix stored one B column per row)
+//   trans:  M_i[2t][g], M_i[2t+1][g] (a B fragment from a matrix stored one B row per row)
+// each pair with the lower index in the low half, as mma_16816's fragments take them. Under the SIMT layer the rows'
+// addresses travel by shuffles and each lane reads its elements itself; a misaligned row traps, as on a GPU.
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+#if defined(QRT_SIMT)
+  if (reinterpret_cast<uintptr_t>(row) % 16 != 0) __trap();
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int g = lane >> 2, t = lane & 3;
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (kTrans) {
+      const auto* lo = static_cast<const uint16_t*>(__shfl_sync(0xffffffffu, row, 8 * i + 2 * t));
+      const auto* hi = static_cast<const uint16_t*>(__shfl_sync(0xffffffffu, row, 8 * i + 2 * t + 1));
+      r[i] = static_cast<uint32_t>(lo[g]) | (static_cast<uint32_t>(hi[g]) << 16);
+    } else {
+      const auto* at = static_cast<const uint32_t*>(__shfl_sync(0xffffffffu, row, 8 * i + g));
+      r[i] = at[t];
+    }
+  }
+#else
+  const auto at = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  if constexpr (kTrans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(at));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(at));
+  }
+#endif
+}
+
 }  // namespace qrt::kernels

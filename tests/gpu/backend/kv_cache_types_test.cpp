@@ -262,7 +262,8 @@ TEST_F(CudaKvTypes, AttentionOverEveryCacheTypeMatchesCpu) {
 // for bf16), hence the bounds (measured under SIMT: 1.6-2.7e-4 for f16, 1.4-2.1e-3 for bf16). Prompts of 16..200
 // rows (query tiles of 64: whole, partial, several), GQA groups of 1, 4 and 8, head dims 64, 128 and 256, a sliding
 // window, keys cached before the prompt, and slots no query sees holding NaN; a head dim that is not a multiple of
-// 16 takes the per-head kernel instead; attention sinks, and a soft cap. Both tensor-core kernels: S, P and O in
+// 16 takes the per-head kernel instead; attention sinks, and a soft cap; key tiles every query of a warp sees whole
+// (the register kernel's unmasked path: 150 rows, with and without the cap). Both tensor-core kernels: S, P and O in
 // registers (head dims 64 and 128, the default) and in shared memory (every head dim).
 TEST_F(CudaKvTypes, PromptAttentionOnTensorCoresMatchesCpu) {
   struct Case {
@@ -277,7 +278,7 @@ TEST_F(CudaKvTypes, PromptAttentionOnTensorCoresMatchesCpu) {
                         Case{16, 2, 64, 0, 0, 64, true}, Case{8, 1, 128, 0, 100, 65, true},
                         Case{4, 4, 256, 0, 3, 20, true}, Case{8, 2, 64, 24, 30, 200, true},
                         Case{4, 2, 72, 0, 10, 20, false}, Case{8, 2, 64, 16, 20, 90, true, 0.0f, true},
-                        Case{4, 4, 128, 0, 0, 70, true, 2.0f, false}}) {
+                        Case{4, 4, 128, 0, 0, 70, true, 2.0f, false}, Case{8, 2, 128, 0, 0, 150, true}}) {
     for (const auto& [type, registers] : {std::pair{KvType::kF16, true}, {KvType::kBF16, true},
                                           {KvType::kF16, false}, {KvType::kBF16, false}}) {
       gpu_->set_prefill_attention_registers(registers);
