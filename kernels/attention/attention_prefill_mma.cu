@@ -1,5 +1,5 @@
 // Prompt attention with the scores, probabilities and output in registers (FlashAttention-2's layout), for head
-// dims 64 and 128 (attention_prefill_tc.hpp). Against the shared-memory kernel beside it (attention_prefill_tc.cu),
+// dims 64 and 128 over f16, bf16, fp8 and q8_0 caches (attention_prefill_tc.hpp). Against the shared-memory kernel beside it (attention_prefill_tc.cu),
 // which stores S, P and O in shared memory around every wmma product and runs the softmax as two lanes per row over
 // 32 columns each, here:
 //   - each warp computes S = Q·Kᵀ for its 16 query rows and a tile of 64 keys into 32 accumulator registers per
@@ -13,11 +13,13 @@
 //   - logits are kept in base 2, so a probability is one exp2, and tiles every query of a warp sees whole (below the
 //     diagonal of a causal prompt) skip the per-score mask;
 //   - K/V tiles are double-buffered with cp.async (below): shared memory is Q plus two K/V tiles, 85 KB at d = 128
-//     (opt-in; two blocks per SM on Hopper, as the registers allow; one on an A100), 45 KB at d = 64.
+//     (opt-in; two blocks per SM on Hopper, as the registers allow; one on an A100), 45 KB at d = 64; an fp8 or q8_0
+//     cache's bytes are double-buffered instead and each tile converted into one fp16 tile (83-85 KB at d = 128).
 // Tiles no query of the block can see are skipped as there, and a warp skips the products of a tile none of its own
 // rows can see (the diagonal tile of a causal prompt: the first warps of the block).
 #include <climits>
 #include <string>
+#include <type_traits>
 
 #include "kernels/attention/attention_prefill_common.cuh"
 #include "kernels/attention/attention_prefill_tc.hpp"
@@ -47,11 +49,43 @@ struct KeyTile {
   unsigned char live[kKeys];
 };
 
-// Dynamic shared memory: kStages K/V tiles of kKeys rows, each row padded by kPad elements so that the 8 rows of an
-// ldmatrix fall in distinct banks.
-__host__ __device__ constexpr uint64_t prefill_mma_stage_elements(int d) { return uint64_t{2} * kKeys * (d + kPad); }
-uint64_t prefill_mma_shared_bytes(int d) {
-  return (kStages * prefill_mma_stage_elements(d) + uint64_t{kRows} * (d + kPad)) * 2;  // K/V stages, then Q
+// What the kernel makes of a cache of element C: a 16-bit cache is copied straight into the tiles the products read
+// (double-buffered); an fp8 or q8_0 cache (raw: its bytes, 1 or 34/32 per element) is copied into two raw stages
+// and each tile converted into one fp16 tile before its products (E4M3 to half exactly; q8_0's d · q rounded to half
+// once, as Q and P are), so every cache type takes the tensor cores.
+template <class C>
+constexpr bool kRawCache = std::is_same_v<C, KvFp8> || std::is_same_v<C, KvQ8_0>;
+template <class C>
+using MmaType = std::conditional_t<kRawCache<C>, __half, C>;
+
+// Dynamic shared memory, in this order: the raw stages (raw caches), the 16-bit K/V tiles (rows padded by kPad
+// elements, so that the 8 rows of an ldmatrix fall in distinct banks), Q's tile.
+template <class C, int D>
+struct TileLayout {
+  static constexpr int kRawRow = std::is_same_v<C, KvQ8_0> ? D / 32 * 34 : D;  // one head's bytes, raw caches
+  static constexpr int kPiece = std::is_same_v<C, KvQ8_0> ? 4 : 16;  // bytes per copy (q8_0 rows: 4-byte aligned)
+  static constexpr uint64_t kRawStage = kRawCache<C> ? uint64_t{2} * kKeys * kRawRow : 0;  // K then V
+  static constexpr uint64_t kTile = uint64_t{2} * kKeys * (D + kPad) * 2;                  // K then V
+  static constexpr int kTiles = kRawCache<C> ? 1 : kStages;
+  static constexpr uint64_t kTilesAt = kStages * kRawStage;
+  static constexpr uint64_t kQAt = kTilesAt + kTiles * kTile;
+  static constexpr uint64_t kBytes = kQAt + uint64_t{kRows} * (D + kPad) * 2;
+  static_assert(kRawStage % 16 == 0 && kTile % 16 == 0, "every region starts 16-byte aligned");
+};
+
+template <int D>
+uint64_t shared_bytes_for(KvType type) {
+  switch (type) {
+    case KvType::kF16: return TileLayout<__half, D>::kBytes;
+    case KvType::kBF16: return TileLayout<__nv_bfloat16, D>::kBytes;
+    case KvType::kFp8: return TileLayout<KvFp8, D>::kBytes;
+    case KvType::kQ8_0: return TileLayout<KvQ8_0, D>::kBytes;
+    case KvType::kF32: break;
+  }
+  return 0;
+}
+uint64_t prefill_mma_shared_bytes(KvType type, int d) {
+  return d == 64 ? shared_bytes_for<64>(type) : d == 128 ? shared_bytes_for<128>(type) : 0;
 }
 // The static shared memory beside it (key sets, query positions and their range).
 constexpr uint64_t kStaticSharedBytes = sizeof(KeyTile) * kKeySets + (kRows + 2) * sizeof(int32_t);
@@ -66,12 +100,15 @@ constexpr uint64_t kStaticSharedBytes = sizeof(KeyTile) * kKeySets + (kRows + 2)
 // so a tile costs its products and two barriers, not the two dependent memory round trips (positions, then rows)
 // it cost when each tile was loaded after the previous one was used. Key sets rotate over three buffers: a thread
 // writes tile i + 1's before the barrier that ends tile i - 1's products, which may still be reading theirs.
-template <class T, int D>
+template <class C, int D>
 __global__ void __launch_bounds__(kThreads) attention_prefill_mma_kernel(
-    const float* __restrict__ q, const int32_t* __restrict__ q_pos, const T* __restrict__ k, const T* __restrict__ v,
+    const float* __restrict__ q, const int32_t* __restrict__ q_pos, const void* k_cache, const void* v_cache,
     const int32_t* __restrict__ key_pos, const int32_t* __restrict__ key_count, AttentionShape s,
     float* __restrict__ out) {
-  extern __shared__ __align__(16) uint4 kv_tiles[];
+  using T = MmaType<C>;
+  using L = TileLayout<C, D>;
+  extern __shared__ __align__(16) uint4 smem_vectors[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>(smem_vectors);
   __shared__ KeyTile key_sets[kKeySets];
   __shared__ int32_t q_pos_s[kRows];
   __shared__ int32_t block_q_min, block_q_max;
@@ -97,7 +134,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_mma_kernel(
   // Q rounded to T, in shared memory after the K/V stages (rows past the prompt zero): each tile's S = Q·Kᵀ reads
   // its A fragments there by ldmatrix, 8 per tile at d = 128, where holding them took 32 registers per lane for the
   // whole kernel and left too few for the pipeline.
-  T* q_s = reinterpret_cast<T*>(kv_tiles) + kStages * prefill_mma_stage_elements(D);
+  T* q_s = reinterpret_cast<T*>(smem + L::kQAt);
   for (int i = tid; i < kRows * D / 2; i += kThreads) {
     const int r = i / (D / 2), c = 2 * (i % (D / 2));
     const float* src = q + (t0 + r) * q_stride + static_cast<int64_t>(h) * D + c;
@@ -141,25 +178,89 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_mma_kernel(
     }
     return __syncthreads_or(live);
   };
-  // Starts the copies of a staged tile's K and V rows into `stage`; rows no query sees become zeros.
+  // Starts the copies of a staged tile's K and V rows into `stage`: a 16-bit cache's rows become the tile (rows no
+  // query sees become zeros), a raw cache's bytes land in its raw stage (rows no query sees are skipped: the
+  // conversion writes their zeros).
   auto load_tile = [&](const KeyTile& set, int stage) {
-    T* k_st = reinterpret_cast<T*>(kv_tiles) + stage * prefill_mma_stage_elements(D);
-    T* v_st = k_st + kKeys * (D + kPad);
-    constexpr int kPieces = kKeys * D / 8;  // 16-byte pieces of a K (or V) tile
-    static_assert(kPieces % kThreads == 0, "every thread copies the same number of pieces");
+    if constexpr (!kRawCache<C>) {
+      const T* __restrict__ k = static_cast<const T*>(k_cache);
+      const T* __restrict__ v = static_cast<const T*>(v_cache);
+      T* k_st = reinterpret_cast<T*>(smem + L::kTilesAt + stage * L::kTile);
+      T* v_st = k_st + kKeys * (D + kPad);
+      constexpr int kPieces = kKeys * D / 8;  // 16-byte pieces of a K (or V) tile
+      static_assert(L::kPiece == 16 && kPieces % kThreads == 0, "every thread copies the same number of pieces");
 #pragma unroll
-    for (int u = 0; u < kPieces / kThreads; ++u) {
-      const int i = tid + u * kThreads, c = i / (D / 8), col = 8 * (i % (D / 8));
-      T* kd = k_st + c * (D + kPad) + col;
-      T* vd = v_st + c * (D + kPad) + col;
-      if (set.live[c] != 0) {
-        const int64_t at = set.row[c] * kv_stride + kv_off + col;
-        cp_async_16(kd, k + at);
-        cp_async_16(vd, v + at);
-      } else {
-        *reinterpret_cast<uint4*>(kd) = make_uint4(0u, 0u, 0u, 0u);  // +0.0 in both 16-bit types
-        *reinterpret_cast<uint4*>(vd) = make_uint4(0u, 0u, 0u, 0u);
+      for (int u = 0; u < kPieces / kThreads; ++u) {
+        const int i = tid + u * kThreads, c = i / (D / 8), col = 8 * (i % (D / 8));
+        T* kd = k_st + c * (D + kPad) + col;
+        T* vd = v_st + c * (D + kPad) + col;
+        if (set.live[c] != 0) {
+          const int64_t at = set.row[c] * kv_stride + kv_off + col;
+          cp_async_16(kd, k + at);
+          cp_async_16(vd, v + at);
+        } else {
+          *reinterpret_cast<uint4*>(kd) = make_uint4(0u, 0u, 0u, 0u);  // +0.0 in both 16-bit types
+          *reinterpret_cast<uint4*>(vd) = make_uint4(0u, 0u, 0u, 0u);
+        }
       }
+    } else {
+      const auto* __restrict__ k = static_cast<const unsigned char*>(k_cache);
+      const auto* __restrict__ v = static_cast<const unsigned char*>(v_cache);
+      unsigned char* k_st = smem + stage * L::kRawStage;
+      unsigned char* v_st = k_st + kKeys * L::kRawRow;
+      // Bytes per cache row and the head's first byte: q8_0 rows are blocks of 32 elements in 34 bytes.
+      const int64_t row_bytes = std::is_same_v<C, KvQ8_0> ? kv_stride / 32 * 34 : kv_stride;
+      const int64_t head_at = std::is_same_v<C, KvQ8_0> ? kv_off / 32 * 34 : kv_off;
+      constexpr int kRowPieces = L::kRawRow / L::kPiece;
+#pragma unroll 4
+      for (int i = tid; i < kKeys * kRowPieces; i += kThreads) {
+        const int c = i / kRowPieces, at_row = L::kPiece * (i % kRowPieces);
+        if (set.live[c] == 0) continue;
+        const int64_t at = set.row[c] * row_bytes + head_at + at_row;
+        if constexpr (L::kPiece == 16) {
+          cp_async_16(k_st + c * L::kRawRow + at_row, k + at);
+          cp_async_16(v_st + c * L::kRawRow + at_row, v + at);
+        } else {
+          cp_async_4(k_st + c * L::kRawRow + at_row, k + at);
+          cp_async_4(v_st + c * L::kRawRow + at_row, v + at);
+        }
+      }
+    }
+  };
+  // A raw cache's tile: the landed bytes of `stage` into the fp16 tile the products read, zeros for rows no query
+  // sees. fp8: 16 codes per step (exact); q8_0: a block of 32 per step, d · q in fp32 rounded to half.
+  auto convert_tile = [&](const KeyTile& set, int stage) {
+    const unsigned char* k_st = smem + stage * L::kRawStage;
+    T* k_t = reinterpret_cast<T*>(smem + L::kTilesAt);
+    constexpr int kStep = std::is_same_v<C, KvQ8_0> ? 32 : 16;  // elements per step
+    constexpr int kSteps = kKeys * D / kStep;                     // per K (or V) tile
+    for (int i = tid; i < 2 * kSteps; i += kThreads) {
+      const int is_v = i >= kSteps ? 1 : 0, u = i - is_v * kSteps, c = u / (D / kStep), col = kStep * (u % (D / kStep));
+      const unsigned char* raw = k_st + is_v * kKeys * L::kRawRow + c * L::kRawRow;
+      uint4* dst = reinterpret_cast<uint4*>(k_t + is_v * kKeys * (D + kPad) + c * (D + kPad) + col);
+      uint32_t h[kStep / 2];
+      if (set.live[c] == 0) {
+#pragma unroll
+        for (int e = 0; e < kStep / 2; ++e) h[e] = 0u;
+      } else if constexpr (std::is_same_v<C, KvFp8>) {
+        const uint4 codes = *reinterpret_cast<const uint4*>(raw + col);
+        const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          h[e] = kv_fp8x2_to_half2_bits(static_cast<uint16_t>(words[e / 2] >> (16 * (e % 2))));
+      } else {
+        const unsigned char* block = raw + col / 32 * 34;
+        const float d = quant::fp16_to_f32(*reinterpret_cast<const uint16_t*>(block));
+        const auto* pairs = reinterpret_cast<const uint16_t*>(block + 2);
+#pragma unroll
+        for (int e = 0; e < 16; ++e) {
+          const uint16_t two = pairs[e];
+          h[e] = pack16x2(kv_from_float<__half>(d * static_cast<float>(static_cast<int8_t>(two & 0xFFu))),
+                          kv_from_float<__half>(d * static_cast<float>(static_cast<int8_t>(two >> 8))));
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < kStep / 8; ++e) dst[e] = make_uint4(h[4 * e], h[4 * e + 1], h[4 * e + 2], h[4 * e + 3]);
     }
   };
 
@@ -190,9 +291,13 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_mma_kernel(
     }
     use_current = use_next;
     const KeyTile& keys_now = key_sets[tile % kKeySets];
+    if constexpr (kRawCache<C>) {
+      convert_tile(keys_now, stage);
+      __syncthreads();
+    }
     const int32_t* key_pos_s = keys_now.pos;
     const unsigned char* key_live = keys_now.live;
-    const T* k_s = reinterpret_cast<const T*>(kv_tiles) + stage * prefill_mma_stage_elements(D);
+    const T* k_s = reinterpret_cast<const T*>(smem + L::kTilesAt + (kRawCache<C> ? 0 : stage * L::kTile));
     const T* v_s = k_s + kKeys * (D + kPad);
 
     // Whether any key of the tile is visible to some row of this warp, and whether every key is visible to all of
@@ -337,26 +442,40 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_mma_kernel(
   }
 }
 
-template <class T, int D>
+template <class C, int D>
 Status launch(const float* q, const int32_t* q_pos, const void* k, const void* v, const int32_t* key_pos,
               const int32_t* key_count, const AttentionShape& s, float* out, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((s.tokens + kRows - 1) / kRows), static_cast<unsigned>(s.heads));
-  const auto kernel = attention_prefill_mma_kernel<T, D>;
-  const uint64_t shared = prefill_mma_shared_bytes(D);
+  const auto kernel = attention_prefill_mma_kernel<C, D>;
+  const uint64_t shared = TileLayout<C, D>::kBytes;
   QRT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
-  kernel<<<grid, kThreads, shared, stream>>>(q, q_pos, static_cast<const T*>(k), static_cast<const T*>(v), key_pos,
-                                             key_count, s, out);
+  kernel<<<grid, kThreads, shared, stream>>>(q, q_pos, k, v, key_pos, key_count, s, out);
   return cuda_launch_status("attention_prefill_mma_kernel");
+}
+
+template <int D>
+Status launch_for(const float* q, const int32_t* q_pos, const void* k, const void* v, const int32_t* key_pos,
+                  const int32_t* key_count, const AttentionShape& s, float* out, cudaStream_t stream) {
+  switch (s.kv_type) {
+    case KvType::kF16: return launch<__half, D>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
+    case KvType::kBF16: return launch<__nv_bfloat16, D>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
+    case KvType::kFp8: return launch<KvFp8, D>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
+    case KvType::kQ8_0: return launch<KvQ8_0, D>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
+    case KvType::kF32: break;
+  }
+  return invalid_argument("attention_prefill_mma: an f32 cache keeps fp32 attention");
 }
 
 }  // namespace
 
 bool attention_prefill_mma_applies(const AttentionShape& s, const void* k, const void* v, uint64_t shared_optin) {
-  return (s.kv_type == KvType::kF16 || s.kv_type == KvType::kBF16) && s.tokens >= kPrefillTcMinTokens &&
-         (s.head_dim == 64 || s.head_dim == 128) && s.heads > 0 && s.kv_heads > 0 && s.heads % s.kv_heads == 0 &&
-         s.heads <= 65535 && (s.tokens + kRows - 1) / kRows <= INT_MAX &&
-         reinterpret_cast<uintptr_t>(k) % 16 == 0 && reinterpret_cast<uintptr_t>(v) % 16 == 0 &&
-         prefill_mma_shared_bytes(s.head_dim) + kStaticSharedBytes <= shared_optin;
+  // 16-byte copies of a 16-bit or fp8 head (head_dim · 1 or 2 bytes, head offsets alike); 4-byte ones of q8_0's.
+  const uintptr_t align = s.kv_type == KvType::kQ8_0 ? 4 : 16;
+  const uint64_t shared = prefill_mma_shared_bytes(s.kv_type, s.head_dim);
+  return shared > 0 && s.tokens >= kPrefillTcMinTokens && s.heads > 0 && s.kv_heads > 0 &&
+         s.heads % s.kv_heads == 0 && s.heads <= 65535 && (s.tokens + kRows - 1) / kRows <= INT_MAX &&
+         reinterpret_cast<uintptr_t>(k) % align == 0 && reinterpret_cast<uintptr_t>(v) % align == 0 &&
+         shared + kStaticSharedBytes <= shared_optin;
 }
 
 Status attention_prefill_mma(const float* q, const int32_t* q_pos, const void* k, const void* v,
@@ -365,16 +484,12 @@ Status attention_prefill_mma(const float* q, const int32_t* q_pos, const void* k
   if (s.tokens == 0) return ok_status();
   // The device's opt-in limit is the backend's to check (it knows the device); here everything else.
   if (!attention_prefill_mma_applies(s, k, v, UINT64_MAX))
-    return invalid_argument("attention_prefill_mma: needs a 16-bit cache 16-byte aligned, head_dim 64 or 128 and at "
-                            "least " + std::to_string(kPrefillTcMinTokens) + " rows (" +
+    return invalid_argument("attention_prefill_mma: needs an f16, bf16, fp8 or q8_0 cache (16-byte aligned; q8_0: "
+                            "4), head_dim 64 or 128 and at least " + std::to_string(kPrefillTcMinTokens) + " rows (" +
                             std::string(kv_type_name(s.kv_type)) + ", head_dim " + std::to_string(s.head_dim) + ", " +
                             std::to_string(s.tokens) + " rows)");
-  const bool f16 = s.kv_type == KvType::kF16;
-  if (s.head_dim == 64)
-    return f16 ? launch<__half, 64>(q, q_pos, k, v, key_pos, key_count, s, out, stream)
-               : launch<__nv_bfloat16, 64>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
-  return f16 ? launch<__half, 128>(q, q_pos, k, v, key_pos, key_count, s, out, stream)
-             : launch<__nv_bfloat16, 128>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
+  return s.head_dim == 64 ? launch_for<64>(q, q_pos, k, v, key_pos, key_count, s, out, stream)
+                          : launch_for<128>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
 }
 
 }  // namespace qrt::kernels

@@ -47,6 +47,18 @@ __device__ __forceinline__ float kv_to_float(KvFp8 x) {
 #endif
 }
 
+// Two E4M3 codes (the first in the low byte) as two IEEE halves in one word, the first in the low half: exact, as
+// every E4M3 value is a half (the tensor-core prompt kernel's fp16 tiles of an fp8 cache).
+__device__ __forceinline__ uint32_t kv_fp8x2_to_half2_bits(uint16_t codes) {
+#if defined(__CUDA_ARCH__) && !defined(QRT_SIMT)
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes), __NV_E4M3);
+  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+#else
+  return static_cast<uint32_t>(quant::f32_to_fp16(quant::e4m3_to_f32(codes & 0xFFu))) |
+         (static_cast<uint32_t>(quant::f32_to_fp16(quant::e4m3_to_f32(codes >> 8))) << 16);
+#endif
+}
+
 template <class T>
 __device__ __forceinline__ T kv_from_float(float x);
 template <>

@@ -263,7 +263,8 @@ TEST_F(CudaKvTypes, AttentionOverEveryCacheTypeMatchesCpu) {
 // rows (query tiles of 64: whole, partial, several), GQA groups of 1, 4 and 8, head dims 64, 128 and 256, a sliding
 // window, keys cached before the prompt, and slots no query sees holding NaN; a head dim that is not a multiple of
 // 16 takes the per-head kernel instead; attention sinks, and a soft cap; key tiles every query of a warp sees whole
-// (the register kernel's unmasked path: 150 rows, with and without the cap). Both tensor-core kernels: S, P and O in
+// (the register kernel's unmasked path: 150 rows, with and without the cap). fp8 and q8_0 caches take the register
+// kernel too, their tiles converted to fp16 in shared memory. Both tensor-core kernels: S, P and O in
 // registers (head dims 64 and 128, the default) and in shared memory (every head dim).
 TEST_F(CudaKvTypes, PromptAttentionOnTensorCoresMatchesCpu) {
   struct Case {
@@ -280,7 +281,9 @@ TEST_F(CudaKvTypes, PromptAttentionOnTensorCoresMatchesCpu) {
                         Case{4, 2, 72, 0, 10, 20, false}, Case{8, 2, 64, 16, 20, 90, true, 0.0f, true},
                         Case{4, 4, 128, 0, 0, 70, true, 2.0f, false}, Case{8, 2, 128, 0, 0, 150, true}}) {
     for (const auto& [type, registers] : {std::pair{KvType::kF16, true}, {KvType::kBF16, true},
-                                          {KvType::kF16, false}, {KvType::kBF16, false}}) {
+                                          {KvType::kF16, false}, {KvType::kBF16, false}, {KvType::kFp8, true},
+                                          {KvType::kQ8_0, true}}) {
+      if (!kv_row_fits(type, int64_t{c.kv_heads} * c.head_dim)) continue;  // q8_0 rows are blocks of 32
       gpu_->set_prefill_attention_registers(registers);
       const std::string what = std::string(registers ? "registers " : "shared ") + std::string(kv_type_name(type)) +
                                (c.sinks ? " sinks" : "") + (c.softcap > 0.0f ? " softcap" : "") + " heads " +
@@ -330,7 +333,11 @@ TEST_F(CudaKvTypes, PromptAttentionOnTensorCoresMatchesCpu) {
 #if defined(QRT_SIMT)
       EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, 1u) << what;
 #endif
-      const double bound = !c.tensor_cores ? 1e-5 : type == KvType::kF16 ? 1e-3 : 8e-3;
+      // fp8 and q8_0 (head dims 64 and 128) take the register kernel over fp16 tiles of their values: fp8's exact,
+      // q8_0's rounded once more; other head dims the per-head kernel in fp32.
+      const bool raw = type == KvType::kFp8 || type == KvType::kQ8_0;
+      const bool fp32 = !c.tensor_cores || (raw && c.head_dim != 64 && c.head_dim != 128);
+      const double bound = fp32 ? 1e-5 : type == KvType::kBF16 ? 8e-3 : type == KvType::kQ8_0 ? 2e-3 : 1e-3;
       expect_close(out, bound, "prompt attention " + what);
     }
   }

@@ -117,8 +117,13 @@ class CudaPagedAttention : public test::BackendPair {
     }
     s = gpu_->attention(q.gpu, q_pos.gpu, paged_gpu, key_count.gpu, p, out.gpu);
     ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
-    // 16-bit caches: the tensor-core prompt kernel rounds Q and P to the cache's type.
-    const double bound = c.type == KvType::kF32 || c.tokens < 16 ? 1e-5 : (c.type == KvType::kF16 ? 2e-3 : 1e-2);
+    // Prompts: the tensor-core kernel rounds Q and P to the cache's 16-bit type (fp16 for fp8, whose values it holds
+    // exactly, and q8_0, whose values it rounds to fp16 too).
+    const double bound = c.type == KvType::kF32 || c.tokens < 16
+                             ? 1e-5
+                             : (c.type == KvType::kF16 || c.type == KvType::kFp8
+                                    ? 2e-3
+                                    : (c.type == KvType::kQ8_0 ? 4e-3 : 1e-2));
     expect_close(out, bound, "CUDA paged vs CPU, " + what);
   }
 };
@@ -139,9 +144,11 @@ TEST_F(CudaPagedAttention, MatchesContiguousForEveryKernel) {
            PagedCase{8, 2, 32, 0, 20, 60, 16, KvType::kFp8, false},
            PagedCase{16, 4, 64, 0, 1, 77, 16, KvType::kQ8_0, true},
            PagedCase{8, 2, 32, 0, 20, 60, 8, KvType::kQ8_0, false},
-           // prompts: tensor-core kernel on 16-bit caches, per-head kernel on f32
+           // prompts: tensor-core kernel on 16-bit, fp8 and q8_0 caches, per-head kernel on f32
            PagedCase{8, 2, 64, 0, 40, 90, 16, KvType::kF16, false},
            PagedCase{4, 4, 128, 0, 70, 70, 32, KvType::kBF16, false},
+           PagedCase{8, 2, 64, 0, 40, 90, 16, KvType::kFp8, false},
+           PagedCase{4, 4, 128, 0, 70, 70, 32, KvType::kQ8_0, false},
            PagedCase{8, 4, 32, 0, 20, 50, 16, KvType::kF32, false},
        }) {
     check(c);
