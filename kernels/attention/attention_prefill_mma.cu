@@ -1,7 +1,7 @@
 // Prompt attention with the scores, probabilities and output in registers (FlashAttention-2's layout), for head
-// dims 64 and 128 over f16, bf16, fp8 and q8_0 caches (attention_prefill_tc.hpp). Against the shared-memory kernel beside it (attention_prefill_tc.cu),
-// which stores S, P and O in shared memory around every wmma product and runs the softmax as two lanes per row over
-// 32 columns each, here:
+// dims 64, 96 and 128 over f16, bf16, fp8 and q8_0 caches (attention_prefill_tc.hpp). Against the shared-memory
+// kernel beside it (attention_prefill_tc.cu), which stores S, P and O in shared memory around every wmma product and
+// runs the softmax as two lanes per row over 32 columns each, here:
 //   - each warp computes S = Q·Kᵀ for its 16 query rows and a tile of 64 keys into 32 accumulator registers per
 //     lane, scales, masks and exponentiates them in place (a row's max and sum need two shuffles among the 4 lanes
 //     that hold it), and feeds P to P·V straight from those registers: the accumulator layout of m16n8k16 is its A
@@ -73,22 +73,37 @@ struct TileLayout {
   static_assert(kRawStage % 16 == 0 && kTile % 16 == 0, "every region starts 16-byte aligned");
 };
 
+// Whether the kernel has an instance for this cache element and head dim: head dims 64, 96 (Phi-3) and 128; a q8_0
+// head must be whole 4-byte pieces (64 and 128 elements: 68 and 136 bytes; 96: 102, left to the per-head kernel).
+template <class C, int D>
+constexpr bool kInstance = !std::is_same_v<C, KvQ8_0> || D / 32 * 34 % 4 == 0;
+
 template <int D>
 uint64_t shared_bytes_for(KvType type) {
   switch (type) {
     case KvType::kF16: return TileLayout<__half, D>::kBytes;
     case KvType::kBF16: return TileLayout<__nv_bfloat16, D>::kBytes;
     case KvType::kFp8: return TileLayout<KvFp8, D>::kBytes;
-    case KvType::kQ8_0: return TileLayout<KvQ8_0, D>::kBytes;
+    case KvType::kQ8_0: return kInstance<KvQ8_0, D> ? TileLayout<KvQ8_0, D>::kBytes : 0;
     case KvType::kF32: break;
   }
   return 0;
 }
-uint64_t prefill_mma_shared_bytes(KvType type, int d) {
-  return d == 64 ? shared_bytes_for<64>(type) : d == 128 ? shared_bytes_for<128>(type) : 0;
+uint64_t prefill_mma_shared_bytes(KvType type, int d) {  // 0: no instance
+  switch (d) {
+    case 64: return shared_bytes_for<64>(type);
+    case 96: return shared_bytes_for<96>(type);
+    case 128: return shared_bytes_for<128>(type);
+    default: return 0;
+  }
 }
 // The static shared memory beside it (key sets, query positions and their range).
 constexpr uint64_t kStaticSharedBytes = sizeof(KeyTile) * kKeySets + (kRows + 2) * sizeof(int32_t);
+
+// Blocks an SM should hold, as register bounds for ptxas: three at head dim 64 (up to 170 registers; 45 KB of shared
+// memory each), two above (the O accumulators alone are d / 2 registers; left to itself ptxas chose 168 registers
+// for fp8 at d = 96, three blocks, and spilled).
+constexpr int blocks_per_sm(int d) { return d <= 64 ? 3 : 2; }
 
 // grid (query tiles, heads). Lane (g, t) = (lane / 4, lane % 4) of warp w holds rows a = 16w + g and b = a + 8 of
 // the block's 64: their scores at keys 8n + 2t, 8n + 2t + 1 of each 8-key slice n, and their outputs at columns
@@ -101,7 +116,7 @@ constexpr uint64_t kStaticSharedBytes = sizeof(KeyTile) * kKeySets + (kRows + 2)
 // it cost when each tile was loaded after the previous one was used. Key sets rotate over three buffers: a thread
 // writes tile i + 1's before the barrier that ends tile i - 1's products, which may still be reading theirs.
 template <class C, int D>
-__global__ void __launch_bounds__(kThreads) attention_prefill_mma_kernel(
+__global__ void __launch_bounds__(kThreads, blocks_per_sm(D)) attention_prefill_mma_kernel(
     const float* __restrict__ q, const int32_t* __restrict__ q_pos, const void* k_cache, const void* v_cache,
     const int32_t* __restrict__ key_pos, const int32_t* __restrict__ key_count, AttentionShape s,
     float* __restrict__ out) {
@@ -460,10 +475,12 @@ Status launch_for(const float* q, const int32_t* q_pos, const void* k, const voi
     case KvType::kF16: return launch<__half, D>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
     case KvType::kBF16: return launch<__nv_bfloat16, D>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
     case KvType::kFp8: return launch<KvFp8, D>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
-    case KvType::kQ8_0: return launch<KvQ8_0, D>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
+    case KvType::kQ8_0:
+      if constexpr (kInstance<KvQ8_0, D>) return launch<KvQ8_0, D>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
+      break;
     case KvType::kF32: break;
   }
-  return invalid_argument("attention_prefill_mma: an f32 cache keeps fp32 attention");
+  return invalid_argument("attention_prefill_mma: no instance for this cache type and head_dim");
 }
 
 }  // namespace
@@ -485,11 +502,15 @@ Status attention_prefill_mma(const float* q, const int32_t* q_pos, const void* k
   // The device's opt-in limit is the backend's to check (it knows the device); here everything else.
   if (!attention_prefill_mma_applies(s, k, v, UINT64_MAX))
     return invalid_argument("attention_prefill_mma: needs an f16, bf16, fp8 or q8_0 cache (16-byte aligned; q8_0: "
-                            "4), head_dim 64 or 128 and at least " + std::to_string(kPrefillTcMinTokens) + " rows (" +
+                            "4), head_dim 64, 96 or 128 (q8_0: 64 or 128) and at least " +
+                            std::to_string(kPrefillTcMinTokens) + " rows (" +
                             std::string(kv_type_name(s.kv_type)) + ", head_dim " + std::to_string(s.head_dim) + ", " +
                             std::to_string(s.tokens) + " rows)");
-  return s.head_dim == 64 ? launch_for<64>(q, q_pos, k, v, key_pos, key_count, s, out, stream)
-                          : launch_for<128>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
+  switch (s.head_dim) {
+    case 64: return launch_for<64>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
+    case 96: return launch_for<96>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
+    default: return launch_for<128>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
+  }
 }
 
 }  // namespace qrt::kernels
