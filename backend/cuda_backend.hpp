@@ -147,7 +147,7 @@ class CudaBackend final : public Backend {
     mma_mode_ = on ? MmaMode::kOn : MmaMode::kOff;
     mma_min_rows_ = min_rows;
   }
-  // Prompt attention with head dim 64, 96 or 128: on (the default), the kernel keeping S, P and O in registers
+  // Prompt attention with head dim 64, 96, 128 or 256: on (the default), the kernel keeping S, P and O in registers
   // (kernels/attention/attention_prefill_tc.hpp: attention_prefill_mma), over f16, bf16, fp8 and q8_0 caches; off,
   // the one keeping them in shared memory, which every other head dim of a 16-bit cache takes (fp8 and q8_0 prompts
   // then take the per-head kernel). QRT_CUDA_PREFILL_ATTENTION=registers|shared sets it at creation.

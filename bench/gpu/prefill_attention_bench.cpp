@@ -1,11 +1,11 @@
-// Prompt attention at the Llama-3-8B shape (32 query heads, 8 KV heads, head_dim 128; and head_dim 64 with 32/8
-// heads, as Llama-3.2-1B's): a causal prompt of T tokens over a cache holding exactly those keys, one layer, on the
-// two tensor-core kernels: `registers` (attention_prefill_mma: S, P and O in registers, ldmatrix fragments, K/V
-// tiles double-buffered with cp.async; over f16, and at head_dim 128 also over fp8 and q8_0 caches, whose tiles it
-// converts to fp16 in shared memory) and `shared` (attention_prefill_tc, f16: S, P and O in shared memory around
-// wmma). Work is the causal pairs' multiply-adds, T(T+1)/2 · head_dim per head for Q·Kᵀ and as many for P·V; the
-// counter tflops is that work (2 flops per multiply-add) per second, against the H100's ~660 TFLOP/s of fp16
-// mma.sync and 990 of wgmma. Random inputs (N(0, 1) q, K and V), positions 0 .. T - 1.
+// Prompt attention at the Llama-3-8B shape (32 query heads, 8 KV heads, head_dim 128; and head_dims 64 and 256, as
+// Llama-3.2-1B's and Gemma's, with 32/8 heads): a causal prompt of T tokens over a cache holding exactly those keys,
+// one layer, on the two tensor-core kernels: `registers` (attention_prefill_mma: S, P and O in registers, ldmatrix
+// fragments, K/V tiles double-buffered with cp.async; over f16, and at head_dim 128 also over fp8 and q8_0 caches,
+// whose tiles it converts to fp16 in shared memory) and `shared` (attention_prefill_tc, f16: S, P and O in shared
+// memory around wmma). Work is the causal pairs' multiply-adds, T(T+1)/2 · head_dim per head for Q·Kᵀ and as many
+// for P·V; the counter tflops is that work (2 flops per multiply-add) per second, against the H100's ~660 TFLOP/s of
+// fp16 mma.sync and 990 of wgmma. Random inputs (N(0, 1) q, K and V), positions 0 .. T - 1.
 #include <cuda_fp16.h>
 
 #include <cmath>
@@ -102,7 +102,8 @@ const bool registered = [] {
   };
   for (const Variant& x : {Variant{128, Kernel::kRegisters, KvType::kF16}, {128, Kernel::kShared, KvType::kF16},
                            {64, Kernel::kRegisters, KvType::kF16}, {64, Kernel::kShared, KvType::kF16},
-                           {128, Kernel::kRegisters, KvType::kFp8}, {128, Kernel::kRegisters, KvType::kQ8_0}}) {
+                           {128, Kernel::kRegisters, KvType::kFp8}, {128, Kernel::kRegisters, KvType::kQ8_0},
+                           {256, Kernel::kRegisters, KvType::kF16}, {256, Kernel::kShared, KvType::kF16}}) {
     const std::string kernel = x.which == Kernel::kRegisters ? "registers" : "shared";
     const std::string name =
         "prefill_attention/d" + std::to_string(x.head_dim) + "/" + kernel + "/" + std::string(kv_type_name(x.type));

@@ -1,5 +1,5 @@
 // Prompt attention with the scores, probabilities and output in registers (FlashAttention-2's layout), for head
-// dims 64, 96 and 128 over f16, bf16, fp8 and q8_0 caches (attention_prefill_tc.hpp). Against the shared-memory
+// dims 64, 96, 128 and 256 over f16, bf16, fp8 and q8_0 caches (attention_prefill_tc.hpp). Against the shared-memory
 // kernel beside it (attention_prefill_tc.cu), which stores S, P and O in shared memory around every wmma product and
 // runs the softmax as two lanes per row over 32 columns each, here:
 //   - each warp computes S = Q·Kᵀ for its 16 query rows and a tile of 64 keys into 32 accumulator registers per
@@ -13,8 +13,9 @@
 //   - logits are kept in base 2, so a probability is one exp2, and tiles every query of a warp sees whole (below the
 //     diagonal of a causal prompt) skip the per-score mask;
 //   - K/V tiles are double-buffered with cp.async (below): shared memory is Q plus two K/V tiles, 85 KB at d = 128
-//     (opt-in; two blocks per SM on Hopper, as the registers allow; one on an A100), 45 KB at d = 64; an fp8 or q8_0
-//     cache's bytes are double-buffered instead and each tile converted into one fp16 tile (83-85 KB at d = 128).
+//     (opt-in; two blocks per SM on Hopper, as the registers allow; one on an A100), 45 KB at d = 64, 99 KB at
+//     d = 256 (tiles of 32 keys there); an fp8 or q8_0 cache's bytes are double-buffered instead and each tile
+//     converted into one fp16 tile (83-85 KB at d = 128).
 // Tiles no query of the block can see are skipped as there, and a warp skips the products of a tile none of its own
 // rows can see (the diagonal tile of a causal prompt: the first warps of the block).
 #include <climits>
@@ -32,7 +33,8 @@ namespace qrt::kernels {
 namespace {
 
 constexpr int kRows = 64;  // query rows per block: 16 per warp
-constexpr int kKeys = 64;  // keys per tile
+// Keys per tile: 64, and 32 at head dim 256 (Gemma's), where a 64-key K/V stage alone would be 66 KB.
+constexpr int keys_per_tile(int d) { return d >= 256 ? 32 : 64; }
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kPad = 8;  // elements after each K/V row in shared memory
@@ -43,10 +45,11 @@ constexpr float kLog2e = 1.4426950408889634f;
 // The keys of one tile as the block sees them: positions, whether some query of the block may see each one (else
 // its K and V rows are zeros in shared memory: unwritten slots may hold NaN, and 0 · NaN would poison P·V), and
 // their cache rows.
+template <int Keys>
 struct KeyTile {
-  int64_t row[kKeys];  // in the cache (a paged pool's rows may outnumber any one sequence's slots)
-  int32_t pos[kKeys];
-  unsigned char live[kKeys];
+  int64_t row[Keys];  // in the cache (a paged pool's rows may outnumber any one sequence's slots)
+  int32_t pos[Keys];
+  unsigned char live[Keys];
 };
 
 // What the kernel makes of a cache of element C: a 16-bit cache is copied straight into the tiles the products read
@@ -62,6 +65,7 @@ using MmaType = std::conditional_t<kRawCache<C>, __half, C>;
 // elements, so that the 8 rows of an ldmatrix fall in distinct banks), Q's tile.
 template <class C, int D>
 struct TileLayout {
+  static constexpr int kKeys = keys_per_tile(D);
   static constexpr int kRawRow = std::is_same_v<C, KvQ8_0> ? D / 32 * 34 : D;  // one head's bytes, raw caches
   static constexpr int kPiece = std::is_same_v<C, KvQ8_0> ? 4 : 16;  // bytes per copy (q8_0 rows: 4-byte aligned)
   static constexpr uint64_t kRawStage = kRawCache<C> ? uint64_t{2} * kKeys * kRawRow : 0;  // K then V
@@ -73,8 +77,9 @@ struct TileLayout {
   static_assert(kRawStage % 16 == 0 && kTile % 16 == 0, "every region starts 16-byte aligned");
 };
 
-// Whether the kernel has an instance for this cache element and head dim: head dims 64, 96 (Phi-3) and 128; a q8_0
-// head must be whole 4-byte pieces (64 and 128 elements: 68 and 136 bytes; 96: 102, left to the per-head kernel).
+// Whether the kernel has an instance for this cache element and head dim: head dims 64, 96 (Phi-3), 128 and 256
+// (Gemma); a q8_0 head must be whole 4-byte pieces (64, 128 and 256 elements: 68, 136 and 272 bytes; 96: 102, left
+// to the per-head kernel).
 template <class C, int D>
 constexpr bool kInstance = !std::is_same_v<C, KvQ8_0> || D / 32 * 34 % 4 == 0;
 
@@ -94,15 +99,16 @@ uint64_t prefill_mma_shared_bytes(KvType type, int d) {  // 0: no instance
     case 64: return shared_bytes_for<64>(type);
     case 96: return shared_bytes_for<96>(type);
     case 128: return shared_bytes_for<128>(type);
+    case 256: return shared_bytes_for<256>(type);
     default: return 0;
   }
 }
-// The static shared memory beside it (key sets, query positions and their range).
-constexpr uint64_t kStaticSharedBytes = sizeof(KeyTile) * kKeySets + (kRows + 2) * sizeof(int32_t);
+// The static shared memory beside it (key sets, query positions and their range), at most.
+constexpr uint64_t kStaticSharedBytes = sizeof(KeyTile<64>) * kKeySets + (kRows + 2) * sizeof(int32_t);
 
 // Blocks an SM should hold, as register bounds for ptxas: three at head dim 64 (up to 170 registers; 45 KB of shared
-// memory each), two above (the O accumulators alone are d / 2 registers; left to itself ptxas chose 168 registers
-// for fp8 at d = 96, three blocks, and spilled).
+// memory each), two above (the O accumulators alone are d / 2 registers, 128 at d = 256; left to itself ptxas chose
+// 168 registers for fp8 at d = 96, three blocks, and spilled).
 constexpr int blocks_per_sm(int d) { return d <= 64 ? 3 : 2; }
 
 // grid (query tiles, heads). Lane (g, t) = (lane / 4, lane % 4) of warp w holds rows a = 16w + g and b = a + 8 of
@@ -111,7 +117,7 @@ constexpr int blocks_per_sm(int d) { return d <= 64 ? 3 : 2; }
 // share of the row's probabilities) and added up once at the end.
 //
 // The tiles are pipelined: while the warps multiply tile i, tile i + 1's K and V rows are in flight (cp.async into
-// the other stage) and tile i + 2's positions and cache rows are being loaded into registers of threads 0 .. 63,
+// the other stage) and tile i + 2's positions and cache rows are being loaded into registers of the first threads,
 // so a tile costs its products and two barriers, not the two dependent memory round trips (positions, then rows)
 // it cost when each tile was loaded after the previous one was used. Key sets rotate over three buffers: a thread
 // writes tile i + 1's before the barrier that ends tile i - 1's products, which may still be reading theirs.
@@ -122,9 +128,10 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(D)) attention_prefill_
     float* __restrict__ out) {
   using T = MmaType<C>;
   using L = TileLayout<C, D>;
+  constexpr int kKeys = L::kKeys;
   extern __shared__ __align__(16) uint4 smem_vectors[];
   unsigned char* smem = reinterpret_cast<unsigned char*>(smem_vectors);
-  __shared__ KeyTile key_sets[kKeySets];
+  __shared__ KeyTile<kKeys> key_sets[kKeySets];
   __shared__ int32_t q_pos_s[kRows];
   __shared__ int32_t block_q_min, block_q_max;
 
@@ -183,7 +190,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(D)) attention_prefill_
   };
   // Publishes the fetched key to `set` and says whether some query of the block may see any key of the tile (the
   // block agrees through the barrier, which also makes the set visible).
-  auto stage_keys = [&](KeyTile& set) {
+  auto stage_keys = [&](KeyTile<kKeys>& set) {
     int live = 0;
     if (tid < kKeys) {
       live = next_valid && next_pos <= q_max && (s.sliding_window <= 0 || next_pos > q_min - s.sliding_window);
@@ -196,7 +203,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(D)) attention_prefill_
   // Starts the copies of a staged tile's K and V rows into `stage`: a 16-bit cache's rows become the tile (rows no
   // query sees become zeros), a raw cache's bytes land in its raw stage (rows no query sees are skipped: the
   // conversion writes their zeros).
-  auto load_tile = [&](const KeyTile& set, int stage) {
+  auto load_tile = [&](const KeyTile<kKeys>& set, int stage) {
     if constexpr (!kRawCache<C>) {
       const T* __restrict__ k = static_cast<const T*>(k_cache);
       const T* __restrict__ v = static_cast<const T*>(v_cache);
@@ -244,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(D)) attention_prefill_
   };
   // A raw cache's tile: the landed bytes of `stage` into the fp16 tile the products read, zeros for rows no query
   // sees. fp8: 16 codes per step (exact); q8_0: a block of 32 per step, d · q in fp32 rounded to half.
-  auto convert_tile = [&](const KeyTile& set, int stage) {
+  auto convert_tile = [&](const KeyTile<kKeys>& set, int stage) {
     const unsigned char* k_st = smem + stage * L::kRawStage;
     T* k_t = reinterpret_cast<T*>(smem + L::kTilesAt);
     constexpr int kStep = std::is_same_v<C, KvQ8_0> ? 32 : 16;  // elements per step
@@ -292,7 +299,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(D)) attention_prefill_
     const int stage = static_cast<int>(tile % kStages);
     int use_next = 0;
     if (tile + 1 < tiles) {
-      KeyTile& next = key_sets[(tile + 1) % kKeySets];
+      KeyTile<kKeys>& next = key_sets[(tile + 1) % kKeySets];
       use_next = stage_keys(next);
       fetch_key(tile + 2);
       if (use_next) load_tile(next, (stage + 1) % kStages);
@@ -305,7 +312,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(D)) attention_prefill_
       continue;
     }
     use_current = use_next;
-    const KeyTile& keys_now = key_sets[tile % kKeySets];
+    const KeyTile<kKeys>& keys_now = key_sets[tile % kKeySets];
     if constexpr (kRawCache<C>) {
       convert_tile(keys_now, stage);
       __syncthreads();
@@ -502,14 +509,15 @@ Status attention_prefill_mma(const float* q, const int32_t* q_pos, const void* k
   // The device's opt-in limit is the backend's to check (it knows the device); here everything else.
   if (!attention_prefill_mma_applies(s, k, v, UINT64_MAX))
     return invalid_argument("attention_prefill_mma: needs an f16, bf16, fp8 or q8_0 cache (16-byte aligned; q8_0: "
-                            "4), head_dim 64, 96 or 128 (q8_0: 64 or 128) and at least " +
+                            "4), head_dim 64, 96, 128 or 256 (q8_0: not 96) and at least " +
                             std::to_string(kPrefillTcMinTokens) + " rows (" +
                             std::string(kv_type_name(s.kv_type)) + ", head_dim " + std::to_string(s.head_dim) + ", " +
                             std::to_string(s.tokens) + " rows)");
   switch (s.head_dim) {
     case 64: return launch_for<64>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
     case 96: return launch_for<96>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
-    default: return launch_for<128>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
+    case 128: return launch_for<128>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
+    default: return launch_for<256>(q, q_pos, k, v, key_pos, key_count, s, out, stream);
   }
 }
 

@@ -2,7 +2,7 @@
 // tiles of 64, computes S = Q·Kᵀ and O += P·V with 16x16x16 wmma products on the cache's 16-bit type, and keeps
 // the softmax online (running max and sum per row, O rescaled in shared memory). Key tiles that no query of the
 // block can see (later positions, or before every query's sliding window) are skipped whole, which halves the work
-// of a causal prompt. Same contract as attention() (attention.hpp). For head dims 64, 96, 128 a second kernel keeps
+// of a causal prompt. Same contract as attention() (attention.hpp). For head dims 64/96/128/256 a second kernel keeps
 // S, P and O in registers (attention_prefill_mma, below).
 #pragma once
 
@@ -30,12 +30,12 @@ Status attention_prefill_tc(const float* q, const int32_t* q_pos, const void* k,
                             const int32_t* key_count, const AttentionShape& shape, float* out, cudaStream_t stream);
 
 // The same attention with S, P and O in registers (attention_prefill_mma.cu: FlashAttention-2's layout on
-// mma.sync.m16n8k16, a block per (64 query rows, head), K and V tiles of 64 keys double-buffered in shared memory,
-// 83-85 KB at head_dim 128), for head dims 64, 96 and 128 over an f16 or bf16 cache (the same rounding as above, so
-// the same results up to the order of the fp32 sums) or an fp8 or q8_0 one (its tiles converted to fp16 in shared
-// memory: exactly for fp8, q8_0's d · q rounded to fp16; q8_0 at 64 and 128 only), K and V 16-byte aligned (q8_0:
-// 4). The backend prefers it where it applies (QRT_CUDA_PREFILL_ATTENTION=shared keeps the kernel above for 16-bit
-// caches, to compare).
+// mma.sync.m16n8k16, a block per (64 query rows, head), K and V tiles of 64 keys (32 at head_dim 256)
+// double-buffered in shared memory, 83-85 KB at head_dim 128), for head dims 64, 96, 128 and 256 over an f16 or bf16
+// cache (the same rounding as above, so the same results up to the order of the fp32 sums) or an fp8 or q8_0 one
+// (its tiles converted to fp16 in shared memory: exactly for fp8, q8_0's d · q rounded to fp16; q8_0 not at 96), K
+// and V 16-byte aligned (q8_0: 4). The backend prefers it where it applies (QRT_CUDA_PREFILL_ATTENTION=shared keeps
+// the kernel above for 16-bit caches, to compare).
 bool attention_prefill_mma_applies(const AttentionShape& shape, const void* k, const void* v, uint64_t shared_optin);
 Status attention_prefill_mma(const float* q, const int32_t* q_pos, const void* k, const void* v,
                              const int32_t* key_pos, const int32_t* key_count, const AttentionShape& shape, float* out,
