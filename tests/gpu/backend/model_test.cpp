@@ -1,6 +1,7 @@
 // Whole models on the CUDA backend: the tiny random models of the CPU model tests give the CPU backend's logits
-// (a 40-token prompt through the cuBLAS path, then single-token steps through the GEMV path and the KV cache), and
-// the real stories260K GGUF reproduces llama2.c's greedy continuation.
+// (a 40-token prompt through the cuBLAS path, then single-token steps through the GEMV path and the KV cache; with
+// heads of 64, the prompt's attention on the register tensor-core kernel over f16 and fp8 caches), and the real
+// stories260K GGUF reproduces llama2.c's greedy continuation.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -69,6 +70,14 @@ std::vector<TinyCase> tiny_cases() {
   ModelConfig dense_wide = wide;  // cache rows of 2 x 16: one Q8_0 block
   dense_wide.experts = dense_wide.experts_used = dense_wide.expert_ffn = 0;
   cases.push_back({"llama_q8_0_cache", dense_wide, quant::FormatId::kF32, KvType::kQ8_0});
+  ModelConfig hd64 = c;  // heads of 64: the 40-token prompt's attention on the register tensor-core kernel
+  hd64.hidden = 256;
+  hd64.heads = 4;
+  hd64.kv_heads = 2;
+  hd64.head_dim = 64;
+  hd64.ffn = 128;
+  cases.push_back({"llama_head_dim_64", hd64, quant::FormatId::kF32, std::nullopt});
+  cases.push_back({"llama_head_dim_64_fp8_cache", hd64, quant::FormatId::kF32, KvType::kFp8});
   return cases;
 }
 
