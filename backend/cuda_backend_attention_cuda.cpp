@@ -98,8 +98,8 @@ Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const Kv
                                        latent, static_cast<float*>(ws.ptr), out.data, ctx_->compute_stream());
     }
   }
-  // A prompt over a 16-bit cache: tensor cores, FlashAttention-2 style (S, P and O in registers for head dims 64 and
-  // 128, else in shared memory).
+  // A prompt: tensor cores, FlashAttention-2 style; S, P and O in registers for head dims 64, 96, 128 and 256 over
+  // f16, bf16, fp8 and q8_0 caches (q8_0 not at 96), else in shared memory over a 16-bit cache.
   if (prefill_attention_registers_ && kernels::attention_prefill_mma_applies(shape, cache.k.data, cache.v.data,
                                                                              ctx_->props().shared_mem_per_block_optin))
     return kernels::attention_prefill_mma(q.data, q_positions.data, cache.k.data, cache.v.data, cache.positions.data,

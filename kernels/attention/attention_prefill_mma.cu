@@ -323,8 +323,8 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(D)) attention_prefill_
     const T* v_s = k_s + kKeys * (D + kPad);
 
     // Whether any key of the tile is visible to some row of this warp, and whether every key is visible to all of
-    // them (the tiles below the diagonal of a causal prompt: no per-score mask); two keys per lane, then the warp
-    // agrees.
+    // them (the tiles below the diagonal of a causal prompt: no per-score mask); a key or two per lane, then the
+    // warp agrees.
     bool mine = false, whole = true;
     for (int c = lane; c < kKeys; c += 32) {
       const int64_t kp = key_pos_s[c];  // 64-bit: a warp without rows has w_hi = INT_MIN
