@@ -95,7 +95,8 @@ Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const Kv
     if (latent.splits > 0 && ws.ptr != nullptr && ws.bytes >= latent.workspace_bytes) {
       QRT_TRY(check_range(ws.ptr, latent.workspace_bytes, op, "attention workspace"));
       return kernels::attention_latent(q.data, q_positions.data, cache.k.data, cache.positions.data, keys.data, shape,
-                                       latent, static_cast<float*>(ws.ptr), out.data, ctx_->compute_stream());
+                                       latent, static_cast<float*>(ws.ptr), out.data, ctx_->compute_stream(),
+                                       ctx_->props().shared_mem_per_block_optin);
     }
   }
   // A prompt: tensor cores, FlashAttention-2 style; S, P and O in registers for head dims 64, 96, 128 and 256 over
@@ -149,7 +150,8 @@ Status CudaBackend::attention_batch(ConstF32View q, ConstI32View q_positions, co
       if (p.sinks != nullptr) QRT_TRY(check_range(p.sinks, uint64_t(p.heads) * sizeof(float), op, "sinks"));
       QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
       return kernels::attention_latent(q.data, q_positions.data, pool.k.data, pool.positions.data, keys.data, shape,
-                                       latent, static_cast<float*>(ws.ptr), out.data, ctx_->compute_stream());
+                                       latent, static_cast<float*>(ws.ptr), out.data, ctx_->compute_stream(),
+                                       ctx_->props().shared_mem_per_block_optin);
     }
   }
   const kernels::AttentionSplitPlan plan = kernels::plan_attention_split(shape);

@@ -1,4 +1,5 @@
 #include "kernels/attention/attention_latent.hpp"
+#include "kernels/attention/attention_latent_mma.hpp"
 #include "kernels/attention/attention_rows.cuh"
 #include "kernels/attention/kv_element.cuh"
 #include "kernels/cuda/cuda_check.hpp"
@@ -181,7 +182,7 @@ AttentionLatentPlan plan_attention_latent(const AttentionShape& s) {
 
 Status attention_latent(const float* q, const int32_t* q_pos, const void* k, const int32_t* key_pos,
                         const int32_t* key_count, const AttentionShape& s, const AttentionLatentPlan& plan,
-                        float* workspace, float* out, cudaStream_t stream) {
+                        float* workspace, float* out, cudaStream_t stream, uint64_t shared_optin) {
   if (plan.splits <= 0 || workspace == nullptr)
     return invalid_argument("attention_latent: no plan or workspace for this shape");
   const uint64_t partials = static_cast<uint64_t>(s.tokens) * s.heads * plan.splits;
@@ -190,12 +191,16 @@ Status attention_latent(const float* q, const int32_t* q_pos, const void* k, con
   float* ws_out = ws_sum + partials;
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(s.tokens),
                   static_cast<unsigned>(plan.head_blocks));
-  QRT_TRY(with_kv_element(s.kv_type, [&](auto element) {
-    using T = decltype(element);
-    return launch_programmatic("attention_latent_kernel", attention_latent_kernel<T>, grid, kThreads,
-                               plan.shared_bytes, stream, q, q_pos, static_cast<const T*>(k), key_pos, key_count, s,
-                               plan.splits, plan.chunk_capacity, ws_max, ws_sum, ws_out);
-  }));
+  if (shared_optin > 0 && attention_latent_mma_applies(s, k, shared_optin)) {
+    QRT_TRY(attention_latent_mma_partials(q, q_pos, k, key_pos, key_count, s, plan, ws_max, ws_sum, ws_out, stream));
+  } else {
+    QRT_TRY(with_kv_element(s.kv_type, [&](auto element) {
+      using T = decltype(element);
+      return launch_programmatic("attention_latent_kernel", attention_latent_kernel<T>, grid, kThreads,
+                                 plan.shared_bytes, stream, q, q_pos, static_cast<const T*>(k), key_pos, key_count, s,
+                                 plan.splits, plan.chunk_capacity, ws_max, ws_sum, ws_out);
+    }));
+  }
   const size_t merge_shared = static_cast<size_t>(plan.splits) * sizeof(float);
   return launch_programmatic("attention_latent_merge_kernel", attention_latent_merge_kernel,
                              static_cast<unsigned>(s.tokens * s.heads), kMergeThreads, merge_shared, stream, key_count,

@@ -28,9 +28,11 @@ struct AttentionLatentPlan {
 AttentionLatentPlan plan_attention_latent(const AttentionShape& shape);
 
 // attention() where v is k (shape.kv_heads == 1): the same arguments but one cache array; workspace holds
-// plan.workspace_bytes. With shape.table_stride > 0 the rows are many sequences of one pool (attention_split).
+// plan.workspace_bytes. With shape.table_stride > 0 the rows are many sequences of one pool (attention_split). An f16
+// or bf16 cache takes the tensor cores (attention_latent_mma.hpp) when `shared_optin` (the device's opt-in shared
+// memory per block; 0: never) holds their tiles.
 Status attention_latent(const float* q, const int32_t* q_pos, const void* k, const int32_t* key_pos,
                         const int32_t* key_count, const AttentionShape& shape, const AttentionLatentPlan& plan,
-                        float* workspace, float* out, cudaStream_t stream);
+                        float* workspace, float* out, cudaStream_t stream, uint64_t shared_optin = 0);
 
 }  // namespace qrt::kernels
