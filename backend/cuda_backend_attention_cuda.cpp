@@ -9,6 +9,7 @@
 #include "backend/op_checks.hpp"
 #include "kernels/attention/attention.hpp"
 #include "kernels/attention/attention_latent.hpp"
+#include "kernels/attention/attention_latent_mma.hpp"
 #include "kernels/attention/attention_prefill_tc.hpp"
 #include "kernels/attention/attention_split.hpp"
 #include "kernels/rope/rope.hpp"
@@ -89,7 +90,7 @@ Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const Kv
   if (p.sinks != nullptr) QRT_TRY(check_range(p.sinks, uint64_t(p.heads) * sizeof(float), op, "sinks"));
   if (p.values_are_keys && cache.v.data == cache.k.data) {
     // DeepSeek's latent cache: every row once per block of query heads (attention_latent.hpp), when the workspace
-    // was sized for it (decode steps; a prompt's rows go to the kernels below).
+    // was sized for it (decode steps).
     const kernels::AttentionLatentPlan latent = kernels::plan_attention_latent(shape);
     const DeviceBuffer& ws = cache.attention_workspace;
     if (latent.splits > 0 && ws.ptr != nullptr && ws.bytes >= latent.workspace_bytes) {
@@ -98,6 +99,11 @@ Status CudaBackend::attention(ConstF32View q, ConstI32View q_positions, const Kv
                                        latent, static_cast<float*>(ws.ptr), out.data, ctx_->compute_stream(),
                                        ctx_->props().shared_mem_per_block_optin);
     }
+    // A prompt's rows (no workspace sized for them) over a 16-bit cache: one split per row on the tensor cores,
+    // normalized in the kernel; other caches take the kernels below.
+    if (kernels::attention_latent_rows_applies(shape, cache.k.data, ctx_->props().shared_mem_per_block_optin))
+      return kernels::attention_latent_rows(q.data, q_positions.data, cache.k.data, cache.positions.data, keys.data,
+                                            shape, out.data, ctx_->compute_stream());
   }
   // A prompt: tensor cores, FlashAttention-2 style; S, P and O in registers for head dims 64, 96, 128 and 256 over
   // f16, bf16, fp8 and q8_0 caches (q8_0 not at 96), else in shared memory over a 16-bit cache.

@@ -11,7 +11,8 @@
 //     the row, 18 accumulator slices per lane at width 576.
 // Q and P are rounded to the cache's 16-bit type (the prompt kernels' rounding); scores, softmax and O are fp32. The
 // partial results per (row, head, split) are those of the latent kernel (running max in natural log units, sum,
-// unnormalized output), so its merge kernel follows unchanged.
+// unnormalized output), so its merge kernel follows unchanged. A prompt's rows (attention_latent_rows) run with one
+// split per row and write the normalized output themselves; a tile none of a row's keys are visible in is skipped.
 #include <climits>
 #include <type_traits>
 
@@ -50,7 +51,7 @@ template <class T>
 __global__ void __launch_bounds__(kThreads) attention_latent_mma_kernel(
     const float* __restrict__ q, const int32_t* __restrict__ q_pos, const T* __restrict__ k,
     const int32_t* __restrict__ key_pos, const int32_t* __restrict__ key_count, AttentionShape s, int splits,
-    float* __restrict__ ws_max, float* __restrict__ ws_sum, float* __restrict__ ws_out) {
+    float* __restrict__ ws_max, float* __restrict__ ws_sum, float* __restrict__ ws_out, float* __restrict__ out) {
   extern __shared__ __align__(16) uint4 smem_vectors[];
   __shared__ int64_t rows_s[kKeys];
   __shared__ unsigned char seen_s[kKeys];
@@ -66,8 +67,8 @@ __global__ void __launch_bounds__(kThreads) attention_latent_mma_kernel(
   const KvPages pages = row_pages(s, t);
   const int64_t chunk = split_chunk(keys, splits);
   const int64_t j0 = split * chunk;
-  if (j0 >= keys) return;  // the merge reads only the splits that hold keys
-  const int n = static_cast<int>(keys - j0 < chunk ? keys - j0 : chunk);
+  if (j0 >= keys && out == nullptr) return;  // the merge reads only the splits that hold keys
+  const int n = j0 >= keys ? 0 : static_cast<int>(keys - j0 < chunk ? keys - j0 : chunk);
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
   T* q_s = reinterpret_cast<T*>(smem_vectors);
@@ -98,13 +99,15 @@ __global__ void __launch_bounds__(kThreads) attention_latent_mma_kernel(
   for (int c0 = 0; c0 < n; c0 += kKeys) {
     const int in_tile = n - c0 < kKeys ? n - c0 : kKeys;
     __syncthreads();  // Q is written; the previous tile's K and P are read
+    int seen = 0;
     if (tid < kKeys) {
       const int64_t r = tid < in_tile ? kv_row(pages, j0 + c0 + tid) : 0;
       const int64_t dist = qp - static_cast<int64_t>(tid < in_tile ? key_pos[r] : 0);
-      seen_s[tid] = tid < in_tile && dist >= 0 && (s.sliding_window <= 0 || dist < s.sliding_window);
+      seen = tid < in_tile && dist >= 0 && (s.sliding_window <= 0 || dist < s.sliding_window);
+      seen_s[tid] = static_cast<unsigned char>(seen);
       rows_s[tid] = r;
     }
-    __syncthreads();
+    if (!__syncthreads_or(seen)) continue;  // the row sees none of these keys (a prompt's later ones): nothing to add
     // The tile's rows (16-byte pieces); a row no query sees is zeros (an unwritten slot may hold NaN).
     for (int i = tid; i < kKeys * (hd / 8); i += kThreads) {
       const int c = i / (hd / 8), col = 8 * (i % (hd / 8));
@@ -214,6 +217,39 @@ __global__ void __launch_bounds__(kThreads) attention_latent_mma_kernel(
     }
   }
 
+  // One split (a prompt's rows, attention_latent_rows): the output itself, O / sum with a sink logit in the
+  // denominator, the merge's arithmetic for one split; zeros for a head that saw nothing.
+  if (out != nullptr) {
+    const auto factor = [&](int h, float m, float l) {
+      const float sink = s.sinks != nullptr ? s.sinks[first_head + h] * kLog2e : -INFINITY;
+      const float top = fmaxf(m, sink);
+      if (top == -INFINITY) return 0.0f;
+      const float w = m == -INFINITY ? 0.0f : exp2f(m - top);
+      const float denom = l * w + (sink == -INFINITY ? 0.0f : exp2f(sink - top));
+      return denom > 0.0f ? w / denom : 0.0f;
+    };
+    const float fa = g < heads ? factor(g, max_a, sum_a) : 0.0f;
+    const float fb = g + 8 < heads ? factor(g + 8, max_b, sum_b) : 0.0f;
+    float* row_out = out + (t * s.heads + first_head) * hd;
+#pragma unroll
+    for (int pi = 0; pi < kMaxPairsPerWarp; ++pi) {
+      const int pair = warp + kWarps * pi;
+      if (pair >= pairs) break;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int col = 16 * pair + 8 * h + 2 * tq;
+        if (g < heads) {
+          row_out[g * hd + col] = o[pi][h][0] * fa;
+          row_out[g * hd + col + 1] = o[pi][h][1] * fa;
+        }
+        if (g + 8 < heads) {
+          row_out[(g + 8) * hd + col] = o[pi][h][2] * fb;
+          row_out[(g + 8) * hd + col + 1] = o[pi][h][3] * fb;
+        }
+      }
+    }
+    return;
+  }
   // The split's partials: head g's (rows a) and g + 8's (rows b), in the latent kernel's layout and units.
   const int64_t slot = (t * s.heads + first_head) * splits + split;  // (row, head, split) of head h: + h * splits
 #pragma unroll
@@ -255,22 +291,53 @@ bool attention_latent_mma_applies(const AttentionShape& s, const void* k, uint64
          reinterpret_cast<uintptr_t>(k) % 16 == 0 && latent_mma_shared_bytes(s.head_dim) + 1024 <= shared_optin;
 }
 
-Status attention_latent_mma_partials(const float* q, const int32_t* q_pos, const void* k, const int32_t* key_pos,
-                                     const int32_t* key_count, const AttentionShape& s, const AttentionLatentPlan& plan,
-                                     float* ws_max, float* ws_sum, float* ws_out, cudaStream_t stream) {
+namespace {
+
+template <class T>
+Status launch(const float* q, const int32_t* q_pos, const void* k, const int32_t* key_pos, const int32_t* key_count,
+              const AttentionShape& s, dim3 grid, int splits, float* ws_max, float* ws_sum, float* ws_out, float* out,
+              cudaStream_t stream) {
+  const auto kernel = attention_latent_mma_kernel<T>;
+  const uint64_t shared = latent_mma_shared_bytes(s.head_dim);
+  QRT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+  return launch_programmatic("attention_latent_mma_kernel", kernel, grid, kThreads, shared, stream, q, q_pos,
+                             static_cast<const T*>(k), key_pos, key_count, s, splits, ws_max, ws_sum, ws_out, out);
+}
+
+Status launch_typed(const float* q, const int32_t* q_pos, const void* k, const int32_t* key_pos,
+                    const int32_t* key_count, const AttentionShape& s, dim3 grid, int splits, float* ws_max,
+                    float* ws_sum, float* ws_out, float* out, cudaStream_t stream) {
   if (!attention_latent_mma_applies(s, k, UINT64_MAX))
     return invalid_argument("attention_latent_mma: needs an f16 or bf16 latent cache, 16-byte aligned, rows a "
                             "multiple of 32 up to 576 wide");
+  return s.kv_type == KvType::kF16
+             ? launch<__half>(q, q_pos, k, key_pos, key_count, s, grid, splits, ws_max, ws_sum, ws_out, out, stream)
+             : launch<__nv_bfloat16>(q, q_pos, k, key_pos, key_count, s, grid, splits, ws_max, ws_sum, ws_out, out,
+                                     stream);
+}
+
+}  // namespace
+
+Status attention_latent_mma_partials(const float* q, const int32_t* q_pos, const void* k, const int32_t* key_pos,
+                                     const int32_t* key_count, const AttentionShape& s, const AttentionLatentPlan& plan,
+                                     float* ws_max, float* ws_sum, float* ws_out, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(s.tokens),
                   static_cast<unsigned>(plan.head_blocks));
-  const uint64_t shared = latent_mma_shared_bytes(s.head_dim);
-  const auto run = [&](auto kernel, const auto* cache) -> Status {
-    QRT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
-    return launch_programmatic("attention_latent_mma_kernel", kernel, grid, kThreads, shared, stream, q, q_pos, cache,
-                               key_pos, key_count, s, plan.splits, ws_max, ws_sum, ws_out);
-  };
-  if (s.kv_type == KvType::kF16) return run(attention_latent_mma_kernel<__half>, static_cast<const __half*>(k));
-  return run(attention_latent_mma_kernel<__nv_bfloat16>, static_cast<const __nv_bfloat16*>(k));
+  return launch_typed(q, q_pos, k, key_pos, key_count, s, grid, plan.splits, ws_max, ws_sum, ws_out, nullptr, stream);
+}
+
+bool attention_latent_rows_applies(const AttentionShape& s, const void* k, uint64_t shared_optin) {
+  return s.tokens >= 1 && s.tokens <= 65535 && s.table_stride == 0 && s.heads >= 1 &&
+         (s.heads + kHeads - 1) / kHeads <= 65535 && attention_latent_mma_applies(s, k, shared_optin);
+}
+
+Status attention_latent_rows(const float* q, const int32_t* q_pos, const void* k, const int32_t* key_pos,
+                             const int32_t* key_count, const AttentionShape& s, float* out, cudaStream_t stream) {
+  if (!attention_latent_rows_applies(s, k, UINT64_MAX))
+    return invalid_argument("attention_latent_rows: needs 1..65535 rows of one sequence over an f16 or bf16 latent "
+                            "cache, 16-byte aligned, rows a multiple of 32 up to 576 wide");
+  const dim3 grid(1, static_cast<unsigned>(s.tokens), static_cast<unsigned>((s.heads + kHeads - 1) / kHeads));
+  return launch_typed(q, q_pos, k, key_pos, key_count, s, grid, 1, nullptr, nullptr, nullptr, out, stream);
 }
 
 }  // namespace qrt::kernels

@@ -24,4 +24,11 @@ Status attention_latent_mma_partials(const float* q, const int32_t* q_pos, const
                                      const AttentionLatentPlan& plan, float* ws_max, float* ws_sum, float* ws_out,
                                      cudaStream_t stream);
 
+// A prompt's rows over the latent cache (or any rows of one sequence) without a workspace: one split per row, the
+// output normalized in the kernel (no merge), tiles a row sees no key of skipped. What a prompt over an f16 or bf16
+// latent cache takes (the per-head kernel reads every row once per query head on the CUDA cores).
+bool attention_latent_rows_applies(const AttentionShape& shape, const void* k, uint64_t shared_optin);
+Status attention_latent_rows(const float* q, const int32_t* q_pos, const void* k, const int32_t* key_pos,
+                             const int32_t* key_count, const AttentionShape& shape, float* out, cudaStream_t stream);
+
 }  // namespace qrt::kernels

@@ -139,7 +139,8 @@ TEST_F(DeepseekOps, LatentCacheStoresTheRotatedKeyOnce) {
 // Attention over a latent cache: multi-query heads of width 576 whose values are the keys. Rows with a workspace
 // take the latent kernel and its merge (blocks of 16 query heads: 16, 40 = 16 + 16 + 8); over an f16 or bf16 cache
 // its tensor-core form, which rounds Q and P to the cache's type (hence the prompt kernels' bounds; measured under
-// SIMT: 2.9e-4 for f16, 2.7e-3 for bf16); a prompt without a workspace the per-head kernel.
+// SIMT: 2.9e-4 for f16, 2.7e-3 for bf16). A prompt without a workspace: over a 16-bit cache one tensor-core split
+// per row, normalized in the kernel (one launch; with attention sinks too), over an f32 cache the per-head kernel.
 TEST_F(DeepseekOps, AttentionAtTheLatentShape) {
   struct Case {
     const char* kernel;
@@ -149,12 +150,15 @@ TEST_F(DeepseekOps, AttentionAtTheLatentShape) {
     bool workspace;
     uint64_t launches;
     double bound = 1e-5;
+    bool sinks = false;
   };
   for (const Case& c : {Case{"latent decode, tensor cores", 16, KvType::kF16, 1, 70, true, 2, 1e-3},
                         Case{"per-head prompt", 16, KvType::kF32, 6, 40, false, 1},
                         Case{"latent decode, 40 heads, tensor cores", 40, KvType::kBF16, 1, 45, true, 2, 8e-3},
                         Case{"latent decode, q8_0, 300 keys", 16, KvType::kQ8_0, 1, 300, true, 2, 1e-4},
-                        Case{"latent, 3 rows", 16, KvType::kF32, 3, 33, true, 2}}) {
+                        Case{"latent, 3 rows", 16, KvType::kF32, 3, 33, true, 2},
+                        Case{"prompt rows, tensor cores", 16, KvType::kF16, 6, 40, false, 1, 1e-3},
+                        Case{"prompt rows, 40 heads, sinks", 40, KvType::kF16, 5, 70, false, 1, 1e-3, true}}) {
     const int row = 576;
     const int64_t capacity = c.keys + 3;
     AttentionParams params{c.heads, 1, row, 0.08f};
@@ -167,6 +171,12 @@ TEST_F(DeepseekOps, AttentionAtTheLatentShape) {
     const auto positions = input_values(pos, capacity, 1);
     const auto q = input(c.tokens, c.heads * row, 41 + c.tokens);
     const auto key_count = input_values(std::vector<int32_t>{static_cast<int32_t>(c.keys)}, 1, 1);
+    const auto sinks = input(1, c.heads, 42);  // gpt-oss's logit per head, N(0, 1)
+    AttentionParams cpu_params = params;
+    if (c.sinks) {
+      cpu_params.sinks = sinks.cpu.data;
+      params.sinks = sinks.gpu.data;
+    }
     ScopedBuffer workspace;
     if (c.workspace) {
       auto w = allocate_scoped(*gpu_, gpu_->attention_workspace_bytes(c.tokens, params, capacity));
@@ -177,7 +187,7 @@ TEST_F(DeepseekOps, AttentionAtTheLatentShape) {
     const ConstI32View cpu_q = positions.cpu.row_range(c.keys - c.tokens, c.tokens);
     const ConstI32View gpu_q = positions.gpu.row_range(c.keys - c.tokens, c.tokens);
     const auto out = output(c.tokens, c.heads * row);
-    ASSERT_TRUE(cpu_.attention(q.cpu, cpu_q, cpu_cache, key_count.cpu, params, out.cpu).ok());
+    ASSERT_TRUE(cpu_.attention(q.cpu, cpu_q, cpu_cache, key_count.cpu, cpu_params, out.cpu).ok());
 #if defined(QRT_SIMT)
     const simt::StreamCounters before = simt::device_counters(0);
 #endif
