@@ -217,8 +217,11 @@ __global__ void __launch_bounds__(kThreads) attention_latent_mma_kernel(
     }
   }
 
-  // One split (a prompt's rows, attention_latent_rows): the output itself, O / sum with a sink logit in the
-  // denominator, the merge's arithmetic for one split; zeros for a head that saw nothing.
+  // Where heads g and g + 8 go and what their sums are multiplied by: for one split (a prompt's rows,
+  // attention_latent_rows) the output itself, O / sum with a sink logit in the denominator (the merge's arithmetic for
+  // one split; zeros for a head that saw nothing); else the split's partials in the latent kernel's layout and units.
+  float *dst_a = nullptr, *dst_b = nullptr;
+  float fa = 1.0f, fb = 1.0f;
   if (out != nullptr) {
     const auto factor = [&](int h, float m, float l) {
       const float sink = s.sinks != nullptr ? s.sinks[first_head + h] * kLog2e : -INFINITY;
@@ -228,30 +231,24 @@ __global__ void __launch_bounds__(kThreads) attention_latent_mma_kernel(
       const float denom = l * w + (sink == -INFINITY ? 0.0f : exp2f(sink - top));
       return denom > 0.0f ? w / denom : 0.0f;
     };
-    const float fa = g < heads ? factor(g, max_a, sum_a) : 0.0f;
-    const float fb = g + 8 < heads ? factor(g + 8, max_b, sum_b) : 0.0f;
     float* row_out = out + (t * s.heads + first_head) * hd;
-#pragma unroll
-    for (int pi = 0; pi < kMaxPairsPerWarp; ++pi) {
-      const int pair = warp + kWarps * pi;
-      if (pair >= pairs) break;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int col = 16 * pair + 8 * h + 2 * tq;
-        if (g < heads) {
-          row_out[g * hd + col] = o[pi][h][0] * fa;
-          row_out[g * hd + col + 1] = o[pi][h][1] * fa;
-        }
-        if (g + 8 < heads) {
-          row_out[(g + 8) * hd + col] = o[pi][h][2] * fb;
-          row_out[(g + 8) * hd + col + 1] = o[pi][h][3] * fb;
-        }
+    if (g < heads) dst_a = row_out + g * hd, fa = factor(g, max_a, sum_a);
+    if (g + 8 < heads) dst_b = row_out + (g + 8) * hd, fb = factor(g + 8, max_b, sum_b);
+  } else {
+    const int64_t slot = (t * s.heads + first_head) * splits + split;  // (row, head, split) of head h: + h * splits
+    if (g < heads) dst_a = ws_out + (slot + static_cast<int64_t>(g) * splits) * hd;
+    if (g + 8 < heads) dst_b = ws_out + (slot + static_cast<int64_t>(g + 8) * splits) * hd;
+    if (warp == 0 && tq == 0) {
+      if (g < heads) {
+        ws_max[slot + static_cast<int64_t>(g) * splits] = max_a == -INFINITY ? -INFINITY : max_a * kLn2;
+        ws_sum[slot + static_cast<int64_t>(g) * splits] = sum_a;
+      }
+      if (g + 8 < heads) {
+        ws_max[slot + static_cast<int64_t>(g + 8) * splits] = max_b == -INFINITY ? -INFINITY : max_b * kLn2;
+        ws_sum[slot + static_cast<int64_t>(g + 8) * splits] = sum_b;
       }
     }
-    return;
   }
-  // The split's partials: head g's (rows a) and g + 8's (rows b), in the latent kernel's layout and units.
-  const int64_t slot = (t * s.heads + first_head) * splits + split;  // (row, head, split) of head h: + h * splits
 #pragma unroll
   for (int pi = 0; pi < kMaxPairsPerWarp; ++pi) {
     const int pair = warp + kWarps * pi;
@@ -259,26 +256,14 @@ __global__ void __launch_bounds__(kThreads) attention_latent_mma_kernel(
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int col = 16 * pair + 8 * h + 2 * tq;
-      if (g < heads) {
-        float* dst = ws_out + (slot + static_cast<int64_t>(g) * splits) * hd + col;
-        dst[0] = o[pi][h][0];
-        dst[1] = o[pi][h][1];
+      if (dst_a != nullptr) {
+        dst_a[col] = o[pi][h][0] * fa;
+        dst_a[col + 1] = o[pi][h][1] * fa;
       }
-      if (g + 8 < heads) {
-        float* dst = ws_out + (slot + static_cast<int64_t>(g + 8) * splits) * hd + col;
-        dst[0] = o[pi][h][2];
-        dst[1] = o[pi][h][3];
+      if (dst_b != nullptr) {
+        dst_b[col] = o[pi][h][2] * fb;
+        dst_b[col + 1] = o[pi][h][3] * fb;
       }
-    }
-  }
-  if (warp == 0 && tq == 0) {
-    if (g < heads) {
-      ws_max[slot + static_cast<int64_t>(g) * splits] = max_a == -INFINITY ? -INFINITY : max_a * kLn2;
-      ws_sum[slot + static_cast<int64_t>(g) * splits] = sum_a;
-    }
-    if (g + 8 < heads) {
-      ws_max[slot + static_cast<int64_t>(g + 8) * splits] = max_b == -INFINITY ? -INFINITY : max_b * kLn2;
-      ws_sum[slot + static_cast<int64_t>(g + 8) * splits] = sum_b;
     }
   }
 }
