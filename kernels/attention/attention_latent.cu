@@ -36,17 +36,12 @@ __global__ void __launch_bounds__(kThreads, 4) attention_latent_kernel(
   extern __shared__ float smem[];
   allow_next_grid();
   wait_for_previous_grid();  // q and the cache are earlier kernels' (programmatic_launch.cuh)
-  const int split = blockIdx.x;
-  const int64_t t = blockIdx.y;
-  const int first_head = blockIdx.z * kHeads;
-  const int heads = s.heads - first_head < kHeads ? s.heads - first_head : kHeads;
+  const LatentBlock at = latent_block(s, key_count, splits, kHeads);
+  if (at.n == 0) return;  // the merge reads only the splits that hold keys
+  const int split = at.split, first_head = at.first_head, heads = at.heads, n = at.n;
+  const int64_t t = at.t, j0 = at.j0;
+  const KvPages pages = at.pages;
   const int hd = s.head_dim;
-  const int64_t keys = clamp_keys(row_key_count(key_count, s, t), s.capacity);
-  const KvPages pages = row_pages(s, t);
-  const int64_t chunk = split_chunk(keys, splits);
-  const int64_t j0 = split * chunk;
-  if (j0 >= keys) return;  // the merge reads only the splits that hold keys
-  const int n = static_cast<int>(keys - j0 < chunk ? keys - j0 : chunk);
 
   float* q_s = smem;                     // [heads][hd]
   float* p = q_s + heads * hd;           // [heads][chunk_capacity]

@@ -58,17 +58,12 @@ __global__ void __launch_bounds__(kThreads) attention_latent_mma_kernel(
   __shared__ float tile_max[kWarps][kHeads], tile_sum[kWarps][kHeads];
   allow_next_grid();
   wait_for_previous_grid();  // q and the cache are earlier kernels' (programmatic_launch.cuh)
-  const int split = blockIdx.x;
-  const int64_t t = blockIdx.y;
-  const int first_head = blockIdx.z * kHeads;
-  const int heads = s.heads - first_head < kHeads ? s.heads - first_head : kHeads;
+  const LatentBlock at = latent_block(s, key_count, splits, kHeads);
+  if (at.n == 0 && out == nullptr) return;  // the merge reads only the splits that hold keys
+  const int split = at.split, first_head = at.first_head, heads = at.heads, n = at.n;
+  const int64_t t = at.t, j0 = at.j0;
+  const KvPages pages = at.pages;
   const int hd = s.head_dim, row = hd + kPad, pairs = hd / 16;
-  const int64_t keys = clamp_keys(row_key_count(key_count, s, t), s.capacity);
-  const KvPages pages = row_pages(s, t);
-  const int64_t chunk = split_chunk(keys, splits);
-  const int64_t j0 = split * chunk;
-  if (j0 >= keys && out == nullptr) return;  // the merge reads only the splits that hold keys
-  const int n = j0 >= keys ? 0 : static_cast<int>(keys - j0 < chunk ? keys - j0 : chunk);
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
   T* q_s = reinterpret_cast<T*>(smem_vectors);

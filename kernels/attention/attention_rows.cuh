@@ -31,6 +31,32 @@ __device__ __forceinline__ int64_t split_chunk(int64_t keys, int splits) {
   return per < 32 ? 32 : (per + 31) / 32 * 32;
 }
 
+// Where a block of the latent kernels (attention_latent.cu, attention_latent_mma.cu) stands: grid (split, query row,
+// block of heads_per_block query heads); its heads, and its split's keys j0 .. j0 + n - 1 of the row's count (n = 0
+// for a split past the keys).
+struct LatentBlock {
+  int split;
+  int64_t t;
+  int first_head, heads;
+  int64_t keys, j0;
+  int n;
+  KvPages pages;
+};
+__device__ __forceinline__ LatentBlock latent_block(const AttentionShape& s, const int32_t* key_count, int splits,
+                                                    int heads_per_block) {
+  LatentBlock b;
+  b.split = static_cast<int>(blockIdx.x);
+  b.t = blockIdx.y;
+  b.first_head = static_cast<int>(blockIdx.z) * heads_per_block;
+  b.heads = s.heads - b.first_head < heads_per_block ? s.heads - b.first_head : heads_per_block;
+  b.keys = clamp_keys(row_key_count(key_count, s, b.t), s.capacity);
+  b.pages = row_pages(s, b.t);
+  const int64_t chunk = split_chunk(b.keys, splits);
+  b.j0 = b.split * chunk;
+  b.n = b.j0 >= b.keys ? 0 : static_cast<int>(b.keys - b.j0 < chunk ? b.keys - b.j0 : chunk);
+  return b;
+}
+
 // A split's scores of `heads` query heads (p[g][0, n), -inf for invisible keys) become exp(score - max) in place,
 // with the max and the sum per head in head_max / head_sum; warp g takes heads g, g + kBlockWarps, ....
 template <int kBlockWarps>
