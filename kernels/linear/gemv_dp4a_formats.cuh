@@ -51,11 +51,23 @@ __device__ __forceinline__ uint32_t ldg_u32_a2(const uint8_t* p) {
   return __funnelshift_r(lo, hi, static_cast<unsigned>(a & 3) * 8);
 }
 
-__device__ __forceinline__ int dot4x4(uint4 w, uint4 x) {
+// The 16 bytes at a 2-byte aligned address: the aligned words holding them, funnel-shifted (the fifth only when the
+// address is not 4-byte aligned; only words holding bytes of the value are read, as in ldg_u32_a2).
+__device__ __forceinline__ uint4 ldg_u128_a2(const uint8_t* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uint8_t* base = reinterpret_cast<const uint8_t*>(a & ~uintptr_t{3});
+  const unsigned sh = static_cast<unsigned>(a & 3) * 8;
+  const uint32_t w0 = ldg_u32(base), w1 = ldg_u32(base + 4), w2 = ldg_u32(base + 8), w3 = ldg_u32(base + 12);
+  const uint32_t w4 = sh != 0 ? ldg_u32(base + 16) : 0u;
+  return make_uint4(__funnelshift_r(w0, w1, sh), __funnelshift_r(w1, w2, sh), __funnelshift_r(w2, w3, sh),
+                    __funnelshift_r(w3, w4, sh));
+}
+
+__device__ __forceinline__ int dot4x4(uint4 w, uint4 x, int acc = 0) {
   return __dp4a(static_cast<int>(w.x), static_cast<int>(x.x),
                 __dp4a(static_cast<int>(w.y), static_cast<int>(x.y),
                        __dp4a(static_cast<int>(w.z), static_cast<int>(x.z),
-                              __dp4a(static_cast<int>(w.w), static_cast<int>(x.w), 0))));
+                              __dp4a(static_cast<int>(w.w), static_cast<int>(x.w), acc))));
 }
 __device__ __forceinline__ int dot2x4(uint32_t w0, uint32_t w1, uint2 x, int acc) {
   return __dp4a(static_cast<int>(w0), static_cast<int>(x.x), __dp4a(static_cast<int>(w1), static_cast<int>(x.y), acc));
@@ -73,8 +85,38 @@ __device__ __forceinline__ X16 load_x16(const int8_t* codes, const float* scales
   const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + block * 64 + offset;
   return {ldg_u128(c), ldg_u128(c + 32), __ldg(reinterpret_cast<const float4*>(scales) + block)};
 }
+// The two limbs' dots of one activation block as one integer: d_hi · hi + d_lo · lo = d_hi / 254 · (254 · hi + lo),
+// since d_lo = d_hi / 254 (q8_activations.hpp; d_lo is that quotient rounded, a relative 6e-8 apart). One conversion
+// to float instead of two: conversions issue at a quarter of the float rate, and were a fifth of these kernels'
+// instructions. Exact: a call's dots span one 32-column block, |dot| <= 32 · 255 · 127 < 2^31 / 254.
+constexpr int kLimbsRatio = 254;
+constexpr float kLimbsInv = 1.0f / 254.0f;
+__device__ __forceinline__ int limbs_int(int dot_hi, int dot_lo) { return kLimbsRatio * dot_hi + dot_lo; }
+// Multiplied by d_hi / 254 after the multiply by d_hi, so that a tiny d_hi does not underflow first (d_lo itself
+// would be subnormal below max|x| = 4e-34).
 __device__ __forceinline__ float limb_dot(const float4& s, int dot_hi, int dot_lo) {
-  return s.x * static_cast<float>(dot_hi) + s.y * static_cast<float>(dot_lo);
+  return s.x * (static_cast<float>(limbs_int(dot_hi, dot_lo)) * kLimbsInv);
+}
+// A byte (0..255) as a float without a conversion instruction: its bits under 2^23's exponent, minus 2^23.
+__device__ __forceinline__ float byte_float(uint32_t b) { return __uint_as_float(0x4B000000u | b) - 8388608.0f; }
+__device__ __forceinline__ uint4 or4(uint4 a, uint4 b) {
+  return make_uint4(a.x | b.x, a.y | b.y, a.z | b.z, a.w | b.w);
+}
+// Q5_K's fifth bits: bit `bit` of each byte of qh, moved to bit 4.
+__device__ __forceinline__ uint4 fifth_bits(uint4 qh, int bit) {
+  const auto f = [bit](uint32_t v) { return ((v >> bit) & 0x01010101u) << 4; };
+  return make_uint4(f(qh.x), f(qh.y), f(qh.z), f(qh.w));
+}
+__device__ __forceinline__ int dot8x4(uint4 w0, uint4 w1, uint4 x0, uint4 x1) { return dot4x4(w1, x1, dot4x4(w0, x0)); }
+// Both limbs (32 bytes of hi codes, 32 of lo) and the scales of one whole activation block.
+struct X32 {
+  uint4 hi0, hi1, lo0, lo1;
+  float4 s;
+};
+__device__ __forceinline__ X32 load_x32(const int8_t* codes, const float* scales, int64_t block) {
+  const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + block * 64;
+  return {ldg_u128(c), ldg_u128(c + 16), ldg_u128(c + 32), ldg_u128(c + 48),
+          __ldg(reinterpret_cast<const float4*>(scales) + block)};
 }
 
 // 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K super-block from its 12 scale bytes as three little-endian
@@ -89,67 +131,72 @@ __device__ __forceinline__ void k4_scale_min_words(uint32_t s0, uint32_t s1, uin
 }
 
 // ---- Q4_K and Q5_K: 256-column super-blocks {f16 d, f16 dmin, 12 bytes of 6-bit scales and mins, [Q5_K: 32 bytes
-// of fifth bits], 128 bytes of nibbles}. Item k = 0..7 of a block is the 16 nibble bytes at 16k of qs: with
-// pair p = k / 2 and half h = k % 2, low nibbles are columns 64p + 16h + 0..15 (sub-block 2p), high nibbles the same
-// plus 32 (sub-block 2p + 1). The h = 0 item also subtracts the two sub-blocks' minimums (dmin · m · Σx).
+// of fifth bits], 128 bytes of nibbles}. Item p = 0..3 of a block is the 32 nibble bytes at 32p of qs: low nibbles
+// are sub-block 2p (columns 64p + 0..31), high nibbles sub-block 2p + 1 (columns 64p + 32..63), so an item is two
+// whole activation blocks. Why 64 columns: the header (one 16-byte load), the two scales and minimums and the
+// arithmetic after the dot products are paid once per 36 bytes of W instead of once per 18, which halves the
+// instructions per weight byte; at 16-byte items the kernel needed most of the SM's issue slots to keep up with
+// HBM (NOTES-gemv.md). Σ over sub-block j of (d·sc_j·q - dmin·m_j)·x = d·sc_j·Σ q x - dmin·m_j·Σ x, Σ x being the
+// activation block's sum.
 template <int BlockBytes, bool HasQh>
 struct KQuant4 {
   static constexpr int kBlockCols = 256;
   static constexpr int kBlockBytes = BlockBytes;
-  static constexpr int kItemsPerBlock = 8;
+  static constexpr int kItemsPerBlock = 4;
   static constexpr int kQsOffset = HasQh ? 48 : 16;
 
   struct W {
-    uint4 q;
-    uint4 qh;  // Q5_K: fifth bits of elements 16h + 0..15 (bit 2p low half, 2p + 1 high half)
-    uint32_t dm, s0, s1, s2;
+    uint4 q0, q1;    // nibble bytes 0..15 and 16..31 of the item
+    uint4 qh0, qh1;  // Q5_K: fifth bits of elements 0..15 and 16..31 (bit 2p low nibbles, 2p + 1 high ones)
+    uint4 head;      // {d | dmin << 16, the three scale words}
   };
   struct X {
-    X16 a, b;  // sub-blocks 2p and 2p + 1
+    X32 a, b;  // activation blocks of sub-blocks 2p and 2p + 1
   };
 
   __device__ static W fetch(const RowRef& row, int it) {
-    const uint8_t* b = row.data + static_cast<int64_t>(it >> 3) * kBlockBytes;
-    const int k = it & 7;
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 2) * kBlockBytes;
+    const uint8_t* q = b + kQsOffset + 32 * (it & 3);
     W w;
-    w.q = ldg_u128(b + kQsOffset + 16 * k);
-    if constexpr (HasQh) w.qh = ldg_u128(b + 16 + 16 * (k & 1));
-    w.dm = ldg_u32(b);
-    w.s0 = ldg_u32(b + 4);
-    w.s1 = ldg_u32(b + 8);
-    w.s2 = ldg_u32(b + 12);
+    w.q0 = ldg_u128(q);
+    w.q1 = ldg_u128(q + 16);
+    if constexpr (HasQh) {
+      w.qh0 = ldg_u128(b + 16);
+      w.qh1 = ldg_u128(b + 32);
+    }
+    w.head = ldg_u128(b);
     return w;
   }
 
   __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    const int k = it & 7;
-    const int64_t a = static_cast<int64_t>(it >> 3) * 8 + 2 * (k >> 1);
-    return {load_x16(codes, scales, a, 16 * (k & 1)), load_x16(codes, scales, a + 1, 16 * (k & 1))};
-  }
-
-  __device__ static void scale_min(const W& w, int j, float* sc, float* m) {
-    k4_scale_min_words(w.s0, w.s1, w.s2, j, sc, m);
+    const int64_t a = static_cast<int64_t>(it >> 2) * 8 + 2 * (it & 3);
+    return {load_x32(codes, scales, a), load_x32(codes, scales, a + 1)};
   }
 
   __device__ static float dot(const W& w, const X& x, int it) {
-    const int k = it & 7;
-    const int p = k >> 1;
-    uint4 lo = nibbles(w.q, 0), hi = nibbles(w.q, 4);
+    const int p = it & 3;
+    uint4 lo0 = nibbles(w.q0, 0), lo1 = nibbles(w.q1, 0), hi0 = nibbles(w.q0, 4), hi1 = nibbles(w.q1, 4);
     if constexpr (HasQh) {
-      const auto fifth = [](uint32_t qh, int bit) { return ((qh >> bit) & 0x01010101u) << 4; };
-      lo = make_uint4(lo.x | fifth(w.qh.x, 2 * p), lo.y | fifth(w.qh.y, 2 * p), lo.z | fifth(w.qh.z, 2 * p),
-                      lo.w | fifth(w.qh.w, 2 * p));
-      hi = make_uint4(hi.x | fifth(w.qh.x, 2 * p + 1), hi.y | fifth(w.qh.y, 2 * p + 1),
-                      hi.z | fifth(w.qh.z, 2 * p + 1), hi.w | fifth(w.qh.w, 2 * p + 1));
+      lo0 = or4(lo0, fifth_bits(w.qh0, 2 * p));
+      lo1 = or4(lo1, fifth_bits(w.qh1, 2 * p));
+      hi0 = or4(hi0, fifth_bits(w.qh0, 2 * p + 1));
+      hi1 = or4(hi1, fifth_bits(w.qh1, 2 * p + 1));
     }
-    float sc_a, m_a, sc_b, m_b;
-    scale_min(w, 2 * p, &sc_a, &m_a);
-    scale_min(w, 2 * p + 1, &sc_b, &m_b);
-    const float va = sc_a * limb_dot(x.a.s, dot4x4(lo, x.a.hi), dot4x4(lo, x.a.lo));
-    const float vb = sc_b * limb_dot(x.b.s, dot4x4(hi, x.b.hi), dot4x4(hi, x.b.lo));
-    float r = half_at(w.dm) * (va + vb);
-    if ((k & 1) == 0) r -= half_at(w.dm >> 16) * (m_a * x.a.s.z + m_b * x.b.s.z);
-    return r;
+    // The four 6-bit scales (or minimums) of sub-blocks 4t .. 4t + 3 as the bytes of one word
+    // (quant::k4_scale_min's layout), t = p / 2; this item's two are bytes 2 (p % 2) and 2 (p % 2) + 1.
+    const uint32_t s0 = w.head.y, s1 = w.head.z, s2 = w.head.w;
+    const bool low = p < 2;
+    const uint32_t sc4 = low ? (s0 & 0x3F3F3F3Fu) : ((s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u));
+    const uint32_t m4 = low ? (s1 & 0x3F3F3F3Fu) : (((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u));
+    const unsigned sh = 16u * static_cast<unsigned>(p & 1);
+    // Scales times the limbs' integer dots, exact in 32 bits: 63 · 254 · 32 · 31 · 127 < 2^31.
+    const int ia = static_cast<int>((sc4 >> sh) & 0xFFu) * limbs_int(dot8x4(lo0, lo1, x.a.hi0, x.a.hi1),
+                                                                     dot8x4(lo0, lo1, x.a.lo0, x.a.lo1));
+    const int ib = static_cast<int>((sc4 >> (sh + 8)) & 0xFFu) * limbs_int(dot8x4(hi0, hi1, x.b.hi0, x.b.hi1),
+                                                                           dot8x4(hi0, hi1, x.b.lo0, x.b.lo1));
+    const float qx = x.a.s.x * static_cast<float>(ia) + x.b.s.x * static_cast<float>(ib);
+    const float mx = byte_float((m4 >> sh) & 0xFFu) * x.a.s.z + byte_float((m4 >> (sh + 8)) & 0xFFu) * x.b.s.z;
+    return half_at(w.head.x) * kLimbsInv * qx - half_at(w.head.x >> 16) * mx;
   }
 };
 using Q4K = KQuant4<144, false>;
@@ -267,9 +314,9 @@ using Q5_1 = Legacy32<24, true, true>;
 
 // ---- The K-quants with 16-column sub-blocks (Q2_K, Q3_K, Q6_K) place element 128h + 32k + l (h = 0..1, k = 0..3,
 // l = 0..31) of a 256-column super-block in sub-block 8h + 2k + l / 16, with bits of its code in byte 32h + l (or
-// 64h + 32(k & 1) + l) of an array, shifted by k. Their item (h, quad) covers l = 4 quad + 0..3 for every k: 16
-// columns from four sub-blocks, one word of codes per k. The matching activations: 4 columns of each of the
-// four 32-column activation blocks 8 · block + 4h + k.
+// 64h + 32(k & 1) + l) of an array, shifted by k. The item (h, quad) of Q2_K and Q3_K covers l = 4 quad + 0..3 for
+// every k: 16 columns from four sub-blocks, one word of codes per k. The matching activations: 4 columns of each of
+// the four 32-column activation blocks 8 · block + 4h + k. (Q6_K's items are 16 such columns wide, below.)
 struct XQuads {
   uint32_t hi[4], lo[4];
   float2 s[4];  // {d_hi, d_lo} of each activation block
@@ -289,43 +336,59 @@ __device__ __forceinline__ XQuads load_x_quads(const int8_t* codes, const float*
 }
 // Σ q x over one k's 4 columns, both limbs: q as 4 signed bytes.
 __device__ __forceinline__ float quad_dot(int q, const XQuads& x, int k) {
-  return x.s[k].x * static_cast<float>(__dp4a(q, static_cast<int>(x.hi[k]), 0)) +
-         x.s[k].y * static_cast<float>(__dp4a(q, static_cast<int>(x.lo[k]), 0));
+  return limb_dot(make_float4(x.s[k].x, x.s[k].y, 0.0f, 0.0f), __dp4a(q, static_cast<int>(x.hi[k]), 0),
+                  __dp4a(q, static_cast<int>(x.lo[k]), 0));
 }
 
 // Q6_K: {128 bytes ql, 64 bytes qh, 16 int8 scales, f16 d}; element 128h + 32k + l has code
 // ((ql[64h + 32(k & 1) + l] >> 4(k / 2)) & 15) | ((qh[32h + l] >> 2k) & 3) << 4, value
-// d · scales[8h + 2k + l / 16] · (code - 32); the codes minus 32 become signed bytes with one per-byte subtraction.
+// d · scales[8h + 2k + l / 16] · (code - 32). Item (h, g) = (it / 2 % 2, it % 2) of a block covers l = 16g + 0..15 for
+// every k: 64 columns from four sub-blocks, three 16-byte runs of codes (ql's two, qh's one) and four scale bytes.
+// Σ (code - 32) x = Σ code x - 32 Σ x, with the sub-block's Σ x from the activation block's sums (its first 16
+// columns' sum, or the whole minus that): codes stay unsigned, so no per-byte subtraction. Why 64 columns (not 16,
+// as before): a word load per 4 codes and both limbs' conversions per 16 columns had the kernel issue about one
+// instruction per weight byte, HBM's pace needing most of the SM's issue slots.
 struct Q6K {
   static constexpr int kBlockCols = 256;
   static constexpr int kBlockBytes = 210;
-  static constexpr int kItemsPerBlock = 16;
+  static constexpr int kItemsPerBlock = 4;
 
   struct W {
-    uint32_t ql_a, ql_b, qh, sc_lo, sc_hi, d;
+    uint4 ql_a, ql_b, qh;  // ql for k = 0 and 2 (low and high nibbles), for k = 1 and 3; qh for every k
+    uint32_t sc_lo, sc_hi, d;
   };
-  using X = XQuads;
+  struct X {
+    X16 k[4];  // columns 16g + 0..15 of activation blocks 8 · block + 4h + k
+  };
 
   __device__ static W fetch(const RowRef& row, int it) {
-    const uint8_t* b = row.data + static_cast<int64_t>(it >> 4) * kBlockBytes;
-    const int h = (it >> 3) & 1, l0 = 4 * (it & 7);
-    return {ldg_u32_a2(b + 64 * h + l0), ldg_u32_a2(b + 64 * h + 32 + l0), ldg_u32_a2(b + 128 + 32 * h + l0),
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 2) * kBlockBytes;
+    const int h = (it >> 1) & 1, l0 = 16 * (it & 1);
+    return {ldg_u128_a2(b + 64 * h + l0), ldg_u128_a2(b + 64 * h + 32 + l0), ldg_u128_a2(b + 128 + 32 * h + l0),
             ldg_u32_a2(b + 192 + 8 * h), ldg_u32_a2(b + 196 + 8 * h), ldg_u16(b + 208)};
   }
   __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    return load_x_quads(codes, scales, it);
+    const int64_t first = static_cast<int64_t>(it >> 2) * 8 + 4 * ((it >> 1) & 1);
+    const int l0 = 16 * (it & 1);
+    return {{load_x16(codes, scales, first, l0), load_x16(codes, scales, first + 1, l0),
+             load_x16(codes, scales, first + 2, l0), load_x16(codes, scales, first + 3, l0)}};
   }
   __device__ static float dot(const W& w, const X& x, int it) {
-    const int half16 = (it & 7) >= 4 ? 8 : 0;  // l >= 16 takes the odd scale of each pair
+    const int g = it & 1;
     float v = 0.0f;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const uint32_t ql = (k & 1) != 0 ? w.ql_b : w.ql_a;
-      const uint32_t code = ((ql >> (4 * (k >> 1))) & 0x0F0F0F0Fu) | (((w.qh >> (2 * k)) & 0x03030303u) << 4);
-      const int q = static_cast<int>(__vsub4(code, 0x20202020u));
+      const uint4 ql = (k & 1) != 0 ? w.ql_b : w.ql_a;
+      const auto code = [k](uint32_t l, uint32_t h) {
+        return ((l >> (4 * (k >> 1))) & 0x0F0F0F0Fu) | (((h >> (2 * k)) & 0x03030303u) << 4);
+      };
+      const uint4 c = make_uint4(code(ql.x, w.qh.x), code(ql.y, w.qh.y), code(ql.z, w.qh.z), code(ql.w, w.qh.w));
+      const X16& xk = x.k[k];
+      const float sum = g != 0 ? xk.s.z - xk.s.w : xk.s.w;  // Σ x over the sub-block's 16 columns
       const uint32_t sc_word = k < 2 ? w.sc_lo : w.sc_hi;
-      const float sc = static_cast<float>(static_cast<int8_t>(sc_word >> (16 * (k & 1) + half16)));
-      v += sc * quad_dot(q, x, k);
+      const float sc = static_cast<float>(static_cast<int8_t>(sc_word >> (16 * (k & 1) + 8 * g)));
+      const float qx = xk.s.x * static_cast<float>(limbs_int(dot4x4(c, xk.hi), dot4x4(c, xk.lo)));
+      v += sc * fmaf(qx, kLimbsInv, -32.0f * sum);
     }
     return half_at(w.d) * v;
   }
@@ -413,9 +476,9 @@ struct Q3K {
 // ---- AFQ4 and AFQ8 (MLX affine): codes q (unsigned, Bits wide, element j at stream bits j·Bits) and per-group
 // scale s and bias b in ScaleType: w = s·q + b. An item is 32 columns (inside one group: groups are 32, 64 or
 // 128), so Σ w x = s · Σ q x + b · Σ x with the block's Σ x from the activation scales. AFQ4 packs element 2k in the
-// low nibble of byte k and 2k + 1 in the high one, so the x bytes are split into even and odd columns (two byte
-// permutes per 8 columns and limb) to line up with the nibbles; AFQ8's bytes are x's order, offset by 128 to make
-// them signed for dp4a (Σ q x = Σ (q - 128) x + 128 Σ x).
+// low nibble of byte k and 2k + 1 in the high one, so each word's nibbles are interleaved into column order (two
+// byte permutes per 8 columns, shared by both limbs; permuting x instead took two per 8 columns and limb); AFQ8's
+// bytes are x's order, offset by 128 to make them signed for dp4a (Σ q x = Σ (q - 128) x + 128 Σ x).
 template <int Bits, quant::ScalarType ScaleType>
 struct Afq {
   static_assert(Bits == 4 || Bits == 8, "AFQ4 and AFQ8");
@@ -448,30 +511,32 @@ struct Afq {
     return {{ldg_u128(c), ldg_u128(c + 16)}, {ldg_u128(c + 32), ldg_u128(c + 48)},
             __ldg(reinterpret_cast<const float4*>(scales) + it)};
   }
-  // Σ q·x over the item for one limb (x: its 32 code bytes as two uint4).
-  __device__ static int limb(const W& w, const uint4 (&x)[2]) {
+  // The item's 32 codes as signed bytes in column order (AFQ4: each word's low and high nibbles interleaved by two
+  // byte permutes, done once for both limbs; AFQ8: minus 128).
+  __device__ static void codes(const W& w, uint4& c0, uint4& c1) {
     if constexpr (Bits == 8) {
-      const uint4 a = make_uint4(w.q[0].x ^ 0x80808080u, w.q[0].y ^ 0x80808080u, w.q[0].z ^ 0x80808080u,
-                                 w.q[0].w ^ 0x80808080u);
-      const uint4 b = make_uint4(w.q[1].x ^ 0x80808080u, w.q[1].y ^ 0x80808080u, w.q[1].z ^ 0x80808080u,
-                                 w.q[1].w ^ 0x80808080u);
-      return dot4x4(a, x[0]) + dot4x4(b, x[1]);
+      const auto s = [](uint4 q) {
+        return make_uint4(q.x ^ 0x80808080u, q.y ^ 0x80808080u, q.z ^ 0x80808080u, q.w ^ 0x80808080u);
+      };
+      c0 = s(w.q[0]);
+      c1 = s(w.q[1]);
     } else {
       const uint32_t q[4] = {w.q[0].x, w.q[0].y, w.q[0].z, w.q[0].w};
-      const uint32_t xs[8] = {x[0].x, x[0].y, x[0].z, x[0].w, x[1].x, x[1].y, x[1].z, x[1].w};
-      int acc = 0;
+      uint32_t c[8];
 #pragma unroll
-      for (int t = 0; t < 4; ++t) {  // word t holds columns 8t .. 8t + 7
-        const uint32_t even = __byte_perm(xs[2 * t], xs[2 * t + 1], 0x6420);
-        const uint32_t odd = __byte_perm(xs[2 * t], xs[2 * t + 1], 0x7531);
-        acc = __dp4a(static_cast<int>(q[t] & 0x0F0F0F0Fu), static_cast<int>(even), acc);
-        acc = __dp4a(static_cast<int>((q[t] >> 4) & 0x0F0F0F0Fu), static_cast<int>(odd), acc);
+      for (int t = 0; t < 4; ++t) {  // word t holds columns 8t .. 8t + 7: even ones low, odd ones high
+        const uint32_t even = q[t] & 0x0F0F0F0Fu, odd = (q[t] >> 4) & 0x0F0F0F0Fu;
+        c[2 * t] = __byte_perm(even, odd, 0x5140);
+        c[2 * t + 1] = __byte_perm(even, odd, 0x7362);
       }
-      return acc;
+      c0 = make_uint4(c[0], c[1], c[2], c[3]);
+      c1 = make_uint4(c[4], c[5], c[6], c[7]);
     }
   }
   __device__ static float dot(const W& w, const X& x, int) {
-    float qx = limb_dot(x.s, limb(w, x.hi), limb(w, x.lo));
+    uint4 c0, c1;
+    codes(w, c0, c1);
+    float qx = limb_dot(x.s, dot8x4(c0, c1, x.hi[0], x.hi[1]), dot8x4(c0, c1, x.lo[0], x.lo[1]));
     if constexpr (Bits == 8) qx += 128.0f * x.s.z;
     return w.scale * qx + w.bias * x.s.z;
   }
