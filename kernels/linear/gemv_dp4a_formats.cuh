@@ -51,9 +51,10 @@ __device__ __forceinline__ uint32_t ldg_u32_a2(const uint8_t* p) {
   return __funnelshift_r(lo, hi, static_cast<unsigned>(a & 3) * 8);
 }
 
-// The 16 bytes at a 2-byte aligned address: the aligned words holding them, funnel-shifted (the fifth only when the
-// address is not 4-byte aligned; only words holding bytes of the value are read, as in ldg_u32_a2).
-__device__ __forceinline__ uint4 ldg_u128_a2(const uint8_t* p) {
+// The 16 bytes at any address (2-byte aligned in the K-quants, byte aligned in GGML's MXFP4 blocks): the aligned words
+// holding them, funnel-shifted (the fifth only when the address is not 4-byte aligned; only words holding bytes of
+// the value are read, as in ldg_u32_a2).
+__device__ __forceinline__ uint4 ldg_u128_unaligned(const uint8_t* p) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   const uint8_t* base = reinterpret_cast<const uint8_t*>(a & ~uintptr_t{3});
   const unsigned sh = static_cast<unsigned>(a & 3) * 8;
@@ -202,8 +203,7 @@ struct KQuant4 {
 using Q4K = KQuant4<144, false>;
 using Q5K = KQuant4<176, true>;
 
-// ---- Q8_0: 34-byte blocks {f16 d, 32 int8 codes}. Item e = 0..3 of a block is codes 8e .. 8e + 7.
-// Items of 8 columns take columns 8 (it % 4) + 0..7 of activation block it / 4 (Q8_0, the grid i-quants).
+// Items of 8 columns take columns 8 (it % 4) + 0..7 of activation block it / 4 (the grid i-quants).
 struct XEighths {
   uint2 hi, lo;
   float4 s;
@@ -215,96 +215,70 @@ __device__ __forceinline__ XEighths load_x_eighths(const int8_t* codes, const fl
           __ldg(reinterpret_cast<const float4*>(scales) + blk)};
 }
 
+// ---- Q8_0: 34-byte blocks {f16 d, 32 int8 codes}. An item is a whole block (its codes two 16-byte runs at a 2-byte
+// aligned address): one activation block, one scale, one conversion. Items of 8 columns had paid the scale, the x
+// scales, the address arithmetic and the conversions once per 8 codes, about 15 PTX instructions per dp4a.
 struct Q8_0 {
   static constexpr int kBlockCols = 32;
   static constexpr int kBlockBytes = 34;
-  static constexpr int kItemsPerBlock = 4;
+  static constexpr int kItemsPerBlock = 1;
 
   struct W {
-    uint32_t q0, q1, d;
+    uint4 q0, q1;
+    uint32_t d;
   };
-  using X = XEighths;
+  using X = X32;
 
   __device__ static W fetch(const RowRef& row, int it) {
-    const uint8_t* b = row.data + static_cast<int64_t>(it >> 2) * kBlockBytes;
-    const uint8_t* q = b + 2 + 8 * (it & 3);
-    return {ldg_u32_a2(q), ldg_u32_a2(q + 4), ldg_u16(b)};
+    const uint8_t* b = row.data + static_cast<int64_t>(it) * kBlockBytes;
+    return {ldg_u128_unaligned(b + 2), ldg_u128_unaligned(b + 18), ldg_u16(b)};
   }
-  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    return load_x_eighths(codes, scales, it);
-  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) { return load_x32(codes, scales, it); }
   __device__ static float dot(const W& w, const X& x, int) {
-    return half_at(w.d) * limb_dot(x.s, dot2x4(w.q0, w.q1, x.hi, 0), dot2x4(w.q0, w.q1, x.lo, 0));
+    return half_at(w.d) * limb_dot(x.s, dot8x4(w.q0, w.q1, x.hi0, x.hi1), dot8x4(w.q0, w.q1, x.lo0, x.lo1));
   }
 };
-
-// Formats with Q4_0's nibble placement in 32-column (sub-)blocks take two items per activation block: item it covers
-// columns 8e + 0..7 (a) and 16 + 8e + 0..7 (b) of activation block it / 2, e = it % 2.
-struct XHalves {
-  uint2 hi_a, hi_b, lo_a, lo_b;  // the two limbs of columns a and b
-  float4 s;
-};
-__device__ __forceinline__ XHalves load_x_halves(const int8_t* codes, const float* scales, int it) {
-  const int64_t blk = it >> 1;
-  const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + blk * 64 + 8 * (it & 1);
-  const auto u2 = [](const uint8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); };
-  return {u2(c), u2(c + 16), u2(c + 32), u2(c + 48), __ldg(reinterpret_cast<const float4*>(scales) + blk)};
-}
-// Σ over the item's 16 columns of code · x, both limbs, with the low-nibble codes a0, a1 (columns a) and b0, b1
-// (columns b) as signed bytes.
-__device__ __forceinline__ float halves_dot(uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1, const XHalves& x) {
-  const int dot_hi = dot2x4(a0, a1, x.hi_a, dot2x4(b0, b1, x.hi_b, 0));
-  const int dot_lo = dot2x4(a0, a1, x.lo_a, dot2x4(b0, b1, x.lo_b, 0));
-  return limb_dot(x.s, dot_hi, dot_lo);
-}
 
 // ---- Q4_0, Q4_1, Q5_0, Q5_1: 32-column blocks, element j < 16 the low nibble of qs[j] and j + 16 its high nibble,
 // after {f16 d} (Q4_0: x = d (q - 8); Q5_0: x = d (q - 16)) or {f16 d, f16 m} (Q4_1, Q5_1: x = d q + m); the 5-bit
-// ones keep element j's fifth bit in bit j of a u32 qh before qs. Item e = 0..1 of a block is qs bytes 8e .. 8e + 7:
-// columns 8e + 0..7 (low nibbles) and 16 + 8e + 0..7 (high nibbles). Σ (d q + m) x = d Σ q x + m Σ x and
-// Σ d (q - o) x = d (Σ q x - o Σ x): the e = 0 item adds the block's m Σ x or subtracts d o Σ x.
+// ones keep element j's fifth bit in bit j of a u32 qh before qs. An item is a whole block: qs as one 16-byte run,
+// low nibbles columns 0..15, high nibbles 16..31, one activation block. Σ (d q + m) x = d Σ q x + m Σ x and
+// Σ d (q - o) x = d (Σ q x - o Σ x), with the block's Σ x from the activation sums.
 template <int BlockBytes, bool HasMin, bool HasQh>
 struct Legacy32 {
   static constexpr int kBlockCols = 32;
   static constexpr int kBlockBytes = BlockBytes;
-  static constexpr int kItemsPerBlock = 2;
+  static constexpr int kItemsPerBlock = 1;
   static constexpr int kQhOffset = HasMin ? 4 : 2;
   static constexpr int kQsOffset = kQhOffset + (HasQh ? 4 : 0);
   static constexpr float kCodeOffset = HasMin ? 0.0f : (HasQh ? 16.0f : 8.0f);
 
   struct W {
-    uint32_t q0, q1, dm, qh;
+    uint4 q;
+    uint32_t dm, qh;
   };
-  using X = XHalves;
+  using X = X32;
 
   __device__ static W fetch(const RowRef& row, int it) {
-    const uint8_t* b = row.data + static_cast<int64_t>(it >> 1) * kBlockBytes;
-    const uint8_t* q = b + kQsOffset + 8 * (it & 1);
-    W w{ldg_u32_a2(q), ldg_u32_a2(q + 4), HasMin ? ldg_u32_a2(b) : ldg_u16(b), 0u};
+    const uint8_t* b = row.data + static_cast<int64_t>(it) * kBlockBytes;
+    W w{ldg_u128_unaligned(b + kQsOffset), HasMin ? ldg_u32_a2(b) : ldg_u16(b), 0u};
     if constexpr (HasQh) w.qh = ldg_u32_a2(b + kQhOffset);
     return w;
   }
-  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    return load_x_halves(codes, scales, it);
-  }
-  // Bits 0..3 of v into bit 4 of bytes 0..3.
-  __device__ static uint32_t fifth_bits(uint32_t v) {
-    return ((v & 1u) << 4) | ((v & 2u) << 11) | ((v & 4u) << 18) | ((v & 8u) << 25);
-  }
-  __device__ static float dot(const W& w, const X& x, int it) {
-    const int e = it & 1;
-    uint32_t a0 = w.q0 & 0x0F0F0F0Fu, a1 = w.q1 & 0x0F0F0F0Fu;
-    uint32_t b0 = (w.q0 >> 4) & 0x0F0F0F0Fu, b1 = (w.q1 >> 4) & 0x0F0F0F0Fu;
-    if constexpr (HasQh) {  // columns 8e + 0..7 (a) have qh bits 8e.., columns 16 + 8e + 0..7 (b) bits 16 + 8e..
-      a0 |= fifth_bits(w.qh >> (8 * e));
-      a1 |= fifth_bits(w.qh >> (8 * e + 4));
-      b0 |= fifth_bits(w.qh >> (16 + 8 * e));
-      b1 |= fifth_bits(w.qh >> (20 + 8 * e));
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) { return load_x32(codes, scales, it); }
+  // Bits 0..3 of v into bit 4 of bytes 0..3: one multiply places bit i at bits i + 7j for j = 0..3, all distinct (no
+  // carries), of which i + 7i = 8i is byte i's bit 0 (shifted to bit 4 by the constant).
+  __device__ static uint32_t fifth_bits(uint32_t v) { return ((v & 15u) * 0x02040810u) & 0x10101010u; }
+  __device__ static float dot(const W& w, const X& x, int) {
+    uint4 a = nibbles(w.q, 0), b = nibbles(w.q, 4);  // columns 0..15 and 16..31
+    if constexpr (HasQh) {  // column j's fifth bit is bit j of qh
+      a = or4(a, make_uint4(fifth_bits(w.qh), fifth_bits(w.qh >> 4), fifth_bits(w.qh >> 8), fifth_bits(w.qh >> 12)));
+      b = or4(b, make_uint4(fifth_bits(w.qh >> 16), fifth_bits(w.qh >> 20), fifth_bits(w.qh >> 24),
+                            fifth_bits(w.qh >> 28)));
     }
     const float d = half_at(w.dm);
-    float v = d * halves_dot(a0, a1, b0, b1, x);
-    if (e == 0) v += HasMin ? half_at(w.dm >> 16) * x.s.z : -kCodeOffset * d * x.s.z;
-    return v;
+    const float qx = limb_dot(x.s, dot4x4(b, x.hi1, dot4x4(a, x.hi0)), dot4x4(b, x.lo1, dot4x4(a, x.lo0)));
+    return d * qx + (HasMin ? half_at(w.dm >> 16) * x.s.z : -kCodeOffset * d * x.s.z);
   }
 };
 using Q4_0 = Legacy32<18, false, false>;
@@ -314,40 +288,33 @@ using Q5_1 = Legacy32<24, true, true>;
 
 // ---- The K-quants with 16-column sub-blocks (Q2_K, Q3_K, Q6_K) place element 128h + 32k + l (h = 0..1, k = 0..3,
 // l = 0..31) of a 256-column super-block in sub-block 8h + 2k + l / 16, with bits of its code in byte 32h + l (or
-// 64h + 32(k & 1) + l) of an array, shifted by k. The item (h, quad) of Q2_K and Q3_K covers l = 4 quad + 0..3 for
-// every k: 16 columns from four sub-blocks, one word of codes per k. The matching activations: 4 columns of each of
-// the four 32-column activation blocks 8 · block + 4h + k. (Q6_K's items are 16 such columns wide, below.)
-struct XQuads {
-  uint32_t hi[4], lo[4];
-  float2 s[4];  // {d_hi, d_lo} of each activation block
+// 64h + 32(k & 1) + l) of an array, shifted by k. Item (h, g) = (it / 2 % 2, it % 2) of a block covers
+// l = 16g + 0..15 for every k: 64 columns from four sub-blocks, 16-byte runs of codes. The matching activations:
+// columns 16g + 0..15 of the four activation blocks 8 · block + 4h + k. Why 64 columns (they were 16): a word load
+// per 4 codes and per k, and both limbs' conversions per 4 columns, had these kernels issue one instruction per
+// weight byte or more, where HBM's pace leaves about a quarter of that (NOTES-gemv.md).
+struct XSixteens {
+  X16 k[4];
 };
-__device__ __forceinline__ XQuads load_x_quads(const int8_t* codes, const float* scales, int it) {
-  const int h = (it >> 3) & 1, l0 = 4 * (it & 7);
-  const int64_t first = static_cast<int64_t>(it >> 4) * 8 + 4 * h;
-  XQuads x;
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + (first + k) * 64 + l0;
-    x.hi[k] = ldg_u32(c);
-    x.lo[k] = ldg_u32(c + 32);
-    x.s[k] = __ldg(reinterpret_cast<const float2*>(scales + (first + k) * 4));
-  }
-  return x;
+__device__ __forceinline__ XSixteens load_x_sixteens(const int8_t* codes, const float* scales, int it) {
+  const int64_t first = static_cast<int64_t>(it >> 2) * 8 + 4 * ((it >> 1) & 1);
+  const int l0 = 16 * (it & 1);
+  return {{load_x16(codes, scales, first, l0), load_x16(codes, scales, first + 1, l0),
+           load_x16(codes, scales, first + 2, l0), load_x16(codes, scales, first + 3, l0)}};
 }
-// Σ q x over one k's 4 columns, both limbs: q as 4 signed bytes.
-__device__ __forceinline__ float quad_dot(int q, const XQuads& x, int k) {
-  return limb_dot(make_float4(x.s[k].x, x.s[k].y, 0.0f, 0.0f), __dp4a(q, static_cast<int>(x.hi[k]), 0),
-                  __dp4a(q, static_cast<int>(x.lo[k]), 0));
+// Σ x over columns 16g + 0..15 of an activation block, from the sums it keeps (q8_activations.hpp: the whole block's
+// and its first 16 columns').
+__device__ __forceinline__ float sum16(const X16& x, int g) { return g != 0 ? x.s.z - x.s.w : x.s.w; }
+// Σ code · x over one sub-block's 16 columns, both limbs as one integer (limbs_int); codes: 16 signed bytes.
+__device__ __forceinline__ int sub_block_dot(uint4 codes, const X16& x) {
+  return limbs_int(dot4x4(codes, x.hi), dot4x4(codes, x.lo));
 }
 
 // Q6_K: {128 bytes ql, 64 bytes qh, 16 int8 scales, f16 d}; element 128h + 32k + l has code
 // ((ql[64h + 32(k & 1) + l] >> 4(k / 2)) & 15) | ((qh[32h + l] >> 2k) & 3) << 4, value
-// d · scales[8h + 2k + l / 16] · (code - 32). Item (h, g) = (it / 2 % 2, it % 2) of a block covers l = 16g + 0..15 for
-// every k: 64 columns from four sub-blocks, three 16-byte runs of codes (ql's two, qh's one) and four scale bytes.
-// Σ (code - 32) x = Σ code x - 32 Σ x, with the sub-block's Σ x from the activation block's sums (its first 16
-// columns' sum, or the whole minus that): codes stay unsigned, so no per-byte subtraction. Why 64 columns (not 16,
-// as before): a word load per 4 codes and both limbs' conversions per 16 columns had the kernel issue about one
-// instruction per weight byte, HBM's pace needing most of the SM's issue slots.
+// d · scales[8h + 2k + l / 16] · (code - 32). An item: three 16-byte runs of codes (ql's two, qh's one) and four scale
+// bytes. Σ (code - 32) x = Σ code x - 32 Σ x, with the sub-block's Σ x from the activation sums: codes stay unsigned,
+// so no per-byte subtraction.
 struct Q6K {
   static constexpr int kBlockCols = 256;
   static constexpr int kBlockBytes = 210;
@@ -357,21 +324,20 @@ struct Q6K {
     uint4 ql_a, ql_b, qh;  // ql for k = 0 and 2 (low and high nibbles), for k = 1 and 3; qh for every k
     uint32_t sc_lo, sc_hi, d;
   };
-  struct X {
-    X16 k[4];  // columns 16g + 0..15 of activation blocks 8 · block + 4h + k
-  };
+  using X = XSixteens;
 
   __device__ static W fetch(const RowRef& row, int it) {
     const uint8_t* b = row.data + static_cast<int64_t>(it >> 2) * kBlockBytes;
     const int h = (it >> 1) & 1, l0 = 16 * (it & 1);
-    return {ldg_u128_a2(b + 64 * h + l0), ldg_u128_a2(b + 64 * h + 32 + l0), ldg_u128_a2(b + 128 + 32 * h + l0),
-            ldg_u32_a2(b + 192 + 8 * h), ldg_u32_a2(b + 196 + 8 * h), ldg_u16(b + 208)};
+    return {ldg_u128_unaligned(b + 64 * h + l0),
+            ldg_u128_unaligned(b + 64 * h + 32 + l0),
+            ldg_u128_unaligned(b + 128 + 32 * h + l0),
+            ldg_u32_a2(b + 192 + 8 * h),
+            ldg_u32_a2(b + 196 + 8 * h),
+            ldg_u16(b + 208)};
   }
   __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    const int64_t first = static_cast<int64_t>(it >> 2) * 8 + 4 * ((it >> 1) & 1);
-    const int l0 = 16 * (it & 1);
-    return {{load_x16(codes, scales, first, l0), load_x16(codes, scales, first + 1, l0),
-             load_x16(codes, scales, first + 2, l0), load_x16(codes, scales, first + 3, l0)}};
+    return load_x_sixteens(codes, scales, it);
   }
   __device__ static float dot(const W& w, const X& x, int it) {
     const int g = it & 1;
@@ -383,12 +349,10 @@ struct Q6K {
         return ((l >> (4 * (k >> 1))) & 0x0F0F0F0Fu) | (((h >> (2 * k)) & 0x03030303u) << 4);
       };
       const uint4 c = make_uint4(code(ql.x, w.qh.x), code(ql.y, w.qh.y), code(ql.z, w.qh.z), code(ql.w, w.qh.w));
-      const X16& xk = x.k[k];
-      const float sum = g != 0 ? xk.s.z - xk.s.w : xk.s.w;  // Σ x over the sub-block's 16 columns
       const uint32_t sc_word = k < 2 ? w.sc_lo : w.sc_hi;
       const float sc = static_cast<float>(static_cast<int8_t>(sc_word >> (16 * (k & 1) + 8 * g)));
-      const float qx = xk.s.x * static_cast<float>(limbs_int(dot4x4(c, xk.hi), dot4x4(c, xk.lo)));
-      v += sc * fmaf(qx, kLimbsInv, -32.0f * sum);
+      const float qx = x.k[k].s.x * static_cast<float>(sub_block_dot(c, x.k[k]));
+      v += sc * fmaf(qx, kLimbsInv, -32.0f * sum16(x.k[k], g));
     }
     return half_at(w.d) * v;
   }
@@ -400,59 +364,64 @@ struct Q6K {
 struct Q2K {
   static constexpr int kBlockCols = 256;
   static constexpr int kBlockBytes = 84;
-  static constexpr int kItemsPerBlock = 16;
+  static constexpr int kItemsPerBlock = 4;
 
   struct W {
-    uint32_t qs, sc_lo, sc_hi, dm;
+    uint4 qs;
+    uint32_t sc_lo, sc_hi, dm;
   };
-  using X = XQuads;
+  using X = XSixteens;
 
   __device__ static W fetch(const RowRef& row, int it) {
-    const uint8_t* b = row.data + static_cast<int64_t>(it >> 4) * kBlockBytes;
-    const int h = (it >> 3) & 1, l0 = 4 * (it & 7);
-    return {ldg_u32_a2(b + 16 + 32 * h + l0), ldg_u32_a2(b + 8 * h), ldg_u32_a2(b + 8 * h + 4), ldg_u32_a2(b + 80)};
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 2) * kBlockBytes;
+    const int h = (it >> 1) & 1, l0 = 16 * (it & 1);
+    return {ldg_u128_unaligned(b + 16 + 32 * h + l0), ldg_u32_a2(b + 8 * h), ldg_u32_a2(b + 8 * h + 4),
+            ldg_u32_a2(b + 80)};
   }
   __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    return load_x_quads(codes, scales, it);
+    return load_x_sixteens(codes, scales, it);
   }
   __device__ static float dot(const W& w, const X& x, int it) {
-    const int half16 = (it & 7) >= 4 ? 8 : 0;
+    const int g = it & 1;
     float v = 0.0f, mins = 0.0f;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const int q = static_cast<int>((w.qs >> (2 * k)) & 0x03030303u);
-      const uint32_t sc_byte = ((k < 2 ? w.sc_lo : w.sc_hi) >> (16 * (k & 1) + half16)) & 0xFFu;
-      v += static_cast<float>(sc_byte & 15u) * quad_dot(q, x, k);
-      mins += static_cast<float>(sc_byte >> 4) * quad_dot(0x01010101, x, k);
+      const auto code = [k](uint32_t q) { return (q >> (2 * k)) & 0x03030303u; };
+      const uint4 c = make_uint4(code(w.qs.x), code(w.qs.y), code(w.qs.z), code(w.qs.w));
+      const uint32_t sc_byte = ((k < 2 ? w.sc_lo : w.sc_hi) >> (16 * (k & 1) + 8 * g)) & 0xFFu;
+      // The 4-bit scale times the limbs' integer: 15 · 255 · 16 · 3 · 127 < 2^31.
+      v += x.k[k].s.x * static_cast<float>(static_cast<int>(sc_byte & 15u) * sub_block_dot(c, x.k[k]));
+      mins += byte_float(sc_byte >> 4) * sum16(x.k[k], g);
     }
-    return half_at(w.dm) * v - half_at(w.dm >> 16) * mins;
+    return half_at(w.dm) * kLimbsInv * v - half_at(w.dm >> 16) * mins;
   }
 };
 
 // Q3_K: {32 bytes hmask, 64 bytes qs, 12 bytes of 6-bit signed scales, f16 d}; element 128h + 32k + l has low bits
-// (qs[32h + l] >> 2k) & 3, high bit (hmask[l] >> (4h + k)) & 1, and value d · scale · (low + 4 high - 4): the
-// three bits minus 4 become signed bytes with one per-byte subtraction. Scale s (0..15): low nibble of byte s (s < 8)
-// or high nibble of byte s - 8, with bits 4..5 from byte 8 + s % 4 at 2 (s / 4), minus 32 (q3k_scale).
+// (qs[32h + l] >> 2k) & 3, high bit (hmask[l] >> (4h + k)) & 1, and value d · scale · (low + 4 high - 4): the 4
+// offset is taken off with the sub-block's Σ x, as Q6_K's 32. Scale s (0..15): low nibble of byte s (s < 8) or high
+// nibble of byte s - 8, with bits 4..5 from byte 8 + s % 4 at 2 (s / 4), minus 32 (q3k_scale).
 struct Q3K {
   static constexpr int kBlockCols = 256;
   static constexpr int kBlockBytes = 110;
-  static constexpr int kItemsPerBlock = 16;
+  static constexpr int kItemsPerBlock = 4;
 
   struct W {
-    uint32_t qs, hm, sc[3], d;
+    uint4 qs, hm;
+    uint32_t sc[3], d;
   };
-  using X = XQuads;
+  using X = XSixteens;
 
   __device__ static W fetch(const RowRef& row, int it) {
-    const uint8_t* b = row.data + static_cast<int64_t>(it >> 4) * kBlockBytes;
-    const int h = (it >> 3) & 1, l0 = 4 * (it & 7);
-    return {ldg_u32_a2(b + 32 + 32 * h + l0),
-            ldg_u32_a2(b + l0),
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 2) * kBlockBytes;
+    const int h = (it >> 1) & 1, l0 = 16 * (it & 1);
+    return {ldg_u128_unaligned(b + 32 + 32 * h + l0),
+            ldg_u128_unaligned(b + l0),
             {ldg_u32_a2(b + 96), ldg_u32_a2(b + 100), ldg_u32_a2(b + 104)},
             ldg_u16(b + 108)};
   }
   __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    return load_x_quads(codes, scales, it);
+    return load_x_sixteens(codes, scales, it);
   }
   __device__ static int scale(const W& w, int s) {
     const uint32_t byte_lo = (w.sc[(s & 7) >> 2] >> (8 * (s & 3))) & 0xFFu;  // byte s % 8
@@ -461,13 +430,18 @@ struct Q3K {
     return static_cast<int>(low | (high << 4)) - 32;
   }
   __device__ static float dot(const W& w, const X& x, int it) {
-    const int h = (it >> 3) & 1, half = (it & 7) >= 4 ? 1 : 0;
+    const int h = (it >> 1) & 1, g = it & 1;
     float v = 0.0f;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const uint32_t code = ((w.qs >> (2 * k)) & 0x03030303u) | (((w.hm >> (4 * h + k)) & 0x01010101u) << 2);
-      const int q = static_cast<int>(__vsub4(code, 0x04040404u));
-      v += static_cast<float>(scale(w, 8 * h + 2 * k + half)) * quad_dot(q, x, k);
+      const int hb = 4 * h + k;
+      const auto code = [k, hb](uint32_t q, uint32_t m) {
+        return ((q >> (2 * k)) & 0x03030303u) | (((m >> hb) & 0x01010101u) << 2);
+      };
+      const uint4 c = make_uint4(code(w.qs.x, w.hm.x), code(w.qs.y, w.hm.y), code(w.qs.z, w.hm.z),
+                                 code(w.qs.w, w.hm.w));
+      const float qx = x.k[k].s.x * static_cast<float>(sub_block_dot(c, x.k[k]));
+      v += static_cast<float>(scale(w, 8 * h + 2 * k + g)) * fmaf(qx, kLimbsInv, -4.0f * sum16(x.k[k], g));
     }
     return half_at(w.d) * v;
   }

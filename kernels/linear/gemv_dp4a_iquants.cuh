@@ -34,38 +34,42 @@ __device__ __forceinline__ uint32_t table_levels(uint32_t idx) {
   const uint32_t pick = ((idx >> 3) & 0x01010101u) * 0xFFu;
   return (hi & pick) | (lo & ~pick);
 }
-// An item's 16 levels as signed bytes (columns a: a0, a1; columns b: b0, b1) and its scale, looked up once in fetch
-// and used for every batch row.
+// An item (a whole 32-column block: 16 nibble bytes in Q4_0's placement) as its 32 levels, signed bytes in column
+// order (a: the low nibbles, columns 0..15; b: the high ones, 16..31), and its scale, looked up once in fetch and used
+// for every batch row. Whole blocks, not 16-column halves as before: one activation block, one scale and one
+// conversion per 32 columns, and the codes as one 16-byte run.
 struct Iq4W {
-  uint32_t a0, a1, b0, b1;
+  uint4 a, b;
   float d;
 };
 template <class L = Iq4Levels>
-__device__ __forceinline__ Iq4W iq4_item(uint32_t q0, uint32_t q1, float d) {
-  return {table_levels<L>(q0 & 0x0F0F0F0Fu), table_levels<L>(q1 & 0x0F0F0F0Fu),
-          table_levels<L>((q0 >> 4) & 0x0F0F0F0Fu), table_levels<L>((q1 >> 4) & 0x0F0F0F0Fu), d};
+__device__ __forceinline__ Iq4W iq4_item(uint4 q, float d) {
+  const auto lv = [](uint32_t idx) { return table_levels<L>(idx); };
+  return {make_uint4(lv(q.x & 0x0F0F0F0Fu), lv(q.y & 0x0F0F0F0Fu), lv(q.z & 0x0F0F0F0Fu), lv(q.w & 0x0F0F0F0Fu)),
+          make_uint4(lv((q.x >> 4) & 0x0F0F0F0Fu), lv((q.y >> 4) & 0x0F0F0F0Fu), lv((q.z >> 4) & 0x0F0F0F0Fu),
+                     lv((q.w >> 4) & 0x0F0F0F0Fu)),
+          d};
 }
 
-// What the 16-level table formats share past fetch: Q4_0's activation halves and one dot of looked-up levels.
+// What the 16-level table formats share past fetch: item it is activation block it, one dot of looked-up levels.
 struct TableLevelsItems {
   using W = Iq4W;
-  using X = XHalves;
-  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    return load_x_halves(codes, scales, it);
+  using X = X32;
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) { return load_x32(codes, scales, it); }
+  __device__ static float dot(const W& w, const X& x, int) {
+    return w.d * limb_dot(x.s, dot4x4(w.b, x.hi1, dot4x4(w.a, x.hi0)), dot4x4(w.b, x.lo1, dot4x4(w.a, x.lo0)));
   }
-  __device__ static float dot(const W& w, const X& x, int) { return w.d * halves_dot(w.a0, w.a1, w.b0, w.b1, x); }
 };
 
-// IQ4_NL: 18-byte blocks {f16 d, 16 bytes of nibbles}, two items per block.
+// IQ4_NL: 18-byte blocks {f16 d, 16 bytes of nibbles}.
 struct Iq4Nl : TableLevelsItems {
   static constexpr int kBlockCols = 32;
   static constexpr int kBlockBytes = 18;
-  static constexpr int kItemsPerBlock = 2;
+  static constexpr int kItemsPerBlock = 1;
 
   __device__ static W fetch(const RowRef& row, int it) {
-    const uint8_t* b = row.data + static_cast<int64_t>(it >> 1) * kBlockBytes;
-    const uint8_t* q = b + 2 + 8 * (it & 1);
-    return iq4_item(ldg_u32_a2(q), ldg_u32_a2(q + 4), half_at(ldg_u16(b)));
+    const uint8_t* b = row.data + static_cast<int64_t>(it) * kBlockBytes;
+    return iq4_item(ldg_u128_unaligned(b + 2), half_at(ldg_u16(b)));
   }
 };
 
@@ -74,19 +78,12 @@ struct Iq4Nl : TableLevelsItems {
 struct Mxfp4Ggml : TableLevelsItems {
   static constexpr int kBlockCols = 32;
   static constexpr int kBlockBytes = 17;
-  static constexpr int kItemsPerBlock = 2;
+  static constexpr int kItemsPerBlock = 1;
 
   __device__ static W fetch(const RowRef& row, int it) {
-    const uint8_t* b = row.data + static_cast<int64_t>(it >> 1) * kBlockBytes;
-    const uint8_t* q = b + 1 + 8 * (it & 1);
-    uint32_t q0 = 0, q1 = 0;  // byte aligned: assembled from single bytes
-#pragma unroll
-    for (int j = 3; j >= 0; --j) {
-      q0 = (q0 << 8) | __ldg(q + j);
-      q1 = (q1 << 8) | __ldg(q + 4 + j);
-    }
+    const uint8_t* b = row.data + static_cast<int64_t>(it) * kBlockBytes;
     const float d = quant::FormatTraits<quant::FormatId::kMXFP4_GGML>::e8m0_to_f32_half(__ldg(b));
-    return iq4_item<Mxfp4Levels>(q0, q1, d);
+    return iq4_item<Mxfp4Levels>(ldg_u128_unaligned(b + 1), d);  // byte aligned: the aligned words holding them
   }
 };
 
@@ -157,21 +154,20 @@ using Nvfp4 = E2m1Stream<true>;
 
 // IQ4_XS: 136-byte super-blocks of 256 {f16 d, u16 scales_h, 4 bytes scales_l, 8 x 16 bytes of nibbles}: sub-block
 // sb (32 columns, 16 bytes at 8 + 16 sb) has the 6-bit scale (nibble sb % 2 of scales_l[sb / 2]) | (bits 2 sb of
-// scales_h) << 4, minus 32. Sixteen items per super-block, two per sub-block.
+// scales_h) << 4, minus 32. An item per sub-block.
 struct Iq4Xs : TableLevelsItems {
   static constexpr int kBlockCols = 256;
   static constexpr int kBlockBytes = 136;
-  static constexpr int kItemsPerBlock = 16;
+  static constexpr int kItemsPerBlock = 8;
 
   __device__ static W fetch(const RowRef& row, int it) {
-    const uint8_t* b = row.data + static_cast<int64_t>(it >> 4) * kBlockBytes;
-    const uint8_t* q = b + 8 + 8 * (it & 15);  // sub-block (it >> 1) & 7, half it & 1
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 3) * kBlockBytes;
+    const int sb = it & 7;
     const uint32_t dh = ldg_u32_a2(b), sl = ldg_u32_a2(b + 4);  // dh: d (low half) and scales_h (high half)
-    const int sb = (it >> 1) & 7;
     const uint32_t low = (sl >> (4 * sb)) & 15u;  // nibble sb % 2 of byte sb / 2
     const uint32_t high = (dh >> (16 + 2 * sb)) & 3u;
     const float scale = static_cast<float>(static_cast<int>(low | (high << 4)) - 32);
-    return iq4_item(ldg_u32_a2(q), ldg_u32_a2(q + 4), half_at(dh) * scale);
+    return iq4_item(ldg_u128_unaligned(b + 8 + 16 * sb), half_at(dh) * scale);
   }
 };
 
@@ -340,31 +336,35 @@ using Iq1S = IqGroups<Iq1SDecoder>;
 using Iq1M = IqGroups<Iq1MDecoder>;
 
 // TQ2_0: 66-byte super-blocks {64 bytes qs, f16 d}; element 128h + 32k + l has code (qs[32h + l] >> 2k) & 3 and
-// value d · (code - 1).
+// value d · (code - 1). Items of 64 columns as Q2_K's (gemv_dp4a_formats.cuh), the 1 offset taken off with the
+// sub-block's Σ x.
 struct Tq2 {
   static constexpr int kBlockCols = 256;
   static constexpr int kBlockBytes = 66;
-  static constexpr int kItemsPerBlock = 16;
+  static constexpr int kItemsPerBlock = 4;
 
   struct W {
-    uint32_t qs, d;
+    uint4 qs;
+    uint32_t d;
   };
-  using X = XQuads;
+  using X = XSixteens;
 
   __device__ static W fetch(const RowRef& row, int it) {
-    const uint8_t* b = row.data + static_cast<int64_t>(it >> 4) * kBlockBytes;
-    const int h = (it >> 3) & 1, l0 = 4 * (it & 7);
-    return {ldg_u32_a2(b + 32 * h + l0), ldg_u16(b + 64)};
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 2) * kBlockBytes;
+    const int h = (it >> 1) & 1, l0 = 16 * (it & 1);
+    return {ldg_u128_unaligned(b + 32 * h + l0), ldg_u16(b + 64)};
   }
   __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    return load_x_quads(codes, scales, it);
+    return load_x_sixteens(codes, scales, it);
   }
-  __device__ static float dot(const W& w, const X& x, int) {
+  __device__ static float dot(const W& w, const X& x, int it) {
+    const int g = it & 1;
     float v = 0.0f;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const uint32_t code = (w.qs >> (2 * k)) & 0x03030303u;
-      v += quad_dot(static_cast<int>(__vsub4(code, 0x01010101u)), x, k);
+      const auto code = [k](uint32_t q) { return (q >> (2 * k)) & 0x03030303u; };
+      const uint4 c = make_uint4(code(w.qs.x), code(w.qs.y), code(w.qs.z), code(w.qs.w));
+      v += fmaf(x.k[k].s.x * static_cast<float>(sub_block_dot(c, x.k[k])), kLimbsInv, -sum16(x.k[k], g));
     }
     return half_at(w.d) * v;
   }
