@@ -1,6 +1,7 @@
 // The layer's integer SIMD intrinsics against values worked out by hand from the PTX ISA's definitions of dp4a
 // (four byte products added to a 32-bit accumulator, bytes signed for the s32 form), vadd4 and vsub4 (per-byte sum
-// and difference modulo 256), run inside a kernel as qrt's GEMV kernels call them.
+// and difference modulo 256) and from CUDA's for __byte_perm (3-bit byte selectors), run inside a kernel as qrt's
+// GEMV kernels call them.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -20,19 +21,23 @@ __global__ void integer_simd(int* out) {
   out[3] = static_cast<int>(__vsub4(0x203F0010u, 0x20202020u));
   // {0xFF, 0x01, 0xF8, 0x7F} + {0x01, 0xFF, 0x01, 0x01} per byte = {0x00, 0x00, 0xF9, 0x80}: no carry crosses a byte.
   out[4] = static_cast<int>(__vadd4(0x7FF801FFu, 0x0101FF01u));
+  // {y, x} bytes 0..7 = 0x10, 0x91, 0x22, 0xB3, 0x44, 0xD5, 0x66, 0xF7. Selector nibbles 2, 5, 0xC (= 4: bit 3 is
+  // ignored, where PTX prmt would replicate the sign of byte 4) and 0xF (= 7); the upper 16 bits of s are not used.
+  out[5] = static_cast<int>(__byte_perm(0xB3229110u, 0xF766D544u, 0x1234FC52u));
 }
 
-TEST(SimtIntrinsics, Dp4aVadd4AndVsub4FollowThePtxDefinitions) {
+TEST(SimtIntrinsics, Dp4aVadd4Vsub4AndBytePermFollowTheDefinitions) {
   int* d = nullptr;
-  ASSERT_EQ(cudaMalloc(&d, 5 * sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d, 6 * sizeof(int)), cudaSuccess);
   integer_simd<<<1, 1>>>(d);
-  int h[5] = {};
+  int h[6] = {};
   ASSERT_EQ(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(h[0], 1100);
   EXPECT_EQ(h[1], 34916);
   EXPECT_EQ(h[2], static_cast<int>(static_cast<uint32_t>(2147483647u) + 16129u));
   EXPECT_EQ(static_cast<uint32_t>(h[3]), 0x001FE0F0u);
   EXPECT_EQ(static_cast<uint32_t>(h[4]), 0x80F90000u);
+  EXPECT_EQ(static_cast<uint32_t>(h[5]), 0xF744D522u);
   cudaFree(d);
 }
 

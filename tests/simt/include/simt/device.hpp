@@ -244,15 +244,15 @@ inline unsigned __brev(unsigned v) {
   v = ((v >> 8) & 0x00FF00FFu) | ((v & 0x00FF00FFu) << 8);
   return (v >> 16) | (v << 16);
 }
-// PTX prmt in its default mode: byte n of the result is byte (s >> 4n) & 7 of {y, x}; bit 3 replicates the sign.
+// CUDA's __byte_perm: byte n of the result is byte (s >> 4n) & 7 of {y, x}. Bit 3 of each selector nibble is ignored,
+// not PTX prmt's sign replication: nvcc masks the selector with 0x7777 before its prmt, and the table lookups of the
+// integer-dot kernels pass 4-bit codes as selectors on that promise.
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
   const uint64_t src = (static_cast<uint64_t>(y) << 32) | x;
   unsigned d = 0;
   for (int n = 0; n < 4; ++n) {
-    const unsigned ctl = (s >> (4 * n)) & 0xFu;
-    unsigned byte = static_cast<unsigned>(src >> (8 * (ctl & 7u))) & 0xFFu;
-    if (ctl & 8u) byte = (byte & 0x80u) ? 0xFFu : 0u;
-    d |= byte << (8 * n);
+    const unsigned sel = (s >> (4 * n)) & 7u;
+    d |= (static_cast<unsigned>(src >> (8 * sel)) & 0xFFu) << (8 * n);
   }
   return d;
 }
