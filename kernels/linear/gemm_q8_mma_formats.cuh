@@ -111,8 +111,9 @@ using Q5_1 = Legacy32<24, true, true>;
 // up four at a time as the integer-dot GEMV does); w = d · level, m = 0.
 struct Iq4Nl : Q4_0 {
   __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& m) {
-    k0 = dp4a::table_levels<dp4a::Iq4Levels>(r.q[j] & 0x0F0F0F0Fu);
-    k16 = dp4a::table_levels<dp4a::Iq4Levels>((r.q[j] >> 4) & 0x0F0F0F0Fu);
+    const uint2 k = dp4a::table_levels_q4<dp4a::Iq4Levels>(r.q[j]);
+    k0 = k.x;
+    k16 = k.y;
     d = half_at(r.d[j]);
     m = 0.0f;
   }
@@ -143,8 +144,9 @@ struct Mxfp4Ggml {
     return r;
   }
   __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& m) {
-    k0 = dp4a::table_levels<dp4a::Mxfp4Levels>(r.q[j] & 0x0F0F0F0Fu);
-    k16 = dp4a::table_levels<dp4a::Mxfp4Levels>((r.q[j] >> 4) & 0x0F0F0F0Fu);
+    const uint2 k = dp4a::table_levels_q4<dp4a::Mxfp4Levels>(r.q[j]);
+    k0 = k.x;
+    k16 = k.y;
     d = quant::FormatTraits<quant::FormatId::kMXFP4_GGML>::e8m0_to_f32_half(static_cast<uint8_t>(r.e[j]));
     m = 0.0f;
   }
@@ -152,17 +154,17 @@ struct Mxfp4Ggml {
 
 // The E2M1 nibble streams with separate scale bytes (OCP MXFP4, NVFP4): each row a stream of E2M1 nibbles, byte i
 // holding columns 2i (low) and 2i + 1 (high), 16 bytes per 32-column block. Lane t's columns 4t .. 4t+3 are bytes 2t
-// and 2t + 1 of the block and columns 16+4t .. 16+4t+3 bytes 8+2t and 9+2t: one 2-byte load each, unzipped into
-// column order by two byte permutes, then the doubled E2M1 levels looked up as for GGML's MXFP4 blocks (so d is half
-// the scale).
+// and 2t + 1 of the block and columns 16+4t .. 16+4t+3 bytes 8+2t and 9+2t: one 2-byte load each, whose nibbles are
+// then the columns in order, so the doubled E2M1 levels (d is half the scale) come out of the lookup in the A
+// fragment's order.
 struct E2m1Codes {
   __device__ static uint32_t load(const uint8_t* block, int t) {
     return ldg_u16(block + 2 * t) | ldg_u16(block + 8 + 2 * t) << 16;
   }
-  __device__ static void unzip(uint32_t q, uint32_t& k0, uint32_t& k16) {
-    const uint32_t lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
-    k0 = dp4a::table_levels<dp4a::Mxfp4Levels>(__byte_perm(lo, hi, 0x5140));
-    k16 = dp4a::table_levels<dp4a::Mxfp4Levels>(__byte_perm(lo, hi, 0x7362));
+  __device__ static void levels(uint32_t q, uint32_t& k0, uint32_t& k16) {
+    const uint2 k = dp4a::table_levels8<dp4a::Mxfp4Levels>(q);  // q's nibbles are the columns in order
+    k0 = k.x;
+    k16 = k.y;
   }
 };
 
@@ -198,12 +200,12 @@ struct E2m1Stream {
     return r;
   }
   __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& m) {
-    E2m1Codes::unzip(r.q[j], k0, k16);
+    E2m1Codes::levels(r.q[j], k0, k16);
     d = 0.5f * quant::e8m0_to_f32(static_cast<uint8_t>(r.e[j]));
     m = 0.0f;
   }
   __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& d16, float& m) {
-    E2m1Codes::unzip(r.q[j], k0, k16);
+    E2m1Codes::levels(r.q[j], k0, k16);
     d = 0.5f * quant::e4m3_to_f32(static_cast<uint8_t>(r.e[j]));
     d16 = 0.5f * quant::e4m3_to_f32(static_cast<uint8_t>(r.e[j] >> 8));
     m = 0.0f;
@@ -413,8 +415,9 @@ struct Iq4Xs {
     return r;
   }
   __device__ static void block(const Raw& r, int j, uint32_t& k0, uint32_t& k16, float& d, float& m) {
-    k0 = dp4a::table_levels<dp4a::Iq4Levels>(r.q[j] & 0x0F0F0F0Fu);
-    k16 = dp4a::table_levels<dp4a::Iq4Levels>((r.q[j] >> 4) & 0x0F0F0F0Fu);
+    const uint2 k = dp4a::table_levels_q4<dp4a::Iq4Levels>(r.q[j]);
+    k0 = k.x;
+    k16 = k.y;
     const uint32_t ls = ((r.sl >> (4 * j)) & 15u) | (((r.dh >> (16 + 2 * j)) & 3u) << 4);
     d = half_at(r.dh) * static_cast<float>(static_cast<int>(ls) - 32);
     m = 0.0f;

@@ -11,7 +11,7 @@
 namespace qrt::kernels::dp4a {
 
 // ---- IQ4_NL and IQ4_XS: Q4_0's nibble placement, each nibble an index into 16 non-linear int8 levels
-// (kvalues_iq4nl), looked up four at a time with two byte permutes (indices 0..7 and 8..15) and a select.
+// (kvalues_iq4nl), looked up by byte permutes.
 // Levels 4i .. 4i + 3 of a 16-entry int8 table as one little-endian word.
 constexpr uint32_t level_word(const int8_t* table, int i) {
   uint32_t w = 0;
@@ -25,14 +25,26 @@ struct Levels16 {
 };
 using Iq4Levels = Levels16<quant::iq_tables::detail::kvalues_iq4nl_host>;
 using Mxfp4Levels = Levels16<quant::iq_tables::detail::kvalues_mxfp4_host>;  // E2M1 values, doubled
-// The levels of four indices (one per byte, each 0..15) as four signed bytes.
+// The levels of the eight 4-bit codes of q (nibble k = bits 4k .. 4k + 3) as signed bytes in nibble order: .x holds
+// nibbles 0..3, .y nibbles 4..7. The nibbles themselves are the permutes' selectors (__byte_perm reads 3 bits of
+// each, so a code picks entry code & 7 of both table halves); a third permute per word takes each byte from the upper
+// half where the code's bit 3 is set (selector byte k + 4) or from the lower one (k). About 13 instructions per 8
+// codes, where spreading each 4 codes' nibbles into a selector first and picking the half by masks took about 28.
 template <class L>
-__device__ __forceinline__ uint32_t table_levels(uint32_t idx) {
-  const uint32_t sel = (idx & 7u) | ((idx >> 4) & 0x70u) | ((idx >> 8) & 0x700u) | ((idx >> 12) & 0x7000u);
-  const uint32_t lo = __byte_perm(L::kT0, L::kT1, sel);
-  const uint32_t hi = __byte_perm(L::kT2, L::kT3, sel);
-  const uint32_t pick = ((idx >> 3) & 0x01010101u) * 0xFFu;
-  return (hi & pick) | (lo & ~pick);
+__device__ __forceinline__ uint2 table_levels8(uint32_t q) {
+  const uint32_t pick = ((q & 0x88888888u) >> 1) | 0x32103210u;
+  const uint32_t q_hi = q >> 16;
+  const uint32_t lo0 = __byte_perm(L::kT0, L::kT1, q), hi0 = __byte_perm(L::kT2, L::kT3, q);
+  const uint32_t lo1 = __byte_perm(L::kT0, L::kT1, q_hi), hi1 = __byte_perm(L::kT2, L::kT3, q_hi);
+  return make_uint2(__byte_perm(lo0, hi0, pick), __byte_perm(lo1, hi1, pick >> 16));
+}
+// A word of Q4_0's placement (byte j: column j in its low nibble, column j + 16 in its high one) as the levels of
+// its low nibbles (.x, columns j..j+3) and of its high ones (.y, columns j+16..j+19): the nibble-order levels
+// unzipped by two more permutes.
+template <class L>
+__device__ __forceinline__ uint2 table_levels_q4(uint32_t q) {
+  const uint2 v = table_levels8<L>(q);
+  return make_uint2(__byte_perm(v.x, v.y, 0x6420), __byte_perm(v.x, v.y, 0x7531));
 }
 // An item (a whole 32-column block: 16 nibble bytes in Q4_0's placement) as its 32 levels, signed bytes in column
 // order (a: the low nibbles, columns 0..15; b: the high ones, 16..31), and its scale, looked up once in fetch and used
@@ -44,11 +56,9 @@ struct Iq4W {
 };
 template <class L = Iq4Levels>
 __device__ __forceinline__ Iq4W iq4_item(uint4 q, float d) {
-  const auto lv = [](uint32_t idx) { return table_levels<L>(idx); };
-  return {make_uint4(lv(q.x & 0x0F0F0F0Fu), lv(q.y & 0x0F0F0F0Fu), lv(q.z & 0x0F0F0F0Fu), lv(q.w & 0x0F0F0F0Fu)),
-          make_uint4(lv((q.x >> 4) & 0x0F0F0F0Fu), lv((q.y >> 4) & 0x0F0F0F0Fu), lv((q.z >> 4) & 0x0F0F0F0Fu),
-                     lv((q.w >> 4) & 0x0F0F0F0Fu)),
-          d};
+  const uint2 x = table_levels_q4<L>(q.x), y = table_levels_q4<L>(q.y), z = table_levels_q4<L>(q.z),
+              w = table_levels_q4<L>(q.w);
+  return {make_uint4(x.x, y.x, z.x, w.x), make_uint4(x.y, y.y, z.y, w.y), d};
 }
 
 // What the 16-level table formats share past fetch: item it is activation block it, one dot of looked-up levels.
@@ -91,9 +101,10 @@ struct Mxfp4Ggml : TableLevelsItems {
 //   OCP MXFP4 (gpt-oss's checkpoints, UQFF, Ollama's mxfp4): an E8M0 scale byte per 32 columns, d = 2^(e - 127);
 //   NVFP4: an E4M3 scale byte per 16 columns, d = e4m3 · the tensor's global scale.
 // (kScaleGroupCols and kScaleBytes tell the launch the scale layout; the tensor's params do not.) An item is one
-// 32-column block: its 16 code bytes in one load, the even and odd columns' doubled E2M1 values looked up as signed
-// bytes once for every batch row and dotted with x's even and odd bytes, as AFQ4 does with its codes; NVFP4 sums its
-// two 16-column halves apart (words 0-1 and 2-3) to scale each by its own d. The levels are doubled: d / 2.
+// 32-column block: its 16 code bytes in one load. Word t's nibbles are columns 8t .. 8t + 7 in order, so their
+// doubled E2M1 levels come out of table_levels8 in column order, looked up once for every batch row and dotted with
+// x's bytes as they are; NVFP4 sums its two 16-column halves apart to scale each by its own d. The levels are
+// doubled: d / 2.
 template <bool kNvfp4>
 struct E2m1Stream {
   static constexpr int kBlockCols = 32;
@@ -103,20 +114,18 @@ struct E2m1Stream {
   static constexpr int kScaleBytes = 1;
 
   struct W {
-    uint32_t even[4], odd[4];  // word t: the levels of columns 8t + 0, 2, 4, 6 and 8t + 1, 3, 5, 7
-    float d[2];                // columns 0..15 and 16..31 (the same for MXFP4)
+    uint4 a, b;  // the levels of columns 0..15 and 16..31
+    float d[2];  // columns 0..15 and 16..31 (the same for MXFP4)
   };
-  using X = Afq<4, quant::ScalarType::kF32>::X;
+  using X = X32;
 
   __device__ static W fetch(const RowRef& row, int it) {
     const uint4 q = ldg_u128(row.data + static_cast<int64_t>(it) * kBlockBytes);
-    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+    const uint2 l0 = table_levels8<Mxfp4Levels>(q.x), l1 = table_levels8<Mxfp4Levels>(q.y),
+                l2 = table_levels8<Mxfp4Levels>(q.z), l3 = table_levels8<Mxfp4Levels>(q.w);
     W w;
-#pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      w.even[t] = table_levels<Mxfp4Levels>(words[t] & 0x0F0F0F0Fu);
-      w.odd[t] = table_levels<Mxfp4Levels>((words[t] >> 4) & 0x0F0F0F0Fu);
-    }
+    w.a = make_uint4(l0.x, l0.y, l1.x, l1.y);
+    w.b = make_uint4(l2.x, l2.y, l3.x, l3.y);
     const int64_t group = (static_cast<int64_t>(it) * kBlockCols) >> row.group_shift;
     if constexpr (kNvfp4) {
       w.d[0] = quant::e4m3_to_f32(__ldg(row.scales + group)) * (0.5f * row.global_scale);
@@ -126,26 +135,13 @@ struct E2m1Stream {
     }
     return w;
   }
-  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    return Afq<4, quant::ScalarType::kF32>::load_x(codes, scales, it);
-  }
-  // Σ level·x over words [t0, t0 + 2) of the item (16 columns) for one limb (x: its 32 code bytes as two uint4).
-  __device__ static int limb(const W& w, const uint4 (&x)[2], int t0) {
-    const uint32_t xs[8] = {x[0].x, x[0].y, x[0].z, x[0].w, x[1].x, x[1].y, x[1].z, x[1].w};
-    int acc = 0;
-#pragma unroll
-    for (int t = t0; t < t0 + 2; ++t) {
-      acc = __dp4a(static_cast<int>(w.even[t]), static_cast<int>(__byte_perm(xs[2 * t], xs[2 * t + 1], 0x6420)), acc);
-      acc = __dp4a(static_cast<int>(w.odd[t]), static_cast<int>(__byte_perm(xs[2 * t], xs[2 * t + 1], 0x7531)), acc);
-    }
-    return acc;
-  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) { return load_x32(codes, scales, it); }
   __device__ static float dot(const W& w, const X& x, int) {
     if constexpr (kNvfp4) {
-      return w.d[0] * limb_dot(x.s, limb(w, x.hi, 0), limb(w, x.lo, 0)) +
-             w.d[1] * limb_dot(x.s, limb(w, x.hi, 2), limb(w, x.lo, 2));
+      return w.d[0] * limb_dot(x.s, dot4x4(w.a, x.hi0), dot4x4(w.a, x.lo0)) +
+             w.d[1] * limb_dot(x.s, dot4x4(w.b, x.hi1), dot4x4(w.b, x.lo1));
     } else {
-      return w.d[0] * limb_dot(x.s, limb(w, x.hi, 0) + limb(w, x.hi, 2), limb(w, x.lo, 0) + limb(w, x.lo, 2));
+      return w.d[0] * limb_dot(x.s, dot4x4(w.b, x.hi1, dot4x4(w.a, x.hi0)), dot4x4(w.b, x.lo1, dot4x4(w.a, x.lo0)));
     }
   }
 };
