@@ -591,10 +591,7 @@ struct IqGrid {
     k = (t & 1) ? g.w1 : g.w0;
     d = g.scale;
     if constexpr (kDelta) {
-      // The delta's sign relative to the scale's (the stored bit): the group's values are scale · (g ± 1/8).
-      const bool plus = (g.delta > 0.0f) == (g.scale > 0.0f);
-      k = (k << 3) & 0xF8F8F8F8u;  // 8g per byte (g in -1..1)
-      k = plus ? __vadd4(k, 0x01010101u) : __vsub4(k, 0x01010101u);
+      k = dp4a::iq1_fold_delta(k, dp4a::iq1_delta_adds(g));
       d = 0.125f * g.scale;
     }
   }

@@ -70,9 +70,6 @@ __device__ __forceinline__ int dot4x4(uint4 w, uint4 x, int acc = 0) {
                        __dp4a(static_cast<int>(w.z), static_cast<int>(x.z),
                               __dp4a(static_cast<int>(w.w), static_cast<int>(x.w), acc))));
 }
-__device__ __forceinline__ int dot2x4(uint32_t w0, uint32_t w1, uint2 x, int acc) {
-  return __dp4a(static_cast<int>(w0), static_cast<int>(x.x), __dp4a(static_cast<int>(w1), static_cast<int>(x.y), acc));
-}
 __device__ __forceinline__ uint4 nibbles(uint4 q, int shift) {
   return make_uint4((q.x >> shift) & 0x0F0F0F0Fu, (q.y >> shift) & 0x0F0F0F0Fu, (q.z >> shift) & 0x0F0F0F0Fu,
                     (q.w >> shift) & 0x0F0F0F0Fu);
@@ -202,18 +199,6 @@ struct KQuant4 {
 };
 using Q4K = KQuant4<144, false>;
 using Q5K = KQuant4<176, true>;
-
-// Items of 8 columns take columns 8 (it % 4) + 0..7 of activation block it / 4 (the grid i-quants).
-struct XEighths {
-  uint2 hi, lo;
-  float4 s;
-};
-__device__ __forceinline__ XEighths load_x_eighths(const int8_t* codes, const float* scales, int it) {
-  const int64_t blk = it >> 2;
-  const uint8_t* c = reinterpret_cast<const uint8_t*>(codes) + blk * 64 + 8 * (it & 3);
-  return {__ldg(reinterpret_cast<const uint2*>(c)), __ldg(reinterpret_cast<const uint2*>(c + 32)),
-          __ldg(reinterpret_cast<const float4*>(scales) + blk)};
-}
 
 // ---- Q8_0: 34-byte blocks {f16 d, 32 int8 codes}. An item is a whole block (its codes two 16-byte runs at a 2-byte
 // aligned address): one activation block, one scale, one conversion. Items of 8 columns had paid the scale, the x

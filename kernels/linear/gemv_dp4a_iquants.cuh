@@ -169,43 +169,73 @@ struct Iq4Xs : TableLevelsItems {
 
 // ---- The grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M): 256-column super-blocks of 32 groups
 // of 8. A group is 8 small integers (grid magnitudes with sign bits, or IQ1's grid values in -1..1) times a float
-// scale, plus, for IQ1, a delta times the same scale: Σ w x = scale · Σ g x + delta · Σ x. The item is one group:
-// the Decoder turns its bytes into the 8 integers as two words of signed bytes, its scale and its delta coefficient,
-// once per item for every batch row; the group's 8 columns are 8 (g % 4) + 0..7 of activation block g / 4.
+// scale, plus, for IQ1, a delta times the same scale: Σ w x = scale · Σ g x + delta · Σ x. The Decoder turns a
+// group's bytes into the 8 integers as two words of signed bytes, its scale and its delta coefficient.
 struct IqGroup {
   uint32_t w0, w1;  // signed bytes: columns 0..3 and 4..7 of the group
   float scale, delta;
 };
-// Four magnitudes, negated where bits 0..3 of signs are set.
+// Four magnitudes, negated where bits 0..3 of signs are set: bit i of signs is spread to bit 0 of byte i by one
+// multiply (it lands at bits i + 7j, all distinct, so no carries) and made a byte mask by another.
 __device__ __forceinline__ uint32_t with_signs(uint32_t magnitudes, unsigned signs) {
-  const uint32_t m = ((signs & 1u) ? 0x000000FFu : 0u) | ((signs & 2u) ? 0x0000FF00u : 0u) |
-                     ((signs & 4u) ? 0x00FF0000u : 0u) | ((signs & 8u) ? 0xFF000000u : 0u);
+  const uint32_t m = (((signs & 15u) * 0x00204081u) & 0x01010101u) * 0xFFu;
   return __vsub4(magnitudes ^ m, m);  // per byte: (~v + 1) where negated
+}
+// IQ1's delta folded into its codes: scale · (g ± 1/8) = (scale / 8) · (8g ± 1) exactly, codes -9..9, so that a
+// group is integers times a scale like the others. `adds`: the delta has the scale's sign (the stored bit).
+__device__ __forceinline__ bool iq1_delta_adds(const IqGroup& g) { return (g.delta > 0.0f) == (g.scale > 0.0f); }
+__device__ __forceinline__ uint32_t iq1_fold_delta(uint32_t k, bool adds) {
+  k = (k << 3) & 0xF8F8F8F8u;  // 8g per byte (g in -1..1; the bits pushed into the next byte are masked off)
+  return adds ? __vadd4(k, 0x01010101u) : __vsub4(k, 0x01010101u);
 }
 __device__ __forceinline__ uint8_t ldg_u8(const uint8_t* p) { return __ldg(p); }
 // The scale (d · (0.5 + s)) · k of IQ2 and IQ3_XXS sub-blocks.
 __device__ __forceinline__ float half_step(float d, unsigned s, float k) { return d * (0.5f + static_cast<float>(s)) * k; }
 
-template <class Decoder>
+// An item is a sub-block: 4 groups, 32 columns, one activation block. It was one group, and paid per 8 columns an
+// activation load, a conversion, the scale and the address arithmetic (0.5 to 1.7 bytes of W per warp instruction).
+// The groups' integers are summed as one integer per scale: the sub-block's (IQ2_XXS, IQ3_XXS, IQ3_S, IQ1_S) or each
+// half's (kScalePer16: IQ2_XS, IQ2_S and IQ1_M scale per 16 columns); IQ1's deltas are folded into the codes.
+template <class Decoder, bool kDelta, bool kScalePer16>
 struct IqGroups {
   static constexpr int kBlockCols = 256;
   static constexpr int kBlockBytes = Decoder::kBlockBytes;
-  static constexpr int kItemsPerBlock = 32;
+  static constexpr int kItemsPerBlock = 8;
 
-  using W = IqGroup;
-  using X = XEighths;
+  struct W {
+    uint4 a, b;      // the 32 integers as signed bytes: columns 0..15 and 16..31
+    float scale[2];  // of columns 0..15 and 16..31 (the same unless kScalePer16)
+  };
+  using X = X32;
 
   __device__ static W fetch(const RowRef& row, int it) {
-    return Decoder::group(row.data + static_cast<int64_t>(it >> 5) * kBlockBytes, it & 31);
+    const uint8_t* b = row.data + static_cast<int64_t>(it >> 3) * kBlockBytes;
+    const int first = 4 * (it & 7);
+    uint32_t w[8];
+    float scale[2];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const IqGroup g = Decoder::group(b, first + k);
+      if constexpr (kDelta) {
+        const bool adds = iq1_delta_adds(g);
+        w[2 * k] = iq1_fold_delta(g.w0, adds);
+        w[2 * k + 1] = iq1_fold_delta(g.w1, adds);
+      } else {
+        w[2 * k] = g.w0;
+        w[2 * k + 1] = g.w1;
+      }
+      if (k % 2 == 0) scale[k / 2] = kDelta ? 0.125f * g.scale : g.scale;  // groups 1 and 3 share 0's and 2's
+    }
+    return {make_uint4(w[0], w[1], w[2], w[3]), make_uint4(w[4], w[5], w[6], w[7]), {scale[0], scale[1]}};
   }
-  __device__ static X load_x(const int8_t* codes, const float* scales, int it) {
-    return load_x_eighths(codes, scales, it);
-  }
+  __device__ static X load_x(const int8_t* codes, const float* scales, int it) { return load_x32(codes, scales, it); }
   __device__ static float dot(const W& w, const X& x, int) {
-    float v = w.scale * limb_dot(x.s, dot2x4(w.w0, w.w1, x.hi, 0), dot2x4(w.w0, w.w1, x.lo, 0));
-    if (w.delta != 0.0f) v += w.delta * limb_dot(x.s, dot2x4(0x01010101u, 0x01010101u, x.hi, 0),
-                                                dot2x4(0x01010101u, 0x01010101u, x.lo, 0));
-    return v;
+    if constexpr (kScalePer16) {
+      return w.scale[0] * limb_dot(x.s, dot4x4(w.a, x.hi0), dot4x4(w.a, x.lo0)) +
+             w.scale[1] * limb_dot(x.s, dot4x4(w.b, x.hi1), dot4x4(w.b, x.lo1));
+    } else {
+      return w.scale[0] * limb_dot(x.s, dot4x4(w.b, x.hi1, dot4x4(w.a, x.hi0)), dot4x4(w.b, x.lo1, dot4x4(w.a, x.lo0)));
+    }
   }
 };
 
@@ -323,13 +353,13 @@ struct Iq1MDecoder {
   }
 };
 
-using Iq2Xxs = IqGroups<Iq2XxsDecoder>;
-using Iq2Xs = IqGroups<Iq2XsDecoder>;
-using Iq2S = IqGroups<Iq2SDecoder>;
-using Iq3Xxs = IqGroups<Iq3XxsDecoder>;
-using Iq3S = IqGroups<Iq3SDecoder>;
-using Iq1S = IqGroups<Iq1SDecoder>;
-using Iq1M = IqGroups<Iq1MDecoder>;
+using Iq2Xxs = IqGroups<Iq2XxsDecoder, false, false>;
+using Iq2Xs = IqGroups<Iq2XsDecoder, false, true>;
+using Iq2S = IqGroups<Iq2SDecoder, false, true>;
+using Iq3Xxs = IqGroups<Iq3XxsDecoder, false, false>;
+using Iq3S = IqGroups<Iq3SDecoder, false, false>;
+using Iq1S = IqGroups<Iq1SDecoder, true, false>;
+using Iq1M = IqGroups<Iq1MDecoder, true, true>;
 
 // TQ2_0: 66-byte super-blocks {64 bytes qs, f16 d}; element 128h + 32k + l has code (qs[32h + l] >> 2k) & 3 and
 // value d · (code - 1). Items of 64 columns as Q2_K's (gemv_dp4a_formats.cuh), the 1 offset taken off with the

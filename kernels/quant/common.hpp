@@ -6,10 +6,8 @@
 
 #if defined(__CUDACC__)
 #define QRT_HD __host__ __device__ __forceinline__
-#define QRT_DEVICE_CONST __device__ __constant__
 #else
 #define QRT_HD inline
-#define QRT_DEVICE_CONST
 #endif
 
 namespace qrt::quant {

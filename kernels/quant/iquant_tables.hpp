@@ -2,9 +2,11 @@
 // Regenerate: .venv/bin/python scripts/gen-iquant-tables.py   (--check verifies this file)
 //
 // Constant tables of the GGML i-quants (spec/ggml.md §2.5) and of IQ4_NL / MXFP4 (§2.2). Each table
-// exists twice: a constexpr host array and, under nvcc, a __constant__ device copy (host code cannot
-// read __constant__ memory). The QRT_HD accessors pick the copy for the side they run on.
-// Device constant memory used: 25760 bytes per module (limit 64 KiB).
+// exists twice: a constexpr host array and, under nvcc, a device copy in global memory read through
+// the read-only data cache (__ldg). Not __constant__ memory: the lanes of a warp look up different
+// entries (one per code), and the constant cache serves one address per request, replaying the rest.
+// The QRT_HD accessors pick the copy for the side they run on.
+// Device memory used: 25760 bytes per module.
 #pragma once
 
 #include <cstdint>
@@ -734,78 +736,78 @@ inline constexpr uint8_t ksigns_iq2xs_host[128] = {QRT_IQ_TABLE_KSIGNS_IQ2XS};
 inline constexpr int8_t kvalues_iq4nl_host[16] = {QRT_IQ_TABLE_KVALUES_IQ4NL};
 inline constexpr int8_t kvalues_mxfp4_host[16] = {QRT_IQ_TABLE_KVALUES_MXFP4};
 #if defined(__CUDACC__)
-[[maybe_unused]] static QRT_DEVICE_CONST uint64_t iq2xxs_grid_dev[256] = {QRT_IQ_TABLE_IQ2XXS_GRID};
-[[maybe_unused]] static QRT_DEVICE_CONST uint64_t iq2xs_grid_dev[512] = {QRT_IQ_TABLE_IQ2XS_GRID};
-[[maybe_unused]] static QRT_DEVICE_CONST uint64_t iq2s_grid_dev[1024] = {QRT_IQ_TABLE_IQ2S_GRID};
-[[maybe_unused]] static QRT_DEVICE_CONST uint32_t iq3xxs_grid_dev[256] = {QRT_IQ_TABLE_IQ3XXS_GRID};
-[[maybe_unused]] static QRT_DEVICE_CONST uint32_t iq3s_grid_dev[512] = {QRT_IQ_TABLE_IQ3S_GRID};
-[[maybe_unused]] static QRT_DEVICE_CONST uint32_t iq1s_grid_dev[2048] = {QRT_IQ_TABLE_IQ1S_GRID};
-[[maybe_unused]] static QRT_DEVICE_CONST uint8_t ksigns_iq2xs_dev[128] = {QRT_IQ_TABLE_KSIGNS_IQ2XS};
-[[maybe_unused]] static QRT_DEVICE_CONST int8_t kvalues_iq4nl_dev[16] = {QRT_IQ_TABLE_KVALUES_IQ4NL};
-[[maybe_unused]] static QRT_DEVICE_CONST int8_t kvalues_mxfp4_dev[16] = {QRT_IQ_TABLE_KVALUES_MXFP4};
+[[maybe_unused]] static __device__ const uint64_t iq2xxs_grid_dev[256] = {QRT_IQ_TABLE_IQ2XXS_GRID};
+[[maybe_unused]] static __device__ const uint64_t iq2xs_grid_dev[512] = {QRT_IQ_TABLE_IQ2XS_GRID};
+[[maybe_unused]] static __device__ const uint64_t iq2s_grid_dev[1024] = {QRT_IQ_TABLE_IQ2S_GRID};
+[[maybe_unused]] static __device__ const uint32_t iq3xxs_grid_dev[256] = {QRT_IQ_TABLE_IQ3XXS_GRID};
+[[maybe_unused]] static __device__ const uint32_t iq3s_grid_dev[512] = {QRT_IQ_TABLE_IQ3S_GRID};
+[[maybe_unused]] static __device__ const uint32_t iq1s_grid_dev[2048] = {QRT_IQ_TABLE_IQ1S_GRID};
+[[maybe_unused]] static __device__ const uint8_t ksigns_iq2xs_dev[128] = {QRT_IQ_TABLE_KSIGNS_IQ2XS};
+[[maybe_unused]] static __device__ const int8_t kvalues_iq4nl_dev[16] = {QRT_IQ_TABLE_KVALUES_IQ4NL};
+[[maybe_unused]] static __device__ const int8_t kvalues_mxfp4_dev[16] = {QRT_IQ_TABLE_KVALUES_MXFP4};
 #endif
 }  // namespace detail
 
 // Accessors: `i` must be in range (every caller masks its index to the table size).
 QRT_HD uint64_t iq2xxs_grid(unsigned i) {
 #if defined(__CUDA_ARCH__)
-  return detail::iq2xxs_grid_dev[i];
+  return __ldg(&detail::iq2xxs_grid_dev[i]);
 #else
   return detail::iq2xxs_grid_host[i];
 #endif
 }
 QRT_HD uint64_t iq2xs_grid(unsigned i) {
 #if defined(__CUDA_ARCH__)
-  return detail::iq2xs_grid_dev[i];
+  return __ldg(&detail::iq2xs_grid_dev[i]);
 #else
   return detail::iq2xs_grid_host[i];
 #endif
 }
 QRT_HD uint64_t iq2s_grid(unsigned i) {
 #if defined(__CUDA_ARCH__)
-  return detail::iq2s_grid_dev[i];
+  return __ldg(&detail::iq2s_grid_dev[i]);
 #else
   return detail::iq2s_grid_host[i];
 #endif
 }
 QRT_HD uint32_t iq3xxs_grid(unsigned i) {
 #if defined(__CUDA_ARCH__)
-  return detail::iq3xxs_grid_dev[i];
+  return __ldg(&detail::iq3xxs_grid_dev[i]);
 #else
   return detail::iq3xxs_grid_host[i];
 #endif
 }
 QRT_HD uint32_t iq3s_grid(unsigned i) {
 #if defined(__CUDA_ARCH__)
-  return detail::iq3s_grid_dev[i];
+  return __ldg(&detail::iq3s_grid_dev[i]);
 #else
   return detail::iq3s_grid_host[i];
 #endif
 }
 QRT_HD uint32_t iq1s_grid(unsigned i) {
 #if defined(__CUDA_ARCH__)
-  return detail::iq1s_grid_dev[i];
+  return __ldg(&detail::iq1s_grid_dev[i]);
 #else
   return detail::iq1s_grid_host[i];
 #endif
 }
 QRT_HD uint8_t ksigns_iq2xs(unsigned i) {
 #if defined(__CUDA_ARCH__)
-  return detail::ksigns_iq2xs_dev[i];
+  return __ldg(&detail::ksigns_iq2xs_dev[i]);
 #else
   return detail::ksigns_iq2xs_host[i];
 #endif
 }
 QRT_HD int8_t kvalues_iq4nl(unsigned i) {
 #if defined(__CUDA_ARCH__)
-  return detail::kvalues_iq4nl_dev[i];
+  return __ldg(&detail::kvalues_iq4nl_dev[i]);
 #else
   return detail::kvalues_iq4nl_host[i];
 #endif
 }
 QRT_HD int8_t kvalues_mxfp4(unsigned i) {
 #if defined(__CUDA_ARCH__)
-  return detail::kvalues_mxfp4_dev[i];
+  return __ldg(&detail::kvalues_mxfp4_dev[i]);
 #else
   return detail::kvalues_mxfp4_host[i];
 #endif
