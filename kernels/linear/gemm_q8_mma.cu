@@ -115,6 +115,12 @@ bool gemm_q8_mma_applies(quant::FormatId format, const quant::QuantView& w) {
   if (quant::format_info(format).family == quant::Family::kAfq) {  // its scales and biases, groups of 2^k >= 32
     const int g = w.params.group_size;
     if (w.scales == nullptr || w.biases == nullptr || g < 32 || (g & (g - 1)) != 0 || w.cols % g != 0) return false;
+    // Read one aligned element at a time (mma_q8::ldg_float_scale).
+    const quant::ScalarType st = w.params.scale_type;
+    if (st != quant::ScalarType::kF16 && st != quant::ScalarType::kBF16 && st != quant::ScalarType::kF32) return false;
+    const uintptr_t align = static_cast<uintptr_t>(quant::float_scale_bytes(st));
+    if (reinterpret_cast<uintptr_t>(w.scales) % align != 0 || reinterpret_cast<uintptr_t>(w.biases) % align != 0)
+      return false;
   }
   return (w.rows + kBlockRows - 1) / kBlockRows < INT_MAX;
 }

@@ -118,6 +118,28 @@ __host__ __device__ constexpr bool half_mins() {
   }
 }
 
+// Whether policy P's blocks can have a minimum (m, m16 not always 0): the policies whose block() sets m = 0 say
+// kMins = false, so that the products skip the multiply by Σx (a runtime 0 · Σx cannot be folded away: Σx may be
+// infinite).
+template <class P>
+__host__ __device__ constexpr bool has_mins() {
+  if constexpr (requires { P::kMins; }) {
+    return P::kMins;
+  } else {
+    return true;
+  }
+}
+
+// A product's two limbs (mma_int8.cuh's exact int32 sums of hi and lo codes) as one float in units of d_lo:
+// d_hi · hi + d_lo · lo = d_lo · (254 · hi + lo), since d_hi = 254 · d_lo (q8_activations.hpp; d_lo is that quotient
+// rounded, a relative 6e-8 apart). One conversion instead of two: integer-to-float conversions run at an eighth of the
+// float rate (16 per clock and SM against 128), and at two per element they set the pace of the products (eight
+// per pair of mma). Exact as an
+// int32: a block's dots are at most 32 · 128 · 127 in magnitude, 254 times that < 2^31.
+__device__ __forceinline__ float limb_sum(int c_hi, int c_lo) {
+  return static_cast<float>(dp4a::limbs_int(c_hi, c_lo));
+}
+
 // Whether policy P decodes its codes in block() from little state kept by load() (the grid i-quants): the kernel
 // then loops over a step's blocks instead of unrolling them, so that one block's decoded values are live at a time.
 template <class P>
@@ -232,16 +254,15 @@ __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t*
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const float4& x = sx[e & 1];
-              const float dot = fmaf(x.x, static_cast<float>(c_hi[e]), x.y * static_cast<float>(c_lo[e]));
-              const float dot16 = fmaf(x.x, static_cast<float>(c_hi16[e]), x.y * static_cast<float>(c_lo16[e]));
+              float a_e = fmaf(d[mt][e >> 1] * x.y, limb_sum(c_hi[e], c_lo[e]), acc[mt][nt][e]);
+              a_e = fmaf(d16[mt][e >> 1] * x.y, limb_sum(c_hi16[e], c_lo16[e]), a_e);
               // The minimums against Σx: of the whole block, or of each half (x.w: columns 0..15).
-              float mins;
               if constexpr (half_mins<P>()) {
-                mins = fmaf(mn[mt][e >> 1], x.w, mn16[mt][e >> 1] * (x.z - x.w));
-              } else {
-                mins = mn[mt][e >> 1] * x.z;
+                a_e = fmaf(-mn[mt][e >> 1], x.w, fmaf(-mn16[mt][e >> 1], x.z - x.w, a_e));
+              } else if constexpr (has_mins<P>()) {
+                a_e = fmaf(-mn[mt][e >> 1], x.z, a_e);
               }
-              acc[mt][nt][e] += fmaf(d[mt][e >> 1], dot, fmaf(d16[mt][e >> 1], dot16, -mins));
+              acc[mt][nt][e] = a_e;
             }
           } else {
             int c_hi[4] = {0, 0, 0, 0}, c_lo[4] = {0, 0, 0, 0};
@@ -250,8 +271,9 @@ __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t*
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const float4& x = sx[e & 1];
-              const float dot = fmaf(x.x, static_cast<float>(c_hi[e]), x.y * static_cast<float>(c_lo[e]));
-              acc[mt][nt][e] += fmaf(d[mt][e >> 1], dot, -mn[mt][e >> 1] * x.z);
+              float a_e = fmaf(d[mt][e >> 1] * x.y, limb_sum(c_hi[e], c_lo[e]), acc[mt][nt][e]);
+              if constexpr (has_mins<P>()) a_e = fmaf(-mn[mt][e >> 1], x.z, a_e);
+              acc[mt][nt][e] = a_e;
             }
           }
         }

@@ -32,6 +32,7 @@ using dp4a::ldg_u32_a2;
 // w = d (q - 8). The nibbles become signed bytes q - 8, so m = 0.
 struct Q4_0 {
   static constexpr bool kHalfScales = false;
+  static constexpr bool kMins = false;  // block() sets m = 0
   static constexpr int kStepBlocks = 8;
   static constexpr int kStepCols = 32 * kStepBlocks;
   static constexpr int kBlockBytes = 18;
@@ -64,6 +65,7 @@ struct Q4_0 {
 template <int BlockBytes, bool HasMin, bool HasQh>
 struct Legacy32 {
   static constexpr bool kHalfScales = false;
+  static constexpr bool kMins = HasMin;
   static constexpr int kStepBlocks = 4;
   static constexpr int kStepCols = 32 * kStepBlocks;
   static constexpr int kBlockBytes = BlockBytes;
@@ -121,9 +123,10 @@ struct Iq4Nl : Q4_0 {
 
 // MXFP4 in GGML blocks (GGUF's gpt-oss experts): 17 bytes {E8M0 e, 16 bytes of nibbles} in Q4_0's placement, each
 // nibble an E2M1 code whose value doubled is an integer level (kvalues_mxfp4), so d = 2^(e - 128); m = 0. The blocks
-// are byte aligned: a lane's four code bytes are read one by one.
+// are byte aligned: a lane's four code bytes are read as the aligned words holding them.
 struct Mxfp4Ggml {
   static constexpr bool kHalfScales = false;
+  static constexpr bool kMins = false;  // block() sets m = 0
   static constexpr int kStepBlocks = 8;
   static constexpr int kStepCols = 32 * kStepBlocks;
   static constexpr int kBlockBytes = 17;
@@ -136,9 +139,7 @@ struct Mxfp4Ggml {
     const uint8_t* b = row + step * kStepBytes;
 #pragma unroll
     for (int j = 0; j < kStepBlocks; ++j) {
-      const uint8_t* q = b + j * kBlockBytes + 1 + 4 * t;
-      r.q[j] = static_cast<uint32_t>(__ldg(q)) | static_cast<uint32_t>(__ldg(q + 1)) << 8 |
-               static_cast<uint32_t>(__ldg(q + 2)) << 16 | static_cast<uint32_t>(__ldg(q + 3)) << 24;
+      r.q[j] = dp4a::ldg_u32_unaligned(b + j * kBlockBytes + 1 + 4 * t);
       r.e[j] = __ldg(b + j * kBlockBytes);
     }
     return r;
@@ -176,6 +177,7 @@ struct E2m1Codes {
 template <bool kNvfp4>
 struct E2m1Stream {
   static constexpr bool kHalfScales = kNvfp4;
+  static constexpr bool kMins = false;  // block() sets m = 0
   static constexpr bool kSeparateScales = true;
   static constexpr bool kGlobalScale = kNvfp4;
   static constexpr int kScaleGroupCols = kNvfp4 ? 16 : 32;
@@ -217,6 +219,7 @@ using Nvfp4 = E2m1Stream<true>;
 // Q8_0: 34-byte blocks {f16 d, 32 int8 codes}.
 struct Q8_0 {
   static constexpr bool kHalfScales = false;
+  static constexpr bool kMins = false;  // block() sets m = 0
   static constexpr int kStepBlocks = 4;
   static constexpr int kStepCols = 32 * kStepBlocks;
   static constexpr int kBlockBytes = 34;
@@ -299,6 +302,7 @@ using Q5K = KQuant<176, true>;
 // through ldg_u32_a2.
 struct Q6K {
   static constexpr bool kHalfScales = true;
+  static constexpr bool kMins = false;  // block() sets m = 0
   static constexpr int kStepBlocks = 8;
   static constexpr int kStepCols = 256;
   static constexpr int kStepBytes = 210;
@@ -350,6 +354,7 @@ struct Q6K {
 // every block lie in the same 4 qs and 2 hmask words, so a step (one super-block) loads 10 words per row.
 struct Q3K {
   static constexpr bool kHalfScales = true;
+  static constexpr bool kMins = false;  // block() sets m = 0
   static constexpr int kStepBlocks = 8;
   static constexpr int kStepCols = 256;
   static constexpr int kStepBytes = 110;
@@ -398,6 +403,7 @@ struct Q3K {
 // ls_j = nibble j % 2 of scales_l[j / 2] | bits 2j, 2j + 1 of scales_h << 4; m = 0. A lane reads one word per block.
 struct Iq4Xs {
   static constexpr bool kHalfScales = false;
+  static constexpr bool kMins = false;  // block() sets m = 0
   static constexpr int kStepBlocks = 8;
   static constexpr int kStepCols = 256;
   static constexpr int kStepBytes = 136;
@@ -478,6 +484,7 @@ struct Q2K {
 // TQ2_0: 66-byte super-blocks {qs[64], f16 d}, the 2-bit layout above, w = d · (code − 1); m = 0.
 struct Tq2 {
   static constexpr bool kHalfScales = false;
+  static constexpr bool kMins = false;  // block() sets m = 0
   static constexpr int kStepBlocks = 8;
   static constexpr int kStepCols = 256;
   static constexpr int kStepBytes = 66;
@@ -509,6 +516,15 @@ struct GroupScales {
   quant::ScalarType type;
 };
 
+// Element `index` of a scale or bias array of dtype t (F32, F16 or BF16) by one aligned load, as the integer-dot
+// GEMV's typed loads do (quant::load_float_scale reads byte by byte, for host and device alike: two to four loads
+// and the shifts joining them, per scale and per bias).
+__device__ __forceinline__ float ldg_float_scale(const uint8_t* base, int64_t index, quant::ScalarType t) {
+  if (t == quant::ScalarType::kF32) return __ldg(reinterpret_cast<const float*>(base) + index);
+  const uint32_t h = ldg_u16(base + 2 * index);
+  return t == quant::ScalarType::kF16 ? half_at(h) : __uint_as_float(h << 16);
+}
+
 // AFQ (MLX's affine quantization, mistral.rs's UQFF AFQ): each row a little-endian bit stream of Bits-bit codes
 // (afq.hpp), a scale s and a bias b per group of 32, 64 or 128 columns in two separate arrays of the tensor's scale
 // dtype (kAffineGroups: load() gets the row's scales and biases): w = s · q + b, so d = s and m = −b. A 32-column
@@ -532,6 +548,10 @@ struct Afq {
   __device__ static uint32_t codes(const uint32_t* block, int bit) {
     if constexpr (Bits == 8) {
       return __vsub4(__ldg(block + (bit >> 5)), 0x80808080u);
+    } else if constexpr (Bits == 4) {  // 16 bits at 0 or 16 of one word: two shift-or-mask steps spread them
+      const uint32_t v = (__ldg(block + (bit >> 5)) >> (bit & 31)) & 0xFFFFu;
+      const uint32_t bytes = (v | (v << 8)) & 0x00FF00FFu;  // code pairs 0-1 and 2-3 in bytes 0 and 2
+      return (bytes | (bytes << 4)) & 0x0F0F0F0Fu;
     } else {
       const int w = bit >> 5, shift = bit & 31;
       uint64_t v = __ldg(block + w);
@@ -552,9 +572,9 @@ struct Afq {
       r.k0[j] = codes(block, 4 * t * Bits);
       r.k16[j] = codes(block, (16 + 4 * t) * Bits);
       const int64_t group = (32 * kb) >> g.shift;
-      const float s = quant::load_float_scale(g.scales, group, g.type);
+      const float s = ldg_float_scale(g.scales, group, g.type);
       r.d[j] = s;
-      r.m[j] = -(quant::load_float_scale(g.biases, group, g.type) + kOffset * s);
+      r.m[j] = -(ldg_float_scale(g.biases, group, g.type) + kOffset * s);
     }
     return r;
   }
@@ -577,6 +597,7 @@ struct Afq {
 template <class Decoder, bool kDelta>
 struct IqGrid {
   static constexpr bool kHalfScales = true;
+  static constexpr bool kMins = false;  // block() sets m = 0
   static constexpr bool kDecodePerBlock = true;
   static constexpr int kStepBlocks = 4;
   static constexpr int kStepCols = 32 * kStepBlocks;
@@ -621,6 +642,7 @@ using Iq1M = IqGrid<dp4a::Iq1MDecoder, true>;
 // 16 + 4t .. of block 7); w = d · (trit − 1), m = 0.
 struct Tq1 {
   static constexpr bool kHalfScales = false;
+  static constexpr bool kMins = false;  // block() sets m = 0
   static constexpr int kStepBlocks = 8;
   static constexpr int kStepCols = 256;
   static constexpr int kStepBytes = 54;

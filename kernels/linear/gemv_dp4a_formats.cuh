@@ -51,6 +51,14 @@ __device__ __forceinline__ uint32_t ldg_u32_a2(const uint8_t* p) {
   return __funnelshift_r(lo, hi, static_cast<unsigned>(a & 3) * 8);
 }
 
+// The little-endian u32 at any address (GGML's MXFP4 blocks are byte aligned), the same way.
+__device__ __forceinline__ uint32_t ldg_u32_unaligned(const uint8_t* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uint8_t* base = reinterpret_cast<const uint8_t*>(a & ~uintptr_t{3});
+  const unsigned sh = static_cast<unsigned>(a & 3) * 8;
+  return __funnelshift_r(ldg_u32(base), sh != 0 ? ldg_u32(base + 4) : 0u, sh);
+}
+
 // The 16 bytes at any address (2-byte aligned in the K-quants, byte aligned in GGML's MXFP4 blocks): the aligned words
 // holding them, funnel-shifted (the fifth only when the address is not 4-byte aligned; only words holding bytes of
 // the value are read, as in ldg_u32_a2).

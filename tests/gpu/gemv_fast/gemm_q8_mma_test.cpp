@@ -211,6 +211,17 @@ TEST(GemmQ8MmaInputs, AppliesOnlyWhereItCanRun) {
   EXPECT_TRUE(gemm_q8_mma_applies(FormatId::kAFQ4, afq));
   afq.params.group_size = 16;
   EXPECT_FALSE(gemm_q8_mma_applies(FormatId::kAFQ4, afq)) << "groups of 16";
+  afq.params.group_size = 64;  // scales and biases are read one aligned element at a time
+  afq.params.scale_type = quant::ScalarType::kBF16;
+  afq.biases = fake + 3073;
+  EXPECT_FALSE(gemm_q8_mma_applies(FormatId::kAFQ4, afq)) << "BF16 biases at an odd address";
+  afq.biases = fake + 3074;
+  EXPECT_TRUE(gemm_q8_mma_applies(FormatId::kAFQ4, afq));
+  afq.params.scale_type = quant::ScalarType::kF32;
+  EXPECT_FALSE(gemm_q8_mma_applies(FormatId::kAFQ4, afq)) << "F32 biases 2 bytes past a 4-byte boundary";
+  afq.params.scale_type = quant::ScalarType::kI8;
+  afq.biases = fake + 3072;
+  EXPECT_FALSE(gemm_q8_mma_applies(FormatId::kAFQ4, afq)) << "scales that are not F32, F16 or BF16";
   QuantView narrow = w;
   narrow.cols = 128;  // Q8_0's step; not Q4_0's
   EXPECT_TRUE(gemm_q8_mma_applies(FormatId::kQ8_0, narrow));
