@@ -133,9 +133,8 @@ __host__ __device__ constexpr bool has_mins() {
 // A product's two limbs (mma_int8.cuh's exact int32 sums of hi and lo codes) as one float in units of d_lo:
 // d_hi · hi + d_lo · lo = d_lo · (254 · hi + lo), since d_hi = 254 · d_lo (q8_activations.hpp; d_lo is that quotient
 // rounded, a relative 6e-8 apart). One conversion instead of two: integer-to-float conversions run at an eighth of the
-// float rate (16 per clock and SM against 128), and at two per element they set the pace of the products (eight
-// per pair of mma). Exact as an
-// int32: a block's dots are at most 32 · 128 · 127 in magnitude, 254 times that < 2^31.
+// float rate (16 per clock and SM against 128), and at two per element they set the pace of the products (eight per
+// pair of mma). Exact as an int32: a block's dots are at most 32 · 128 · 127 in magnitude, 254 times that < 2^31.
 __device__ __forceinline__ float limb_sum(int c_hi, int c_lo) {
   return static_cast<float>(dp4a::limbs_int(c_hi, c_lo));
 }
