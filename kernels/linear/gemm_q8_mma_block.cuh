@@ -182,6 +182,64 @@ __device__ __forceinline__ void block_halves(const typename P::Raw& raw, int j, 
   }
 }
 
+// One block's scales of an A tile's two rows (g: [0], g + 8: [1]): d for columns 0..15, d16 for 16..31, the
+// minimums m and m16 likewise (each pair equal where the format has one per block).
+struct TileScales {
+  float d[2], d16[2], m[2], m16[2];
+};
+
+// A lane's share of one B tile (write_tile's layout): its hi and lo code words and the scale quadruples of batch rows
+// 2t and 2t + 1 (the C fragment's columns).
+struct BTile {
+  uint2 hi, lo;
+  float4 sx[2];
+};
+
+__device__ __forceinline__ BTile load_b_tile(const uint8_t* tile, int lane, int t) {
+  return {__ldg(reinterpret_cast<const uint2*>(tile) + lane), __ldg(reinterpret_cast<const uint2*>(tile + 256) + lane),
+          {__ldg(reinterpret_cast<const float4*>(tile + 512) + 2 * t),
+           __ldg(reinterpret_cast<const float4*>(tile + 512) + 2 * t + 1)}};
+}
+
+// acc, the C fragment of one A tile (codes a, scales s) and one B tile (b), += the block's scaled products.
+template <class P>
+__device__ __forceinline__ void multiply_tile(float (&acc)[4], const uint32_t (&a)[4], const TileScales& s,
+                                              const BTile& b) {
+  if constexpr (P::kHalfScales) {
+    // Two products per limb, each over one half of the block's columns (the other half's codes zero).
+    const uint32_t first[4] = {a[0], a[1], 0u, 0u}, second[4] = {0u, 0u, a[2], a[3]};
+    int c_hi[4] = {0, 0, 0, 0}, c_lo[4] = {0, 0, 0, 0}, c_hi16[4] = {0, 0, 0, 0}, c_lo16[4] = {0, 0, 0, 0};
+    mma_s8_16832(c_hi, first, b.hi.x, b.hi.y);
+    mma_s8_16832(c_lo, first, b.lo.x, b.lo.y);
+    mma_s8_16832(c_hi16, second, b.hi.x, b.hi.y);
+    mma_s8_16832(c_lo16, second, b.lo.x, b.lo.y);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float4& x = b.sx[e & 1];
+      float a_e = fmaf(s.d[e >> 1] * x.y, limb_sum(c_hi[e], c_lo[e]), acc[e]);
+      a_e = fmaf(s.d16[e >> 1] * x.y, limb_sum(c_hi16[e], c_lo16[e]), a_e);
+      // The minimums against Σx: of the whole block, or of each half (x.w: columns 0..15).
+      if constexpr (half_mins<P>()) {
+        a_e = fmaf(-s.m[e >> 1], x.w, fmaf(-s.m16[e >> 1], x.z - x.w, a_e));
+      } else if constexpr (has_mins<P>()) {
+        a_e = fmaf(-s.m[e >> 1], x.z, a_e);
+      }
+      acc[e] = a_e;
+    }
+  } else {
+    int c_hi[4] = {0, 0, 0, 0}, c_lo[4] = {0, 0, 0, 0};
+    mma_s8_16832(c_hi, a, b.hi.x, b.hi.y);
+    mma_s8_16832(c_lo, a, b.lo.x, b.lo.y);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float4& x = b.sx[e & 1];
+      float a_e = fmaf(s.d[e >> 1] * x.y, limb_sum(c_hi[e], c_lo[e]), acc[e]);
+      if constexpr (has_mins<P>()) a_e = fmaf(-s.m[e >> 1], x.z, a_e);
+      acc[e] = a_e;
+    }
+  }
+}
+
 // A block's kBlockRows weight rows from row0 of the matrix at `data` (and its scale array at `scales` and bias array at
 // `biases`, for the formats that have them) times NT batch tiles of 8 rows of `tiles` (m <= 8 NT); p gives the rest
 // (row count and bytes, steps, x blocks). They are separate arguments so that a kernel that picks them per block (an
@@ -226,56 +284,19 @@ __device__ __forceinline__ void multiply_rows(const MmaParams& p, const uint8_t*
     // One 32-column block of the step: its codes and scales, then the products with every batch tile.
     const auto multiply_block = [&](int j) {
       uint32_t a[kMTiles][4];
-      float d[kMTiles][2], d16[kMTiles][2], mn[kMTiles][2], mn16[kMTiles][2];
+      TileScales sc[kMTiles];
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          block_halves<P>(raw[mt][h], j, a[mt][h], a[mt][2 + h], d[mt][h], d16[mt][h], mn[mt][h], mn16[mt][h]);
+          block_halves<P>(raw[mt][h], j, a[mt][h], a[mt][2 + h], sc[mt].d[h], sc[mt].d16[h], sc[mt].m[h],
+                          sc[mt].m16[h]);
       const int64_t kb = s * P::kStepBlocks + j;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        const uint8_t* tile = tiles + (nt * p.x_blocks + kb) * kMmaTileBytes;
-        const uint2 hi = __ldg(reinterpret_cast<const uint2*>(tile) + lane);
-        const uint2 lo = __ldg(reinterpret_cast<const uint2*>(tile + 256) + lane);
-        const float4 sx[2] = {__ldg(reinterpret_cast<const float4*>(tile + 512) + 2 * t),
-                              __ldg(reinterpret_cast<const float4*>(tile + 512) + 2 * t + 1)};
+        const BTile b = load_b_tile(tiles + (nt * p.x_blocks + kb) * kMmaTileBytes, lane, t);
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-          if constexpr (P::kHalfScales) {
-            // Two products per limb, each over one half of the block's columns (the other half's codes zero).
-            const uint32_t first[4] = {a[mt][0], a[mt][1], 0u, 0u}, second[4] = {0u, 0u, a[mt][2], a[mt][3]};
-            int c_hi[4] = {0, 0, 0, 0}, c_lo[4] = {0, 0, 0, 0}, c_hi16[4] = {0, 0, 0, 0}, c_lo16[4] = {0, 0, 0, 0};
-            mma_s8_16832(c_hi, first, hi.x, hi.y);
-            mma_s8_16832(c_lo, first, lo.x, lo.y);
-            mma_s8_16832(c_hi16, second, hi.x, hi.y);
-            mma_s8_16832(c_lo16, second, lo.x, lo.y);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const float4& x = sx[e & 1];
-              float a_e = fmaf(d[mt][e >> 1] * x.y, limb_sum(c_hi[e], c_lo[e]), acc[mt][nt][e]);
-              a_e = fmaf(d16[mt][e >> 1] * x.y, limb_sum(c_hi16[e], c_lo16[e]), a_e);
-              // The minimums against Σx: of the whole block, or of each half (x.w: columns 0..15).
-              if constexpr (half_mins<P>()) {
-                a_e = fmaf(-mn[mt][e >> 1], x.w, fmaf(-mn16[mt][e >> 1], x.z - x.w, a_e));
-              } else if constexpr (has_mins<P>()) {
-                a_e = fmaf(-mn[mt][e >> 1], x.z, a_e);
-              }
-              acc[mt][nt][e] = a_e;
-            }
-          } else {
-            int c_hi[4] = {0, 0, 0, 0}, c_lo[4] = {0, 0, 0, 0};
-            mma_s8_16832(c_hi, a[mt], hi.x, hi.y);
-            mma_s8_16832(c_lo, a[mt], lo.x, lo.y);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const float4& x = sx[e & 1];
-              float a_e = fmaf(d[mt][e >> 1] * x.y, limb_sum(c_hi[e], c_lo[e]), acc[mt][nt][e]);
-              if constexpr (has_mins<P>()) a_e = fmaf(-mn[mt][e >> 1], x.z, a_e);
-              acc[mt][nt][e] = a_e;
-            }
-          }
-        }
+        for (int mt = 0; mt < kMTiles; ++mt) multiply_tile<P>(acc[mt][nt], a[mt], sc[mt], b);
       }
     };
     if constexpr (decodes_per_block<P>()) {  // a loop, not unrolled: the decoded blocks would not all fit
