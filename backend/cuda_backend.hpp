@@ -137,12 +137,13 @@ class CudaBackend final : public Backend {
   // as they are, at no extra cost, whether this is set or not). Off by default; QRT_CUDA_HALF_WEIGHTS=1 sets it at
   // creation. Applies to the weights uploaded after it is set.
   void set_half_weights(bool on) { half_weights_ = on; }
-  // Batches of 2..kernels::kMmaMaxBatch rows on Q4_0-Q8_0, Q2_K-Q6_K, IQ1_S-IQ4_XS, TQ1_0/TQ2_0, MXFP4, NVFP4 and AFQ
-  // through the int8 tensor-core GEMM (kernels/linear/gemm_q8_mma.hpp: W read from DRAM once, x in two int8 limbs as
-  // for the integer-dot GEMV) instead of the GEMV (up to 8 rows) or fp16 tiles + cuBLAS (above). By default
-  // launch tuning decides per weight shape (set_launch_tuning; without it, never); on takes it for every weight, off
-  // for none. QRT_CUDA_MMA=1 or 0 sets it at creation. Set it before uploading weights (their buffers are sized then).
-  // min_rows 1 (QRT_CUDA_MMA=all) takes single rows too, to measure it against the GEMV at batch 1.
+  // Batches of 2 rows and more (above kernels::kMmaMaxBatch in chunks of it) on Q4_0-Q8_0, Q2_K-Q6_K, IQ1_S-IQ4_XS,
+  // TQ1_0/TQ2_0, MXFP4, NVFP4 and AFQ through the int8 tensor-core GEMM (kernels/linear/gemm_q8_mma.hpp: W read from
+  // DRAM once, x in two int8 limbs as for the integer-dot GEMV) instead of the GEMV (up to 8 rows) or fp16 tiles +
+  // cuBLAS (above). By default launch tuning decides per weight shape (set_launch_tuning; without it, never); on takes
+  // it for every weight, off for none. QRT_CUDA_MMA=1 or 0 sets it at creation. Set it before uploading weights (their
+  // buffers are sized then). min_rows 1 (QRT_CUDA_MMA=all) takes single rows too, to measure it against the GEMV at
+  // batch 1.
   void set_mma_gemm(bool on, int64_t min_rows = 2) {
     mma_mode_ = on ? MmaMode::kOn : MmaMode::kOff;
     mma_min_rows_ = min_rows;
@@ -156,8 +157,8 @@ class CudaBackend final : public Backend {
   // tensor-core GEMM takes is timed on the device and the fastest choices are used from then on: the integer-dot GEMV's
   // rows per block (1, 2, 4 or 8 for one x row; 1 or 2 for several; the same bits whichever), and where the tensor-core
   // GEMM takes the format, whether it replaces the GEMV (the float one for AFQ2/3/5/6) for 2..8 rows (timed at 8) and
-  // the fused or cuBLAS GEMM for 9..64 (timed at 32) and 65..256 (timed at 128). set_mma_gemm overrides the latter for
-  // every weight. On by default on a GPU, off under the SIMT layer (its timings mean nothing); QRT_CUDA_TUNE=0|1 sets
+  // the fused or cuBLAS GEMM for 9..64 (timed at 32) and 65 and more (timed at 128). set_mma_gemm overrides the
+  // latter for every weight. On by default on a GPU, off under the SIMT layer (its timings mean nothing); QRT_CUDA_TUNE=0|1 sets
   // it at creation. Set it before uploading weights (their buffers are sized then).
   void set_launch_tuning(bool on) { launch_tuning_ = on; }
   // Programmatic dependent launch for the decode path's kernels (kernels/cuda/programmatic_launch.cuh: the norms,
@@ -170,7 +171,7 @@ class CudaBackend final : public Backend {
   struct TunedLinear {
     int dp4a_rows_one = 0, dp4a_rows_batch = 0;  // 0: not measured, the kernel's plan decides
     int64_t dp4a_blocks_one = 0;  // one x row: at most this many blocks, looping (0: one per row group)
-    // The tensor-core GEMM for 2..8 rows, for 9..64, for 65..kernels::kMmaMaxBatch.
+    // The tensor-core GEMM for 2..8 rows, for 9..64, for 65 and more.
     bool mma_several = false, mma_wide = false, mma_tall = false;
   };
   // What launch tuning chose for a weight (all zero and false where nothing was measured).

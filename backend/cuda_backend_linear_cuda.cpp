@@ -166,27 +166,35 @@ Status CudaBackend::linear_dp4a(const Weight& w, ConstF32View x, F32View y, bool
 }
 
 bool CudaBackend::mma_applies(const Weight& w, int64_t rows) const {
-  if (!integer_gemv_ || rows < 1 || rows > kernels::kMmaMaxBatch || w.shape.size() != 2 ||
-      !kernels::gemm_q8_mma_applies(w.format, w.view()))
+  if (!integer_gemv_ || rows < 1 || w.shape.size() != 2 || !kernels::gemm_q8_mma_applies(w.format, w.view()))
     return false;
-  // set_mma_gemm / QRT_CUDA_MMA decide for every weight; else launch tuning's measurement for this one, if any.
+  // set_mma_gemm / QRT_CUDA_MMA decide for every weight; else launch tuning's measurement for this one, if any (the
+  // batches above kernels::kMmaMaxBatch, prompts, run in chunks of it and follow the choice timed at kTallRows).
   if (mma_mode_ != MmaMode::kTuned) return mma_mode_ == MmaMode::kOn && rows >= mma_min_rows_;
   if (rows == 1) return false;
   return rows <= kernels::kGemvMaxBatch ? w.mma_several : rows <= kMmaWideRows ? w.mma_wide : w.mma_tall;
 }
 
+// Batches above kernels::kMmaMaxBatch rows (the activation buffers' size) are taken in chunks of that many rows, each
+// quantized, rearranged and multiplied in turn: W is read once per chunk (from L2 where it fits), x's quantization
+// is not kept across chunks.
 Status CudaBackend::linear_mma(const Weight& w, ConstF32View x, F32View y, bool* done) {
   *done = false;
   const quant::QuantView view = w.view();
-  if (kernels::q8_activation_bytes(x.rows, view.cols) > q8_bytes_ ||
-      kernels::q8_mma_tile_bytes(x.rows, view.cols) > mma_tiles_bytes_)
+  const int64_t chunk = std::min<int64_t>(x.rows, kernels::kMmaMaxBatch);
+  if (kernels::q8_activation_bytes(chunk, view.cols) > q8_bytes_ ||
+      kernels::q8_mma_tile_bytes(chunk, view.cols) > mma_tiles_bytes_)
     return ok_status();  // buffers sized before set_mma_gemm: the other kernels
-  QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, view.cols));
-  if (!mma_tiles_ready_) {
-    QRT_TRY(kernels::q8_to_mma_tiles({q.codes, q.scales}, x.rows, view.cols, mma_tiles_, ctx_->compute_stream()));
-    mma_tiles_ready_ = true;
+  for (int64_t r0 = 0; r0 < x.rows; r0 += chunk) {
+    const int64_t rows = std::min(chunk, x.rows - r0);
+    QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x.row_range(r0, rows), view.cols));
+    if (!mma_tiles_ready_) {
+      QRT_TRY(kernels::q8_to_mma_tiles({q.codes, q.scales}, rows, view.cols, mma_tiles_, ctx_->compute_stream()));
+      mma_tiles_ready_ = true;
+    }
+    QRT_TRY(kernels::gemm_q8_mma(w.format, view, mma_tiles_, static_cast<int>(rows), y.data + r0 * y.cols,
+                                 ctx_->compute_stream()));
   }
-  QRT_TRY(kernels::gemm_q8_mma(w.format, view, mma_tiles_, static_cast<int>(x.rows), y.data, ctx_->compute_stream()));
   *done = true;
   return ok_status();
 }

@@ -7,8 +7,9 @@
 //     the one-row kernel at about 40% of the copy bandwidth with each block ending after one round of loads);
 //   - where the int8 tensor-core GEMM takes the format (and set_mma_gemm has not decided for every weight): it against
 //     the GEMV for 2..8 rows (timed at 8; the float GEMV for AFQ2/3/5/6, which have no integer-dot kernel), and
-//     against the fused or cuBLAS GEMM for 9..64 rows (timed at 32) and for 65..256 (timed at 128: the tensor-core
-//     GEMM's time grows with the rows, the dequantization before cuBLAS does not). These round differently (all
+//     against the fused or cuBLAS GEMM for 9..64 rows (timed at 32) and for 65 rows and more (timed at 128: the
+//     tensor-core GEMM's time grows with the rows, the dequantization before cuBLAS does not; prompts above 256 rows
+//     run on it in chunks of 256, so its time per row stays that of 128-256 rows). These round differently (all
 //     within the integer-dot tolerance of the fp32 product), so a weight's batch sizes keep whichever path their
 //     bucket chose.
 // The inputs are zeros: the kernels' speed does not depend on the values.

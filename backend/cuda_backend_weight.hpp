@@ -31,7 +31,7 @@ struct CudaBackend::Weight {
   void* half_allocation = nullptr;  // cudaMalloc'd for `half` unless the weight is F16
   // Launch tuning's choices for this shape (tune_linear): the integer-dot GEMV's rows per block for one x row and for
   // several (0: not measured, the kernel's plan decides), and whether the tensor-core GEMM takes 2..8, 9..64 and
-  // 65..256 rows.
+  // 65 or more rows.
   int dp4a_rows_one = 0, dp4a_rows_batch = 0;
   int64_t dp4a_blocks_one = 0;  // one x row: at most this many looping blocks (gemv_dp4a_rows; 0: one per row group)
   bool mma_several = false, mma_wide = false, mma_tall = false;

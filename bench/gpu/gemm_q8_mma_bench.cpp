@@ -1,6 +1,7 @@
 // The decode kernels on quantized x at the Llama-3-8B shapes, head to head per batch size: the integer-dot GEMV
 // (gemv_dp4a, batches 1..8; dp4a_r4: 4 rows per block at batch 1, gemv_dp4a_rows; dp4a_loop: a looping grid of 8 blocks
-// per SM at batch 1) and the int8 tensor-core GEMM (gemm_q8_mma, batches 1..256) against x and W to fp16 + cuBLAS
+// per SM at batch 1) and the int8 tensor-core GEMM (gemm_q8_mma, batches 1..256: its small-batch block up to 32 rows,
+// the shared-memory one above, whose rate the tflops counter gives) against x and W to fp16 + cuBLAS
 // (wide/, 32..256 rows: launch tuning's comparison above 8 rows), on Q4_K and Q8_0 weights, and at 8 and 32 rows on
 // Q2_K, Q3_K, IQ4_XS, MXFP4, NVFP4, IQ2_XXS, IQ3_S, IQ1_M and AFQ4 (bench_weights.hpp: real quantizer output, never in
 // L2). x is quantized (and for the tensor cores rearranged) once before timing: in a model the norms write it. Bytes
@@ -87,6 +88,9 @@ void BM_QuantizedX(benchmark::State& state, FormatId id, int64_t rows, int64_t c
                                               : label);
   state.counters["pct_of_copy_bw"] = benchmark::Counter(bytes * state.iterations() / measured_copy_bandwidth() * 100.0,
                                                         benchmark::Counter::kIsRate);
+  // Multiply-adds as two operations each, per second in units of 10^12 (the fp16 tensor-core GEMM's usual figure).
+  state.counters["tflops"] =
+      benchmark::Counter(2e-12 * m * rows * cols * state.iterations(), benchmark::Counter::kIsRate);
 }
 
 const bool registered = [] {
@@ -111,14 +115,14 @@ const bool registered = [] {
     }
   }
   // The formats whose tensor-core policy came later, at one square shape: the GEMV and the GEMM at 8 rows (launch
-  // tuning's comparison) and the GEMM at 32.
+  // tuning's comparison), the GEMM at 32 and, through its shared-memory block, 128.
   for (FormatId id : {FormatId::kQ2_K, FormatId::kQ3_K, FormatId::kIQ4_XS, FormatId::kMXFP4, FormatId::kNVFP4,
                       FormatId::kIQ2_XXS, FormatId::kIQ3_S, FormatId::kIQ1_M, FormatId::kAFQ4}) {
     const std::string shape = std::string(format_name(id)) + "/4096x4096";
     benchmark::RegisterBenchmark(("dp4a/" + shape).c_str(), BM_QuantizedX, id, 4096, 4096, Kernel::kDp4a)
         ->ArgName("batch")->Arg(8)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("mma/" + shape).c_str(), BM_QuantizedX, id, 4096, 4096, Kernel::kMma)
-        ->ArgName("batch")->Arg(8)->Arg(32)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
+        ->ArgName("batch")->Arg(8)->Arg(32)->Arg(128)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
   }
   return true;
 }();

@@ -1,4 +1,4 @@
-// The int8 tensor-core small-batch GEMM (gemm_q8_mma.hpp) and the activation rearrangement it reads.
+// The int8 tensor-core GEMM (gemm_q8_mma.hpp): its two block shapes' kernels and the activation rearrangement they read.
 #include <climits>
 #include <string>
 
@@ -7,6 +7,7 @@
 #include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/linear/gemm_q8_mma.hpp"
 #include "kernels/linear/gemm_q8_mma_block.cuh"
+#include "kernels/linear/gemm_q8_mma_tall.cuh"
 #include "kernels/quant/formats.hpp"
 
 namespace qrt::kernels {
@@ -55,9 +56,38 @@ __global__ void __launch_bounds__(kThreads) gemm_q8_mma_kernel(const MmaParams p
                        [&](int n, int64_t row, float v) { p.y[static_cast<int64_t>(n) * p.rows + row] = v; });
 }
 
+// Batches of kMmaTallMinBatch rows and more: blockIdx.x picks 64 batch rows, blockIdx.y 64 weight rows (so the batch blocks
+// of a row block run side by side and share its bytes in L2).
+template <class P>
+__global__ void __launch_bounds__(mma_tall::kThreads, 2) gemm_q8_mma_tall_kernel(const MmaParams p) {
+  __shared__ mma_tall::Round rounds[2];
+  allow_next_grid();
+  wait_for_previous_grid();
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * mma_tall::kRows;
+  const int64_t tile0 = static_cast<int64_t>(blockIdx.x) * mma_tall::kNTiles;
+  const int64_t tiles = (p.m + kMmaTileRows - 1) / kMmaTileRows - tile0;
+  const int here = tiles < mma_tall::kNTiles ? static_cast<int>(tiles) : mma_tall::kNTiles;
+  mma_tall::multiply_tall<P>(p, row0, tile0, here, rounds,
+                             [&](int n, int64_t row, float v) { p.y[static_cast<int64_t>(n) * p.rows + row] = v; });
+}
+
+// The row blocks of the tall kernel's grid (its y dimension), and whether they fit one.
+int64_t tall_row_blocks(int64_t rows) { return (rows + mma_tall::kRows - 1) / mma_tall::kRows; }
+constexpr int64_t kMaxGridY = 65535;
+
 template <class P>
 Status launch(const quant::QuantView& w, const void* tiles, int m, float* y, cudaStream_t stream) {
   const int64_t x_blocks = w.cols / kQ8BlockCols;
+  if (m >= kMmaTallMinBatch && tall_row_blocks(w.rows) <= kMaxGridY) {
+    MmaParams p = mma_block::matrix_params<P>(w);
+    p.tiles = static_cast<const uint8_t*>(tiles);
+    p.m = m;
+    p.y = y;
+    const dim3 grid(static_cast<unsigned>((m + mma_tall::kBatchRows - 1) / mma_tall::kBatchRows),
+                    static_cast<unsigned>(tall_row_blocks(w.rows)));
+    return launch_programmatic("gemm_q8_mma_tall_kernel", gemm_q8_mma_tall_kernel<P>, grid, mma_tall::kThreads, 0,
+                               stream, p);
+  }
   const unsigned blocks = static_cast<unsigned>((w.rows + kBlockRows - 1) / kBlockRows);
   constexpr int kRowsPerLaunch = launch_tiles<P>() * kMmaTileRows;
   for (int first = 0; first < m; first += kRowsPerLaunch) {

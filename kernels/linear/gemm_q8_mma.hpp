@@ -26,7 +26,9 @@
 // inside the block, so a 4096-row matrix still spreads over 128 blocks), every batch tile in turn; the eight warps'
 // float sums meet in shared memory in a fixed order, so results repeat bit for bit. A launch takes up to 4 batch tiles
 // (launch_tiles: 32 rows; 16 or 24 for some formats), so larger batches run as several launches; after the first,
-// a matrix that fits the L2 cache (50 MB on an H100) is read from there.
+// a matrix that fits the L2 cache (50 MB on an H100) is read from there. From kMmaTallMinBatch rows one launch of
+// a second block shape (gemm_q8_mma_tall.cuh) takes the whole batch instead: 64 weight rows decoded once into shared
+// memory for 64 batch rows, each warp summing its outputs over the whole width.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -42,6 +44,9 @@ namespace qrt::kernels {
 constexpr int kMmaMaxBatch = 256;
 constexpr int kMmaTileRows = 8;  // batch rows per B fragment
 constexpr int kMmaTileBytes = 640;
+// The smallest batch taken by the shared-memory block (below it the small-batch one: a single launch of up to 4
+// batch tiles, which the 8 warps of a tall block, 2 batch tiles each, would leave half idle).
+constexpr int kMmaTallMinBatch = 33;
 
 // Device bytes of the rearranged activations for m rows of cols columns (cols a multiple of 32).
 inline uint64_t q8_mma_tile_bytes(int64_t m, int64_t cols) {

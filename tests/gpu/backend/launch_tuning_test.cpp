@@ -1,22 +1,35 @@
 // Launch tuning (CudaBackend::set_launch_tuning, QRT_CUDA_TUNE): at upload the integer-dot GEMV's rows per block, and
-// the int8 tensor-core GEMM against the GEMV (2..8 rows) and against the wide GEMMs (9..64, 65..256 rows), are timed
-// per weight shape and the fastest kept. Under the SIMT layer the timings are the CPU's, so which candidate wins says
-// nothing; what is checked is that a legal choice is made once per shape, that the rows per block change no bit, that
-// each choice routes its batches where it says (launch counts) with the path's accuracy, and that the environment
+// the int8 tensor-core GEMM against the GEMV (2..8 rows) and against the wide GEMMs (9..64, 65 rows and more), are
+// timed per weight shape and the fastest kept. Under the SIMT layer the timings are the CPU's, so which candidate wins
+// says nothing; what is checked is that a legal choice is made once per shape, that the rows per block change no bit,
+// that each choice routes its batches where it says (launch counts) with the path's accuracy, and that the environment
 // switch is validated.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <vector>
 
 #include "backend_pair.hpp"
+#include "kernels/linear/gemm_q8_mma.hpp"
 #if defined(QRT_SIMT)
 #include "simt/simt.hpp"
 #endif
 
 namespace qrt {
 namespace {
+
+// The kernels linear() launches for `rows` rows on the tensor cores: per chunk of up to kMmaMaxBatch rows, x's
+// quantization, its rearrangement, then a GEMM per 32 rows below kMmaTallMinBatch, one at or above it.
+uint64_t tensor_core_launches(int64_t rows) {
+  uint64_t launches = 0;
+  for (int64_t left = rows; left > 0; left -= kernels::kMmaMaxBatch) {
+    const int64_t chunk = std::min<int64_t>(left, kernels::kMmaMaxBatch);
+    launches += 2u + static_cast<uint64_t>(chunk >= kernels::kMmaTallMinBatch ? 1 : (chunk + 31) / 32);
+  }
+  return launches;
+}
 
 class CudaLaunchTuning : public test::BackendPair {
  protected:
@@ -119,15 +132,15 @@ TEST_F(CudaLaunchTuning, OneChoicePerShapeAndRowsPerBlockChangeNoBits) {
   }
 }
 
-// Each choice sends its batches where it says: 2..8 rows to the GEMV or the tensor-core GEMM, 9..64 and 65..256 to
-// the tensor-core GEMM or the cuBLAS path, each within its tolerance of the CPU; the buckets are independent;
-// choices the weight cannot take are refused.
+// Each choice sends its batches where it says: 2..8 rows to the GEMV or the tensor-core GEMM, 9..64 and 65 and more (a
+// prompt above kMmaMaxBatch rows in chunks) to the tensor-core GEMM or the cuBLAS path, each within its tolerance of
+// the CPU; the buckets are independent; choices the weight cannot take are refused.
 TEST_F(CudaLaunchTuning, TheChoicesRouteTheBatches) {
   const int64_t in = 512, out = 96;
   auto q = test::quantized_tensor(quant::FormatId::kQ4_K, {out, in}, test::random_normal(out * in, 2620),
                                   test::default_params(quant::FormatId::kQ4_K));
   const auto w = weight(q->tensor);
-  // The tensor-core GEMM for 2..8, 9..64 and 65..256 rows: none, all, and two mixes.
+  // The tensor-core GEMM for 2..8, 9..64 and 65 or more rows: none, all, and two mixes.
   for (const std::array<bool, 3> buckets : {std::array{false, false, false}, std::array{true, true, true},
                                             std::array{false, true, false}, std::array{true, false, true}}) {
     CudaBackend::TunedLinear t = gpu_->tuned_linear(w.gpu);
@@ -135,7 +148,7 @@ TEST_F(CudaLaunchTuning, TheChoicesRouteTheBatches) {
     t.mma_wide = buckets[1];
     t.mma_tall = buckets[2];
     ASSERT_TRUE(gpu_->set_tuned_linear(w.gpu, t).ok());
-    for (const int64_t rows : {int64_t{5}, int64_t{20}, int64_t{100}}) {
+    for (const int64_t rows : {int64_t{5}, int64_t{20}, int64_t{100}, int64_t{300}}) {
       const bool mma = buckets[rows <= kernels::kGemvMaxBatch ? 0 : rows <= 64 ? 1 : 2];
       const std::string what = std::string(mma ? "tensor cores" : "GEMV / cuBLAS") + ", " + std::to_string(rows) +
                                " rows";
@@ -143,8 +156,7 @@ TEST_F(CudaLaunchTuning, TheChoicesRouteTheBatches) {
       const uint64_t launches = linear_launches(w, rows, in, out, 2621 + rows, tolerance, what);
       if (!kCounted) continue;
       if (mma) {
-        EXPECT_EQ(launches, 2u + static_cast<uint64_t>((rows + 31) / 32))
-            << what << ": quantize x, rearrange it, a tensor-core GEMM per 32 rows";
+        EXPECT_EQ(launches, tensor_core_launches(rows)) << what << ": quantize x, rearrange it, the tensor-core GEMMs";
       } else if (rows <= kernels::kGemvMaxBatch) {
         EXPECT_EQ(launches, 2u) << what << ": quantize x, the GEMV";
       } else {
@@ -226,8 +238,8 @@ TEST_F(CudaLaunchTuning, TensorCoreFormatsWithoutAnIntegerDotGemvAreTunedToo) {
       const uint64_t launches =
           linear_launches(w, rows, in, out, 2631 + rows, mma ? kIntegerGemvTolerance : kGemmTolerance, what);
       if (kCounted && mma) {
-        EXPECT_EQ(launches, 2u + static_cast<uint64_t>((rows + 31) / 32))
-            << what << ": quantize x, rearrange it, a tensor-core GEMM per 32 rows (buffers reserved at upload)";
+        EXPECT_EQ(launches, tensor_core_launches(rows))
+            << what << ": quantize x, rearrange it, the tensor-core GEMMs (buffers reserved at upload)";
       }
     }
   }

@@ -1,9 +1,10 @@
 // linear() through the int8 tensor-core GEMM (CudaBackend::set_mma_gemm; QRT_CUDA_MMA=1) against the CPU backend:
 // batches of 2..256 rows on the formats with a policy (two int8 limbs of x, as the integer-dot GEMV: within
-// kIntegerGemvTolerance), one rearrangement of the quantized input shared by the projections reading it (q/k/v
-// through linear_same_input), the norm's fused quantization reused for up to 256 rows, and the other paths where
-// it does not apply (one row, Q4_1, a backend whose buffers were sized before it was switched on); then whole
-// models (a dense and a MoE architecture in Q4_K and Q8_0): a prompt and a batched decode step of four sequences.
+// kIntegerGemvTolerance), prompts above 256 rows in chunks of 256, one rearrangement of the quantized input shared by
+// the projections reading it (q/k/v through linear_same_input), the norm's fused quantization reused for up to 256
+// rows, and the other paths where it does not apply (one row, Q4_1, a backend whose buffers were sized before it was
+// switched on); then whole models (a dense and a MoE architecture in Q4_K and Q8_0): a prompt and a batched decode step
+// of four sequences.
 #include <cmath>
 #include <cstdlib>
 #include <list>
@@ -60,15 +61,16 @@ TEST_F(CudaMmaGemm, EveryBatchAndFormatMatchesCpu) {
                             quant::FormatId::kAFQ3, quant::FormatId::kTQ1_0, quant::FormatId::kFP8}) {
     const auto w = make(f, out, in, ++seed);
     const bool mma = f != quant::FormatId::kFP8;  // no policy: the staged float GEMV, then cuBLAS
-    for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{8}, int64_t{9}, int64_t{33}, int64_t{64}, int64_t{100}}) {
+    for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{8}, int64_t{9}, int64_t{32}, int64_t{33}, int64_t{64},
+                      int64_t{100}}) {
       const std::string what = std::string(quant::format_name(f)) + " batch " + std::to_string(n);
       const auto x = input(n, in, ++seed);
       const auto y = output(n, out);
       ASSERT_TRUE(cpu_.linear(x.cpu, w.cpu, WeightHandle{}, y.cpu).ok());
       const uint64_t ran = launches([&] { ASSERT_TRUE(gpu_->linear(x.gpu, w.gpu, WeightHandle{}, y.gpu).ok()); });
       const bool tensor_cores = mma && n >= 2;
-      // Quantize, rearrange, then one GEMM per 32 batch rows (16 for Q6_K, Q3_K, Q2_K, NVFP4 and the grid i-quants,
-      // 24 for IQ4_NL and Q5_1: launch_tiles in gemm_q8_mma_block.cuh).
+      // Quantize, rearrange, then up to 32 batch rows one GEMM per 32 (16 for Q6_K, Q3_K, Q2_K, NVFP4 and the grid
+      // i-quants, 24 for IQ4_NL and Q5_1: launch_tiles in gemm_q8_mma_block.cuh), above that one shared-memory GEMM.
       const bool half_scales = f == quant::FormatId::kQ6_K || f == quant::FormatId::kQ3_K ||
                                f == quant::FormatId::kQ2_K || f == quant::FormatId::kNVFP4 ||
                                f == quant::FormatId::kIQ3_S || f == quant::FormatId::kIQ2_XS ||
@@ -76,10 +78,30 @@ TEST_F(CudaMmaGemm, EveryBatchAndFormatMatchesCpu) {
       const bool three = f == quant::FormatId::kIQ4_NL || f == quant::FormatId::kQ5_1;
       const int64_t per_launch = half_scales ? 16 : three ? 24 : 32;
       if (kCounted && tensor_cores) {
-        EXPECT_EQ(ran, 2u + static_cast<uint64_t>((n + per_launch - 1) / per_launch)) << what;
+        const int64_t gemms = n >= kernels::kMmaTallMinBatch ? 1 : (n + per_launch - 1) / per_launch;
+        EXPECT_EQ(ran, 2u + static_cast<uint64_t>(gemms)) << what;
       }
       expect_close(y, tensor_cores || n <= kernels::kGemvMaxBatch ? kIntegerGemvTolerance : kGemmTolerance, what);
     }
+  }
+}
+
+// A prompt of more than kernels::kMmaMaxBatch rows (the activation buffers' size) runs in chunks of that many: each
+// quantized, rearranged and multiplied, the outputs in place.
+TEST_F(CudaMmaGemm, PromptsAboveTheBufferRunInChunks) {
+  gpu_->set_mma_gemm(true);
+  const int64_t out = 70, in = 384, n = kernels::kMmaMaxBatch + 44;
+  for (quant::FormatId f : {quant::FormatId::kQ8_0, quant::FormatId::kQ5_1}) {
+    const std::string what = std::string(quant::format_name(f)) + " batch " + std::to_string(n);
+    const test::DualWeight w = make(f, out, in, 3700 + static_cast<uint64_t>(f));
+    const auto x = input(n, in, 3710 + static_cast<uint64_t>(f));
+    const auto y = output(n, out);
+    ASSERT_TRUE(cpu_.linear(x.cpu, w.cpu, WeightHandle{}, y.cpu).ok());
+    const uint64_t ran = launches([&] { ASSERT_TRUE(gpu_->linear(x.gpu, w.gpu, WeightHandle{}, y.gpu).ok()); });
+    if (kCounted) {
+      EXPECT_EQ(ran, 2u * 3u) << what << ": quantize, rearrange and one GEMM per chunk";
+    }
+    expect_close(y, kIntegerGemvTolerance, what);
   }
 }
 
@@ -96,7 +118,7 @@ TEST_F(CudaMmaGemm, AFormatWithoutAnIntegerDotGemvReservesTheBuffers) {
     ASSERT_TRUE(cpu_.linear(x.cpu, w.cpu, WeightHandle{}, y.cpu).ok());
     const uint64_t ran = launches([&] { ASSERT_TRUE(gpu_->linear(x.gpu, w.gpu, WeightHandle{}, y.gpu).ok()); });
     if (kCounted) {
-      EXPECT_EQ(ran, 2u + static_cast<uint64_t>((n + 31) / 32)) << what << ": quantize, rearrange, a GEMM per 32 rows";
+      EXPECT_EQ(ran, 3u) << what << ": quantize, rearrange, one GEMM";
     }
     expect_close(y, kIntegerGemvTolerance, what);
   }
@@ -157,7 +179,7 @@ TEST_F(CudaMmaGemm, TheNormsQuantizationIsReusedUntilTheInputChanges) {
   ASSERT_TRUE(cpu_.linear(xn.cpu, w.cpu, {}, y.cpu).ok());
   uint64_t ran = launches([&] { ASSERT_TRUE(gpu_->linear(xn.gpu, w.gpu, {}, y.gpu).ok()); });
   if (kCounted) {
-    EXPECT_EQ(ran, 1u + 2u) << "rearrange, then a GEMM per 32 batch rows (40 rows: two)";
+    EXPECT_EQ(ran, 1u + 1u) << "rearrange, then one GEMM";
   }
   expect_close(y, kIntegerGemvTolerance, "from the norm's quantized output");
   ASSERT_TRUE(cpu_.add(xn.cpu, bump.cpu, xn.cpu).ok());
@@ -165,7 +187,7 @@ TEST_F(CudaMmaGemm, TheNormsQuantizationIsReusedUntilTheInputChanges) {
   ASSERT_TRUE(cpu_.linear(xn.cpu, w.cpu, {}, y.cpu).ok());
   ran = launches([&] { ASSERT_TRUE(gpu_->linear(xn.gpu, w.gpu, {}, y.gpu).ok()); });
   if (kCounted) {
-    EXPECT_EQ(ran, 1u + 1u + 2u) << "quantize, rearrange, two GEMMs";
+    EXPECT_EQ(ran, 1u + 1u + 1u) << "quantize, rearrange, one GEMM";
   }
   expect_close(y, kIntegerGemvTolerance, "after the input changed");
 }

@@ -1,12 +1,14 @@
-// The int8 tensor-core small-batch GEMM (kernels/linear/gemm_q8_mma.hpp):
+// The int8 tensor-core GEMM (kernels/linear/gemm_q8_mma.hpp):
 //   * q8_to_mma_tiles puts every byte where the m16n8k32 B fragment wants it (the layout written out on the host
 //     from the PTX ISA's fragment tables, independently of the kernel), zeros past the batch;
 //   * gemm_q8_mma per format against cpu::matmul fed with the activations as the limbs hold them (relative L2 within
 //     1e-5: the integer products are exact, only float sums differ), for quantizer output and random code bytes,
-//     batches 1..256 (one to four 8-row tiles per launch, a launch per 32 rows above; Q2_K, Q3_K, Q6_K, NVFP4 and
-//     the grid i-quants two tiles per launch), rows that end inside a 16-row tile and a 32-row block, several steps per
-//     warp; outputs poisoned with NaN first, and a second run equal bit for bit (the warps' sums meet in a fixed
-//     order);
+//     batches 1..32 through the small-batch block (one to four 8-row tiles per launch, a launch per 32 rows above;
+//     Q2_K, Q3_K, Q6_K, NVFP4 and the grid i-quants two tiles per launch), 33..256 through the shared-memory one
+//     (gemm_q8_mma_tall.cuh: one, two and four 64-row batch blocks, the last holding 1, 5 or 8 tiles, the last tile 1
+//     to 8 rows; rounds of 256 columns, and a last round of 128 for the formats with steps of 64 or 128 columns), rows
+//     that end inside a 16-row tile and a 32- or 64-row block, several steps per warp; outputs poisoned with NaN first,
+//     and a second run equal bit for bit (the warps' sums meet in a fixed order);
 //   * a NaN in x reaches exactly its batch row's outputs; gemm_q8_mma_applies refuses what it cannot run.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -108,10 +110,14 @@ std::vector<MmaCase> mma_cases() {
                       FormatId::kAFQ4, FormatId::kAFQ5, FormatId::kAFQ6, FormatId::kAFQ8, FormatId::kTQ1_0}) {
     cases.push_back({id, 1, 256, {1, 2, 8, 9}});
     cases.push_back({id, 37, 1280, {2, 3, 8, 9, 16, 17, 31, 32, 33, 64}});  // steps of 8 warps past the first
-    cases.push_back({id, 70, 2304, {5, 40}});  // 9 steps: warp 0 takes two, the others one
-    cases.push_back({id, 4099, 256, {2}});     // the last 32-row block holds 3 rows
+    cases.push_back({id, 70, 2304, {5, 40, 100}});  // 9 steps: warp 0 takes two, the others one; 9 rounds
+    cases.push_back({id, 4099, 256, {2, 65}});      // the last 32- and 64-row blocks hold 3 rows
     cases.push_back({id, 40, 256, {kMmaMaxBatch}});  // the largest batch: a launch per 16, 24 or 32 rows
   }
+  // A width that ends half-way through the shared-memory block's 256-column round.
+  for (FormatId id : {FormatId::kQ8_0, FormatId::kQ4_1, FormatId::kQ5_0, FormatId::kQ5_1, FormatId::kAFQ4,
+                      FormatId::kAFQ8})
+    cases.push_back({id, 40, 384, {40}});
   return cases;
 }
 
@@ -162,25 +168,27 @@ INSTANTIATE_TEST_SUITE_P(Formats, GemmQ8Mma, testing::ValuesIn(mma_cases()), cas
 TEST(GemmQ8MmaInputs, ANanInXReachesExactlyItsBatchRow) {
   QRT_REQUIRE_GPU();
   const int64_t rows = 20, cols = 512;
-  const int m = 12;
-  const QuantParams p = test::gemv_test_params(FormatId::kQ4_K);
-  auto q = test::make_test_weights(FormatId::kQ4_K, rows, cols, p, test::WeightKind::kQuantized, 5);
-  ASSERT_TRUE(q.ok());
-  const test::DeviceWeights device = test::upload_weights(*q, cpu::view_of(*q, rows, cols, p));
-  const QuantView& dv = device.view;
-  std::vector<float> x = test::random_normal(static_cast<size_t>(m * cols), 6);
-  x[static_cast<size_t>(9 * cols + 300)] = std::numeric_limits<float>::quiet_NaN();
-  DeviceTiles d;
-  ASSERT_TRUE(make_tiles(x, m, cols, &d));
-  void* y = nullptr;
-  ASSERT_EQ(cudaMalloc(&y, m * rows * 4), cudaSuccess);
-  DevicePtr dy(y);
-  ASSERT_TRUE(gemm_q8_mma(FormatId::kQ4_K, dv, d.tiles.get(), m, static_cast<float*>(y), nullptr).ok());
-  std::vector<float> out(static_cast<size_t>(m * rows));
-  ASSERT_EQ(cudaMemcpy(out.data(), y, out.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-  for (int i = 0; i < m; ++i)
-    for (int64_t r = 0; r < rows; ++r)
-      EXPECT_EQ(std::isnan(out[static_cast<size_t>(i * rows + r)]), i == 9) << "batch row " << i << ", row " << r;
+  for (const int m : {12, 70}) {  // the small-batch block and the shared-memory one
+    SCOPED_TRACE("batch " + std::to_string(m));
+    const QuantParams p = test::gemv_test_params(FormatId::kQ4_K);
+    auto q = test::make_test_weights(FormatId::kQ4_K, rows, cols, p, test::WeightKind::kQuantized, 5);
+    ASSERT_TRUE(q.ok());
+    const test::DeviceWeights device = test::upload_weights(*q, cpu::view_of(*q, rows, cols, p));
+    const QuantView& dv = device.view;
+    std::vector<float> x = test::random_normal(static_cast<size_t>(m * cols), 6);
+    x[static_cast<size_t>(9 * cols + 300)] = std::numeric_limits<float>::quiet_NaN();
+    DeviceTiles d;
+    ASSERT_TRUE(make_tiles(x, m, cols, &d));
+    void* y = nullptr;
+    ASSERT_EQ(cudaMalloc(&y, m * rows * 4), cudaSuccess);
+    DevicePtr dy(y);
+    ASSERT_TRUE(gemm_q8_mma(FormatId::kQ4_K, dv, d.tiles.get(), m, static_cast<float*>(y), nullptr).ok());
+    std::vector<float> out(static_cast<size_t>(m * rows));
+    ASSERT_EQ(cudaMemcpy(out.data(), y, out.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (int i = 0; i < m; ++i)
+      for (int64_t r = 0; r < rows; ++r)
+        EXPECT_EQ(std::isnan(out[static_cast<size_t>(i * rows + r)]), i == 9) << "batch row " << i << ", row " << r;
+  }
 }
 
 TEST(GemmQ8MmaInputs, AppliesOnlyWhereItCanRun) {
