@@ -41,17 +41,9 @@ __device__ __forceinline__ float half_at(uint32_t bits) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(bits & 0xFFFFu)));
 }
 
-// The little-endian u32 at a 2-byte aligned address: one load when it is 4-byte aligned, else the two aligned words
-// around it (both inside the tensor: the value's own bytes reach into the second one).
-__device__ __forceinline__ uint32_t ldg_u32_a2(const uint8_t* p) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  const uint8_t* base = reinterpret_cast<const uint8_t*>(a & ~uintptr_t{3});
-  const uint32_t lo = ldg_u32(base);
-  const uint32_t hi = (a & 2) != 0 ? ldg_u32(base + 4) : 0u;
-  return __funnelshift_r(lo, hi, static_cast<unsigned>(a & 3) * 8);
-}
-
-// The little-endian u32 at any address (GGML's MXFP4 blocks are byte aligned), the same way.
+// The little-endian u32 at any address (GGML's MXFP4 blocks are byte aligned): one load when it is 4-byte aligned,
+// else the two aligned words around it (both inside the tensor: the value's own bytes reach into the second one),
+// funnel-shifted.
 __device__ __forceinline__ uint32_t ldg_u32_unaligned(const uint8_t* p) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   const uint8_t* base = reinterpret_cast<const uint8_t*>(a & ~uintptr_t{3});
@@ -59,9 +51,13 @@ __device__ __forceinline__ uint32_t ldg_u32_unaligned(const uint8_t* p) {
   return __funnelshift_r(ldg_u32(base), sh != 0 ? ldg_u32(base + 4) : 0u, sh);
 }
 
+// The little-endian u32 at a 2-byte aligned address (the K-quants' and Q6_K's fields): the same loads, named for the
+// callers whose alignment is known.
+__device__ __forceinline__ uint32_t ldg_u32_a2(const uint8_t* p) { return ldg_u32_unaligned(p); }
+
 // The 16 bytes at any address (2-byte aligned in the K-quants, byte aligned in GGML's MXFP4 blocks): the aligned words
 // holding them, funnel-shifted (the fifth only when the address is not 4-byte aligned; only words holding bytes of
-// the value are read, as in ldg_u32_a2).
+// the value are read, as in ldg_u32_unaligned).
 __device__ __forceinline__ uint4 ldg_u128_unaligned(const uint8_t* p) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   const uint8_t* base = reinterpret_cast<const uint8_t*>(a & ~uintptr_t{3});
