@@ -65,8 +65,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, Communicato
       return invalid_argument("QRT_CUDA_GEMM=" + choice + ": expected fused or cublas");
     backend->fused_gemm_ = choice == "fused";
   }
-  // QRT_CUDA_MMA=1 runs batches of 2..256 rows on the int8 tensor cores where the format has a policy; all: 1..256;
-  // 0: never. Unset, launch tuning decides per weight shape.
+  // QRT_CUDA_MMA=1 runs batches of 2 rows and more (prompts above 256 in chunks of 256) on the int8 tensor cores where
+  // the format has a policy; all: single rows too; 0: never. Unset, launch tuning decides per weight shape.
   if (const char* mma = std::getenv("QRT_CUDA_MMA"); mma != nullptr && *mma != '\0') {
     const std::string choice(mma);
     if (choice != "0" && choice != "1" && choice != "all")

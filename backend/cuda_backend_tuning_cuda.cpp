@@ -36,7 +36,7 @@ constexpr int kWarmups = 2;
 constexpr int kTimedRuns = 5;
 #endif
 constexpr int kWideRows = 32;    // the batch the tensor-core GEMM and the wide GEMMs are compared at for 9..64 rows
-constexpr int kTallRows = 128;   // and for 65..256
+constexpr int kTallRows = 128;   // and for 65 and more
 
 // Destroys the two events however the timing ends.
 struct EventPair {
