@@ -110,8 +110,9 @@ std::vector<MmaCase> mma_cases() {
                       FormatId::kAFQ4, FormatId::kAFQ5, FormatId::kAFQ6, FormatId::kAFQ8, FormatId::kTQ1_0}) {
     cases.push_back({id, 1, 256, {1, 2, 8, 9}});
     cases.push_back({id, 37, 1280, {2, 3, 8, 9, 16, 17, 31, 32, 33, 64}});  // steps of 8 warps past the first
-    cases.push_back({id, 70, 2304, {5, 40, 100}});  // 9 steps: warp 0 takes two, the others one; 9 rounds
-    cases.push_back({id, 4099, 256, {2, 65}});      // the last 32- and 64-row blocks hold 3 rows
+    cases.push_back({id, 70, 2304, {5, 40}});  // 9 steps: warp 0 takes two, the others one; 9 rounds
+    cases.push_back({id, 4099, 256, {2}});     // the last 32-row block holds 3 rows
+    cases.push_back({id, 67, 512, {65, 100}});  // the last 64-row block holds 3 rows, the last batch block 1 or 5 tiles
     cases.push_back({id, 40, 256, {kMmaMaxBatch}});  // the largest batch: a launch per 16, 24 or 32 rows
   }
   // A width that ends half-way through the shared-memory block's 256-column round.
