@@ -157,9 +157,9 @@ class CudaBackend final : public Backend {
   // tensor-core GEMM takes is timed on the device and the fastest choices are used from then on: the integer-dot GEMV's
   // rows per block (1, 2, 4 or 8 for one x row; 1 or 2 for several; the same bits whichever), and where the tensor-core
   // GEMM takes the format, whether it replaces the GEMV (the float one for AFQ2/3/5/6) for 2..8 rows (timed at 8) and
-  // the fused or cuBLAS GEMM for 9..64 (timed at 32) and 65 and more (timed at 128). set_mma_gemm overrides the
-  // latter for every weight. On by default on a GPU, off under the SIMT layer (its timings mean nothing); QRT_CUDA_TUNE=0|1 sets
-  // it at creation. Set it before uploading weights (their buffers are sized then).
+  // the fused or cuBLAS GEMM for 9..64 (timed at 32) and 65 and more (timed at 128). set_mma_gemm overrides the latter
+  // for every weight. On by default on a GPU, off under the SIMT layer (its timings mean nothing); QRT_CUDA_TUNE=0|1
+  // sets it at creation. Set it before uploading weights (their buffers are sized then).
   void set_launch_tuning(bool on) { launch_tuning_ = on; }
   // Programmatic dependent launch for the decode path's kernels (kernels/cuda/programmatic_launch.cuh: the norms,
   // the integer-dot, dense and staged float GEMVs, RoPE + the KV write, split attention and its merge, the gated

@@ -1,4 +1,5 @@
-// The int8 tensor-core GEMM (gemm_q8_mma.hpp): its two block shapes' kernels and the activation rearrangement they read.
+// The int8 tensor-core GEMM (gemm_q8_mma.hpp): the kernels of its two block shapes and the activation rearrangement
+// they read.
 #include <climits>
 #include <string>
 
@@ -56,8 +57,8 @@ __global__ void __launch_bounds__(kThreads) gemm_q8_mma_kernel(const MmaParams p
                        [&](int n, int64_t row, float v) { p.y[static_cast<int64_t>(n) * p.rows + row] = v; });
 }
 
-// Batches of kMmaTallMinBatch rows and more: blockIdx.x picks 64 batch rows, blockIdx.y 64 weight rows (so the batch blocks
-// of a row block run side by side and share its bytes in L2).
+// Batches of kMmaTallMinBatch rows and more: blockIdx.x picks 64 batch rows, blockIdx.y 64 weight rows (so the batch
+// blocks of a row block run side by side and share its bytes in L2).
 template <class P>
 __global__ void __launch_bounds__(mma_tall::kThreads, 2) gemm_q8_mma_tall_kernel(const MmaParams p) {
   __shared__ mma_tall::Round rounds[2];
