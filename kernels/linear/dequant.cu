@@ -123,7 +123,7 @@ struct AfqChunks {
     constexpr uint64_t kMask = (uint64_t{1} << Bits) - 1;
 #pragma unroll
     for (int e = 0; e < kChunk; ++e)
-      v[e] = __fadd_rn(__fmul_rn(static_cast<float>(static_cast<uint32_t>((bits >> (e * Bits)) & kMask)), scale), bias);
+      v[e] = quant::mul_then_add(static_cast<float>(static_cast<uint32_t>((bits >> (e * Bits)) & kMask)), scale, bias);
   }
 };
 template <int Bits>

@@ -500,8 +500,11 @@ struct Afq {
     uint4 c0, c1;
     codes(w, c0, c1);
     float qx = limb_dot(x.s, dot8x4(c0, c1, x.hi[0], x.hi[1]), dot8x4(c0, c1, x.lo[0], x.lo[1]));
-    if constexpr (Bits == 8) qx += 128.0f * x.s.z;
-    return w.scale * qx + w.bias * x.s.z;
+    // Every rounding pinned: left to contraction, the compiler fused a different product of these sums in the kernel
+    // for 8 rows per block than in the others (AFQ8's 128 · Σ x is shared by the rows there), so the outputs changed
+    // with the rows per block on a GPU.
+    if constexpr (Bits == 8) qx = __fadd_rn(qx, 128.0f * x.s.z);
+    return __fmaf_rn(w.scale, qx, __fmul_rn(w.bias, x.s.z));
   }
 };
 

@@ -44,8 +44,10 @@ struct AfqTraitsBase {
     for (int c = 0; c < g / 8; ++c, p += Bits) {
       uint64_t chunk = 0;
       for (int k = 0; k < Bits; ++k) chunk |= static_cast<uint64_t>(p[k]) << (8 * k);
-      for (int e = 0; e < 8; ++e)
-        out[8 * c + e] = static_cast<float>(static_cast<uint32_t>((chunk >> (e * Bits)) & kMask)) * scale + bias;
+      for (int e = 0; e < 8; ++e) {
+        const auto q = static_cast<float>(static_cast<uint32_t>((chunk >> (e * Bits)) & kMask));
+        out[8 * c + e] = mul_then_add(q, scale, bias);
+      }
     }
   }
 

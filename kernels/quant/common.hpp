@@ -37,6 +37,17 @@ QRT_HD uint32_t f32_to_bits(float f) {
 #endif
 }
 QRT_HD float load_f32(const uint8_t* p) { return bits_to_f32(load_u32(p)); }
+// a · b + c rounded twice, on the device as on the host. The device compiler would otherwise contract it into one
+// FMA, which keeps a · b's rounding error where the host's sum is exactly 0 (AFQ's q · scale cancelling its bias) and
+// can pick a different product to fuse in two instantiations of one kernel.
+QRT_HD float mul_then_add(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(__fmul_rn(a, b), c);
+#else
+  const float product = a * b;
+  return product + c;
+#endif
+}
 
 // IEEE binary16 -> float32, exact (every half is representable), subnormals and NaN payloads included.
 QRT_HD float fp16_to_f32(uint16_t h) {
