@@ -17,6 +17,7 @@
 #include "kernels/cpu/quant_reference.hpp"
 #include "kernels/quant/common.hpp"
 #include "kernels/quant/mx.hpp"
+#include "kernels/linear/gemm_q8_mma.hpp"
 #include "kernels/linear/gemv_dp4a.hpp"
 #include "kernels/moe/expert_gemv.hpp"
 #include "backend/cpu_backend.hpp"
@@ -213,10 +214,15 @@ class BackendPair : public testing::Test {
   // bound leaves room for that; a wrong row, tile or element shows as O(1).
   static constexpr double kGemmTolerance = 2e-3;
   // Decode GEMVs of the GGML integer formats quantize x to two int8 limbs (kernels/linear/q8_activations.hpp): on
-  // random data about 2e-5 from fp32 in relative L2. Every other decode GEMV accumulates fp32 products (1e-5).
+  // random data about 2e-5 from fp32 in relative L2. So does the int8 tensor-core GEMM, which launch tuning may pick
+  // for batches of 2..8 on a GPU (AFQ2/3/5/6 have no integer-dot GEMV, but a GEMM policy: 2.1e-5 on an H100). Every
+  // other decode GEMV accumulates fp32 products (1e-5).
   static constexpr double kIntegerGemvTolerance = 5e-5;
   static double gemv_tolerance(quant::FormatId format, int64_t cols) {
-    return kernels::gemv_dp4a_applies(format, integer_gemv_probe(cols)) ? kIntegerGemvTolerance : 1e-5;
+    const quant::QuantView probe = integer_gemv_probe(cols);
+    return kernels::gemv_dp4a_applies(format, probe) || kernels::gemm_q8_mma_applies(format, probe)
+               ? kIntegerGemvTolerance
+               : 1e-5;
   }
   // A well-aligned stand-in for a [1, cols] weight (with AFQ's groups of 64 and F16 scales), for asking
   // gemv_dp4a_applies whether a format's decode GEMV quantizes x.
