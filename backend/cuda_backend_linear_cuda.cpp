@@ -286,12 +286,12 @@ Status CudaBackend::linear_experts(ConstF32View x, WeightHandle weight, ConstI32
     return finish_linear(nullptr, y);
   }
   if (integer_gemv_ && shape.experts <= kernels::kGroupedMaxExperts) {
-    // A prompt or a wide batch, where an expert sees several slots on average: the tensor cores (one weight load
-    // for up to 32 slots); else the grouped integer-dot kernel. QRT_CUDA_MMA=1|0 decides for every batch. A format
-    // with a tensor-core policy but no integer-dot one (AFQ2/3/5/6) takes the tensor cores or the staged kernel.
+    // A prompt or a batch of 64 slots or more (8 sequences routed to 8 experts each): the tensor cores (one weight
+    // load for up to 32 slots); else the grouped integer-dot kernel. QRT_CUDA_MMA=1|0 decides for every batch. A
+    // format with a tensor-core policy but no integer-dot one (AFQ2/3/5/6) takes the tensor cores or the staged one.
     const int64_t slots = ids.rows * ids.cols;
-    const bool mma = mma_mode_ != MmaMode::kOff &&
-                     (mma_mode_ == MmaMode::kOn || slots >= kMmaMinSlotsPerExpert * shape.experts) &&
+    const bool many_slots = slots >= std::min(kMmaMinSlotsPerExpert * shape.experts, kMmaMinSlots);
+    const bool mma = mma_mode_ != MmaMode::kOff && (mma_mode_ == MmaMode::kOn || many_slots) &&
                      kernels::expert_gemm_mma_applies(w->format, expert0, w->matrix_parts, shape);
     if (mma || dp4a) {
       // The slot lists (and for the tensor cores the chunk table and gathered tiles), then, for x wider than the

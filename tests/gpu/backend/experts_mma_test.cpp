@@ -108,5 +108,36 @@ TEST_F(CudaBackendExpertsMma, BadIdsAndTheRouting) {
   expect_close(y, kIntegerGemvTolerance, "Q4_K prompt experts, tensor-core GEMM off");
 }
 
+// A batch of 64 slots or more takes the tensor cores even at under 8 slots per expert (32 tokens routed to 2 of 16:
+// 4 each); 62 slots keep the grouped integer-dot kernel. Both against the CPU.
+TEST_F(CudaBackendExpertsMma, SixtyFourSlotsTakeTheTensorCoresAtFewSlotsPerExpert) {
+  const int64_t experts = 16, out = 32, in = 256, top_k = 2;
+  auto w = test::quantized_tensor(quant::FormatId::kQ4_K, {experts, out, in},
+                                  test::random_normal(static_cast<size_t>(experts * out * in), 2720),
+                                  test::default_params(quant::FormatId::kQ4_K));
+  const auto weight_pair = weight(w->tensor);
+  for (const int64_t tokens : {int64_t{32}, int64_t{31}}) {
+    const std::string name = std::to_string(tokens * top_k) + " slots over 16 experts";
+    std::vector<int32_t> picks;
+    for (int64_t t = 0; t < tokens; ++t) {
+      picks.push_back(static_cast<int32_t>((3 * t) % experts));
+      picks.push_back(static_cast<int32_t>((3 * t + 7) % experts));
+    }
+    const auto x = input(tokens, in, 2721 + tokens);
+    const auto ids = input_values(picks, tokens, top_k);
+    const auto y = output(tokens * top_k, out);
+    ASSERT_TRUE(cpu_.linear_experts(x.cpu, weight_pair.cpu, ids.cpu, y.cpu).ok());
+#if defined(QRT_SIMT)
+    const simt::StreamCounters before = simt::device_counters(0);
+#endif
+    ASSERT_TRUE(gpu_->linear_experts(x.gpu, weight_pair.gpu, ids.gpu, y.gpu).ok());
+#if defined(QRT_SIMT)
+    EXPECT_EQ((simt::device_counters(0) - before).kernel_launches, tokens * top_k >= 64 ? 5u : 3u)
+        << name << ": quantize, group, chunks, gather, GEMM; or quantize, group, the grouped integer-dot kernel";
+#endif
+    expect_close(y, kIntegerGemvTolerance, name);
+  }
+}
+
 }  // namespace
 }  // namespace qrt
