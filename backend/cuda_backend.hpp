@@ -165,8 +165,8 @@ class CudaBackend final : public Backend {
   // the integer-dot, dense and staged float GEMVs, RoPE + the KV write, split attention and its merge, the gated
   // activations, x's quantization): each may be scheduled while the kernel before it still runs and waits for its
   // results inside.
-  // Off by default until measured; QRT_CUDA_PDL=0|1 sets it at creation. The switch is the process's (all its CUDA
-  // backends); on needs compute capability 9.0 or later.
+  // On by default on compute capability 9.0 and later (creation sets it; QRT_CUDA_PDL=0|1 chooses instead). The
+  // switch is the process's (all its CUDA backends); on needs compute capability 9.0 or later.
   Status set_programmatic_launch(bool on);
   struct TunedLinear {
     int dp4a_rows_one = 0, dp4a_rows_batch = 0;  // 0: not measured, the kernel's plan decides

@@ -17,8 +17,9 @@
 // allow_next_grid() lets the following programmatic launch be scheduled once every block of this grid has called it
 // (or exited); the following grid still waits for this one's completion, so calling it first thing is safe.
 //
-// Off by default (set_programmatic_launch in programmatic_launch.hpp; the CUDA backend turns it on with QRT_CUDA_PDL=1
-// on compute capability 9.0 or later): launches are then ordinary stream launches and the waits return at once.
+// Off until a CUDA backend is created on compute capability 9.0 or later (set_programmatic_launch in
+// programmatic_launch.hpp; QRT_CUDA_PDL=0 keeps it off): launches are then ordinary stream launches and the waits
+// return at once.
 #pragma once
 
 #include <cuda_runtime.h>

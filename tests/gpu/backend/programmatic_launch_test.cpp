@@ -187,9 +187,27 @@ TEST_F(ProgrammaticLaunch, BatchedDecodeOnTheTensorCoresWaitsAndChangesNoBit) {
 #endif
 }
 
-// QRT_CUDA_PDL=0|1 at creation sets the switch; anything else is refused by name.
+// QRT_CUDA_PDL=0|1 at creation sets the switch; anything else is refused by name; unset, creation turns it on from
+// compute capability 9.0 (the layer reports 9.0).
 TEST_F(ProgrammaticLaunch, TheEnvironmentSetsTheSwitch) {
   const RestoreSwitch restore;
+  // The variable as the process had it (scripts/gpu-session runs these tests with QRT_CUDA_PDL=0), put back after.
+  struct RestoreVariable {
+    bool was_set = std::getenv("QRT_CUDA_PDL") != nullptr;
+    std::string was = was_set ? std::getenv("QRT_CUDA_PDL") : "";
+    ~RestoreVariable() {
+      if (was_set) {
+        setenv("QRT_CUDA_PDL", was.c_str(), 1);
+      } else {
+        unsetenv("QRT_CUDA_PDL");
+      }
+    }
+  } const restore_variable;
+  unsetenv("QRT_CUDA_PDL");
+  kernels::set_programmatic_launch(false);
+  auto by_default = CudaBackend::create(0);
+  ASSERT_TRUE(by_default.ok()) << by_default.status().to_string();
+  EXPECT_EQ(kernels::programmatic_launch(), (*by_default)->device_props().compute_major >= 9);
   setenv("QRT_CUDA_PDL", "1", 1);
   auto on = CudaBackend::create(0);
   unsetenv("QRT_CUDA_PDL");
