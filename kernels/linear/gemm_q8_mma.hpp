@@ -44,9 +44,11 @@ namespace qrt::kernels {
 constexpr int kMmaMaxBatch = 256;
 constexpr int kMmaTileRows = 8;  // batch rows per B fragment
 constexpr int kMmaTileBytes = 640;
-// The smallest batch taken by the shared-memory block (below it the small-batch one: a single launch of up to 4
-// batch tiles, which the 8 warps of a tall block, 2 batch tiles each, would leave half idle).
-constexpr int kMmaTallMinBatch = 33;
+// The smallest batch taken by the shared-memory block; below it the small-batch one, a launch per 4 batch tiles. On an
+// H100 (f6adc08) a 4096 x 4096 Q4_K matrix took 94 us at 64 rows in the shared-memory block (64 blocks: half the SMs
+// idle) against 18 us per 32 rows in the small one, so it starts where launch tuning times it (128 rows, its
+// bucket for 65 and more) and is kept only where that timing finds it faster.
+constexpr int kMmaTallMinBatch = 65;
 
 // Device bytes of the rearranged activations for m rows of cols columns (cols a multiple of 32).
 inline uint64_t q8_mma_tile_bytes(int64_t m, int64_t cols) {

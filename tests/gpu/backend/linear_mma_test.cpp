@@ -90,7 +90,7 @@ TEST_F(CudaMmaGemm, EveryBatchAndFormatMatchesCpu) {
 // quantized, rearranged and multiplied, the outputs in place.
 TEST_F(CudaMmaGemm, PromptsAboveTheBufferRunInChunks) {
   gpu_->set_mma_gemm(true);
-  const int64_t out = 70, in = 384, n = kernels::kMmaMaxBatch + 44;
+  const int64_t out = 70, in = 384, n = kernels::kMmaMaxBatch + 70;  // the second chunk in two 64-row blocks
   for (quant::FormatId f : {quant::FormatId::kQ8_0, quant::FormatId::kQ5_1}) {
     const std::string what = std::string(quant::format_name(f)) + " batch " + std::to_string(n);
     const test::DualWeight w = make(f, out, in, 3700 + static_cast<uint64_t>(f));
@@ -111,7 +111,7 @@ TEST_F(CudaMmaGemm, AFormatWithoutAnIntegerDotGemvReservesTheBuffers) {
   gpu_->set_mma_gemm(true);
   const int64_t out = 40, in = 256;
   const test::DualWeight w = make(quant::FormatId::kAFQ3, out, in, 3750);
-  for (const int64_t n : {int64_t{4}, int64_t{48}}) {
+  for (const int64_t n : {int64_t{4}, int64_t{72}}) {  // the small-batch block, the shared-memory one
     const std::string what = "AFQ3 batch " + std::to_string(n);
     const auto x = input(n, in, 3751 + n);
     const auto y = output(n, out);
@@ -169,7 +169,7 @@ TEST_F(CudaMmaGemm, ProjectionsSharingAnInputRearrangeItOnce) {
 // quantize and rearrange again.
 TEST_F(CudaMmaGemm, TheNormsQuantizationIsReusedUntilTheInputChanges) {
   gpu_->set_mma_gemm(true);
-  const int64_t hidden = 256, rows = 40;
+  const int64_t hidden = 256, rows = 32;  // one GEMM launch
   const test::DualWeight w = make(quant::FormatId::kQ8_0, 48, hidden, 3500);
   const test::DualWeight norm_w = f32_weight({hidden}, 3501, 0.3f, 1.0f);
   const auto h = input(rows, hidden, 3502), bump = input(rows, hidden, 3503);

@@ -3,9 +3,9 @@
 //     from the PTX ISA's fragment tables, independently of the kernel), zeros past the batch;
 //   * gemm_q8_mma per format against cpu::matmul fed with the activations as the limbs hold them (relative L2 within
 //     1e-5: the integer products are exact, only float sums differ), for quantizer output and random code bytes,
-//     batches 1..32 through the small-batch block (one to four 8-row tiles per launch, a launch per 32 rows above;
-//     Q2_K, Q3_K, Q6_K, NVFP4 and the grid i-quants two tiles per launch), 33..256 through the shared-memory one
-//     (gemm_q8_mma_tall.cuh: one, two and four 64-row batch blocks, the last holding 1, 5 or 8 tiles, the last tile 1
+//     batches 1..64 through the small-batch block (one to four 8-row tiles per launch, a launch per 32 rows above;
+//     Q2_K, Q3_K, Q6_K, NVFP4 and the grid i-quants two tiles per launch), 65..256 through the shared-memory one
+//     (gemm_q8_mma_tall.cuh: two and four 64-row batch blocks, the last holding 1, 5 or 8 tiles, the last tile 1
 //     to 8 rows; rounds of 256 columns, and a last round of 128 for the formats with steps of 64 or 128 columns), rows
 //     that end inside a 16-row tile and a 32- or 64-row block, several steps per warp; outputs poisoned with NaN first,
 //     and a second run equal bit for bit (the warps' sums meet in a fixed order);
@@ -118,7 +118,7 @@ std::vector<MmaCase> mma_cases() {
   // A width that ends half-way through the shared-memory block's 256-column round.
   for (FormatId id : {FormatId::kQ8_0, FormatId::kQ4_1, FormatId::kQ5_0, FormatId::kQ5_1, FormatId::kAFQ4,
                       FormatId::kAFQ8})
-    cases.push_back({id, 40, 384, {40}});
+    cases.push_back({id, 40, 384, {65}});
   return cases;
 }
 
