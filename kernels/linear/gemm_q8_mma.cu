@@ -61,14 +61,14 @@ __global__ void __launch_bounds__(kThreads) gemm_q8_mma_kernel(const MmaParams p
 // blocks of a row block run side by side and share its bytes in L2).
 template <class P>
 __global__ void __launch_bounds__(mma_tall::kThreads, 2) gemm_q8_mma_tall_kernel(const MmaParams p) {
-  __shared__ mma_tall::Round rounds[2];
+  extern __shared__ __align__(16) uint4 tall_shared[];
   allow_next_grid();
   wait_for_previous_grid();
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * mma_tall::kRows;
   const int64_t tile0 = static_cast<int64_t>(blockIdx.x) * mma_tall::kNTiles;
   const int64_t tiles = (p.m + kMmaTileRows - 1) / kMmaTileRows - tile0;
   const int here = tiles < mma_tall::kNTiles ? static_cast<int>(tiles) : mma_tall::kNTiles;
-  mma_tall::multiply_tall<P>(p, row0, tile0, here, rounds,
+  mma_tall::multiply_tall<P>(p, row0, tile0, here, *reinterpret_cast<mma_tall::Shared*>(tall_shared),
                              [&](int n, int64_t row, float v) { p.y[static_cast<int64_t>(n) * p.rows + row] = v; });
 }
 
@@ -86,8 +86,11 @@ Status launch(const quant::QuantView& w, const void* tiles, int m, float* y, cud
     p.y = y;
     const dim3 grid(static_cast<unsigned>((m + mma_tall::kBatchRows - 1) / mma_tall::kBatchRows),
                     static_cast<unsigned>(tall_row_blocks(w.rows)));
-    return launch_programmatic("gemm_q8_mma_tall_kernel", gemm_q8_mma_tall_kernel<P>, grid, mma_tall::kThreads, 0,
-                               stream, p);
+    constexpr size_t kShared = sizeof(mma_tall::Shared);
+    QRT_CUDA_TRY(cudaFuncSetAttribute(gemm_q8_mma_tall_kernel<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(kShared)));
+    return launch_programmatic("gemm_q8_mma_tall_kernel", gemm_q8_mma_tall_kernel<P>, grid, mma_tall::kThreads,
+                               kShared, stream, p);
   }
   const unsigned blocks = static_cast<unsigned>((w.rows + kBlockRows - 1) / kBlockRows);
   constexpr int kRowsPerLaunch = launch_tiles<P>() * kMmaTileRows;

@@ -9,18 +9,22 @@
 //     memory, so each weight is decoded once per 64 batch rows instead of once per 32;
 //   - multiply: warp w owns A tiles 2 (w % 2) and 2 (w % 2) + 1 and batch tiles 2 (w / 2) and 2 (w / 2) + 1 over the
 //     whole width, so the sums need no reduction and are taken in one fixed order (results repeat bit for bit);
-//   - two rounds of shared memory (48 KB): a round's bytes are loaded into registers before the products of the round
-//     before, and written to the other buffer after them, so the loads' latency hides behind the tensor cores, with
-//     one barrier per round.
-// Per 32-column block a warp issues 8 mma (16 for the formats scaled per 16 columns), 6 shared loads and 8 loads of
-// the activation tiles (L1: each tile is read by the two warps sharing its batch tiles); the grid runs the batch
-// blocks of one row block next to each other (blockIdx.x), so W is read from DRAM about once.
+//   - the activation tiles of a round (8 batch tiles × 8 blocks of 640 bytes, 40 KB) are copied into shared memory
+//     with cp.async a round ahead, into two buffers. Loaded from global memory inside the round, as at first, each
+//     of a warp's 16 tile loads per round waited out its L2 latency with only two warps per scheduler to cover it:
+//     on an H100 a 4096 x 4096 Q4_K matrix took 90 us at 128 rows, about 10,000 cycles per round;
+//   - a round's weight bytes are loaded into registers before the products of the round before and decoded into the
+//     one weight buffer after them (24 KB), between two barriers. 104 KB per block: two blocks per SM.
+// Per 32-column block a warp issues 8 mma (16 for the formats scaled per 16 columns), 6 shared loads of weights and
+// 8 of activation tiles; the grid runs the batch blocks of one row block next to each other (blockIdx.x), so W is
+// read from DRAM about once.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "kernels/cuda/cp_async.cuh"
 #include "kernels/linear/gemm_q8_mma_block.cuh"
 
 namespace qrt::kernels::mma_tall {
@@ -46,6 +50,23 @@ struct Round {
   float4 s[kRoundBlocks][kRows];
 };
 
+// One round of activation tiles: per batch tile of the block, its blocks of the round, contiguous as in p.tiles.
+struct RoundX {
+  uint8_t tiles[kNTiles][kRoundBlocks * kMmaTileBytes];
+};
+// The block's dynamic shared memory.
+struct Shared {
+  Round a;
+  RoundX x[2];
+};
+static_assert(sizeof(Shared) == 106496, "104 KB: two blocks per SM in the 228 KB of a Hopper SM");
+
+// mma_block::load_b_tile's fragment from a tile in shared memory.
+__device__ __forceinline__ BTile load_b_tile_shared(const uint8_t* tile, int lane, int t) {
+  return {reinterpret_cast<const uint2*>(tile)[lane], reinterpret_cast<const uint2*>(tile + 256)[lane],
+          {reinterpret_cast<const float4*>(tile + 512)[2 * t], reinterpret_cast<const float4*>(tile + 512)[2 * t + 1]}};
+}
+
 // The policy's steps per round.
 template <class P>
 __host__ __device__ constexpr int round_steps() {
@@ -54,11 +75,11 @@ __host__ __device__ constexpr int round_steps() {
 }
 
 // Rows row0 .. row0 + 63 of p's matrix times batch tiles tile0 .. tile0 + tiles - 1 (1 <= tiles <= kNTiles) of
-// p.tiles; store(n, row, sum) gets each output of a row < p.rows and a batch row n < p.m. `rounds` is the kernel's
-// __shared__ Round[2].
+// p.tiles; store(n, row, sum) gets each output of a row < p.rows and a batch row n < p.m. `sh` is the kernel's
+// dynamic shared memory.
 template <class P, class Store>
-__device__ __forceinline__ void multiply_tall(const MmaParams& p, int64_t row0, int64_t tile0, int tiles,
-                                              Round (&rounds)[2], const Store& store) {
+__device__ __forceinline__ void multiply_tall(const MmaParams& p, int64_t row0, int64_t tile0, int tiles, Shared& sh,
+                                              const Store& store) {
   const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
   const int g = lane >> 2, t = lane & 3;
   constexpr int kSteps = round_steps<P>();
@@ -113,14 +134,22 @@ __device__ __forceinline__ void multiply_tall(const MmaParams& p, int64_t row0, 
     for (int ni = 0; ni < 2; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;
-  // Batch tile 2 ng's block 0; the second tile is one tile row (x_blocks tiles) further.
-  const uint8_t* tile_base = p.tiles + (tile0 + 2 * ng) * p.x_blocks * kMmaTileBytes;
-  const int64_t tile_row_bytes = p.x_blocks * kMmaTileBytes;
-  // Unrolled, so that the shared and tile offsets of each block are constants; a short last round stops early (the
-  // same for every warp).
-  const auto multiply_round = [&](int64_t r, const Round& in) {
+  // Round r's blocks of the block's batch tiles into `out`, 16 bytes per copy, in flight until cp_async_wait.
+  const auto stage_x = [&](int64_t r, RoundX& out) {
     const int64_t left = (p.steps - r * kSteps) * P::kStepBlocks;
-    const uint8_t* round_tiles = tile_base + r * kRoundBlocks * kMmaTileBytes;
+    const int blocks = left < kRoundBlocks ? static_cast<int>(left) : kRoundBlocks;
+    const int pieces_per_tile = blocks * (kMmaTileBytes / 16);
+    const uint8_t* first = p.tiles + (tile0 * p.x_blocks + r * kRoundBlocks) * kMmaTileBytes;
+    for (int i = static_cast<int>(threadIdx.x); i < tiles * pieces_per_tile; i += kThreads) {
+      const int n = i / pieces_per_tile, piece = i - n * pieces_per_tile;
+      cp_async_16(out.tiles[n] + 16 * piece, first + n * p.x_blocks * kMmaTileBytes + 16 * piece);
+    }
+    cp_async_commit();
+  };
+  // Unrolled, so that the shared offsets of each block are constants; a short last round stops early (the same for
+  // every warp).
+  const auto multiply_round = [&](int64_t r, const Round& in, const RoundX& in_x) {
+    const int64_t left = (p.steps - r * kSteps) * P::kStepBlocks;
 #pragma unroll
     for (int b = 0; b < kRoundBlocks; ++b) {
       if (b >= left) break;
@@ -146,25 +175,35 @@ __device__ __forceinline__ void multiply_tall(const MmaParams& p, int64_t row0, 
 #pragma unroll
       for (int ni = 0; ni < 2; ++ni) {
         if (2 * ng + ni >= tiles) break;  // the same for the whole warp
-        const BTile x = mma_block::load_b_tile(round_tiles + ni * tile_row_bytes + b * kMmaTileBytes, lane, t);
+        const BTile x = load_b_tile_shared(in_x.tiles[2 * ng + ni] + b * kMmaTileBytes, lane, t);
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi) mma_block::multiply_tile<P>(acc[mi][ni], a[mi], sc[mi], x);
       }
     }
   };
 
-  // Round r + 1's bytes are in registers while round r is multiplied, then decoded into the other buffer, which
-  // the barrier after round r - 1 freed.
+  // While round r is multiplied, round r + 1's activation tiles are in flight into the other buffer (which the
+  // barrier closing round r - 1 freed) and its weight bytes in registers; once every warp is done with the weight
+  // buffer they are decoded into it, and the second barrier makes both visible.
+  stage_x(0, sh.x[0]);
   load_round(0);
-  store_round(0, rounds[0]);
+  store_round(0, sh.a);
+  cp_async_wait<0>();
   __syncthreads();
 #pragma unroll 1
   for (int64_t r = 0; r < round_count; ++r) {
     const bool next = r + 1 < round_count;
-    if (next) load_round(r + 1);
-    multiply_round(r, rounds[r & 1]);
-    if (next) store_round(r + 1, rounds[(r + 1) & 1]);
-    __syncthreads();
+    if (next) {
+      stage_x(r + 1, sh.x[(r + 1) & 1]);
+      load_round(r + 1);
+    }
+    multiply_round(r, sh.a, sh.x[r & 1]);
+    if (next) {
+      __syncthreads();
+      store_round(r + 1, sh.a);
+      cp_async_wait<0>();
+      __syncthreads();
+    }
   }
 
 #pragma unroll
