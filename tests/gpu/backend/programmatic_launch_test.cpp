@@ -109,7 +109,7 @@ void expect_programmatic_decode(CudaBackend& gpu, const ModelConfig& c, quant::F
   ASSERT_TRUE(gpu.set_programmatic_launch(false).ok());
   const DecodeRun plain = decode(gpu, c, format);
   ASSERT_FALSE(plain.logits.empty());
-  EXPECT_EQ(plain.last_step.programmatic_launches, 0u) << "off by default";
+  EXPECT_EQ(plain.last_step.programmatic_launches, 0u) << "switched off";
   EXPECT_EQ(plain.last_step.graph_launches, 1u);
 
   const uint64_t unwaited_before = simt::programmatic_blocks_without_wait();
