@@ -6,7 +6,8 @@
 //                     a[2] = A[g][2t+8, 2t+9]  a[3] = A[g+8][2t+8, 2t+9]
 //   B (column-major): b0 = B[2t, 2t+1][g]      b1 = B[2t+8, 2t+9][g]
 //   C:                c[0] = C[g][2t]  c[1] = C[g][2t+1]  c[2] = C[g+8][2t]  c[3] = C[g+8][2t+1]
-// Under the SIMT layer (QRT_SIMT) the product is computed from those definitions through warp shuffles, so a kernel
+// Under the SIMT layer (QRT_SIMT) the product is computed from those definitions, the warp's fragments exchanged in
+// one layer collective (simt::detail::warp_gather, where shuffles would take 32 rounds of the warp), so a kernel
 // that places its values against this layout is checked on the CPU; only the instruction is left to a GPU.
 #pragma once
 
@@ -42,6 +43,11 @@ __device__ __forceinline__ float half_of(uint32_t word, int i) {
   memcpy(&x, &u, 2);
   return static_cast<float>(x);
 }
+// One lane's operands of an m16n8k16 product.
+struct Fragments16 {
+  uint32_t a[4];
+  uint32_t b[2];
+};
 }  // namespace mma_detail
 #endif
 
@@ -54,12 +60,15 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],
   const int g = lane >> 2, t = lane & 3;
   // C[row][col] = Σ_k A[row][k] · B[k][col]. Lane 4g + q holds A's rows g and g + 8 at k = 2q, 2q + 1 (a[0], a[1])
   // and 8 + 2q, 9 + 2q (a[2], a[3]); lane 4n + q holds B's column n at the same k (b0, b1).
+  const mma_detail::Fragments16 mine{{a[0], a[1], a[2], a[3]}, {b0, b1}};
+  mma_detail::Fragments16 all[32];
+  qrt::simt::detail::warp_gather(0xffffffffu, &mine, all, sizeof mine);
   for (int q = 0; q < 4; ++q) {
     uint32_t ra[4], rb[2][2];
-    for (int r = 0; r < 4; ++r) ra[r] = __shfl_sync(0xffffffffu, a[r], 4 * g + q);
+    for (int r = 0; r < 4; ++r) ra[r] = all[4 * g + q].a[r];
     for (int e = 0; e < 2; ++e) {
-      rb[e][0] = __shfl_sync(0xffffffffu, b0, 4 * (2 * t + e) + q);
-      rb[e][1] = __shfl_sync(0xffffffffu, b1, 4 * (2 * t + e) + q);
+      rb[e][0] = all[4 * (2 * t + e) + q].b[0];
+      rb[e][1] = all[4 * (2 * t + e) + q].b[1];
     }
     for (int e = 0; e < 4; ++e) {
       const int row_half = e >> 1, col = e & 1;
@@ -92,20 +101,22 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],
 //   plain:  M_i[g][2t, 2t+1]         (a B fragment of mma_16816 from a matrix stored one B column per row)
 //   trans:  M_i[2t][g], M_i[2t+1][g] (a B fragment from a matrix stored one B row per row)
 // each pair with the lower index in the low half, as mma_16816's fragments take them. Under the SIMT layer the rows'
-// addresses travel by shuffles and each lane reads its elements itself; a misaligned row traps, as on a GPU.
+// addresses meet in one warp gather and each lane reads its elements itself; a misaligned row traps, as on a GPU.
 template <bool kTrans>
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
 #if defined(QRT_SIMT)
   if (reinterpret_cast<uintptr_t>(row) % 16 != 0) __trap();
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const int g = lane >> 2, t = lane & 3;
+  const void* rows[32];
+  qrt::simt::detail::warp_gather(0xffffffffu, &row, rows, sizeof row);
   for (int i = 0; i < 4; ++i) {
     if constexpr (kTrans) {
-      const auto* lo = static_cast<const uint16_t*>(__shfl_sync(0xffffffffu, row, 8 * i + 2 * t));
-      const auto* hi = static_cast<const uint16_t*>(__shfl_sync(0xffffffffu, row, 8 * i + 2 * t + 1));
+      const auto* lo = static_cast<const uint16_t*>(rows[8 * i + 2 * t]);
+      const auto* hi = static_cast<const uint16_t*>(rows[8 * i + 2 * t + 1]);
       r[i] = static_cast<uint32_t>(lo[g]) | (static_cast<uint32_t>(hi[g]) << 16);
     } else {
-      const auto* at = static_cast<const uint32_t*>(__shfl_sync(0xffffffffu, row, 8 * i + g));
+      const auto* at = static_cast<const uint32_t*>(rows[8 * i + g]);
       r[i] = at[t];
     }
   }

@@ -38,6 +38,7 @@ constexpr int kMaxThreads = 1024;
 constexpr size_t kStackBytes = 64 * 1024;  // kernels keep small arrays in registers; 64 KiB is ample
 constexpr size_t kMaxDynamicSmem = 232448;  // 227 KiB, the most an H100 block may opt in to
 constexpr size_t kSmemAlignment = 128;
+constexpr unsigned kMaxGatherBytes = 256;  // per lane: the largest fragment set a modelled instruction moves
 
 std::string where_string(const Where& w) {
   const char* file = w.file_name();
@@ -108,7 +109,7 @@ struct SimThread {
   int open_group = 0;             // the group cp.async.commit_group will close next
 };
 
-enum class WarpOpKind { kSync, kShuffle, kVote };
+enum class WarpOpKind { kSync, kShuffle, kVote, kGather };
 
 const char* op_name(WarpOpKind k, ShuffleKind s, VoteKind v) {
   switch (k) {
@@ -127,20 +128,24 @@ const char* op_name(WarpOpKind k, ShuffleKind s, VoteKind v) {
         case VoteKind::kAny: return "__any_sync";
         case VoteKind::kAll: return "__all_sync";
       }
+      break;
+    case WarpOpKind::kGather: return "a warp gather (the mma.sync / ldmatrix model)";
   }
   return "?";
 }
 
-// What a lane asks for: the operation and its mask (and width, for shuffles).
+// What a lane asks for: the operation and its mask (and width, for shuffles; bytes per lane, for gathers).
 struct WarpRequest {
   WarpOpKind kind = WarpOpKind::kSync;
   ShuffleKind shuffle = ShuffleKind::kIndex;
   VoteKind vote = VoteKind::kBallot;
   unsigned mask = 0;
   int width = 32;
+  unsigned bytes = 0;
   const char* name() const { return op_name(kind, shuffle, vote); }
   bool same_as(const WarpRequest& o) const {
-    return kind == o.kind && shuffle == o.shuffle && vote == o.vote && mask == o.mask && width == o.width;
+    return kind == o.kind && shuffle == o.shuffle && vote == o.vote && mask == o.mask && width == o.width &&
+           bytes == o.bytes;
   }
 };
 
@@ -151,8 +156,9 @@ struct WarpOp {
   bool active = false;
   unsigned arrived = 0;
   Where where;
-  uint64_t value[32];
+  uint64_t value[32];  // gathers: the address of the lane's bytes
   int arg[32];
+  void* out[32];       // gathers: where the lane receives every lane's bytes
   const char* name() const { return request.name(); }
 };
 
@@ -162,7 +168,7 @@ class BlockRunner {
 
   // Called from device code on the running fiber.
   void sync_block(int predicate, Where where, uint64_t* count);
-  uint64_t warp_op(const WarpRequest& request, uint64_t value, int arg, Where where);
+  uint64_t warp_op(const WarpRequest& request, uint64_t value, int arg, Where where, void* out = nullptr);
   void async_copy(void* dst, const void* src, unsigned bytes, Where where);
   void async_commit() { current_->open_group++; }
   void async_wait(int pending, Where where);
@@ -376,7 +382,7 @@ uint64_t BlockRunner::resolve(const WarpOp& op, int lane, int* source_out) const
   return op.value[src];
 }
 
-uint64_t BlockRunner::warp_op(const WarpRequest& request, uint64_t value, int arg, Where where) {
+uint64_t BlockRunner::warp_op(const WarpRequest& request, uint64_t value, int arg, Where where, void* out) {
   SimThread& t = *current_;
   const int warp = t.linear / 32, lane = t.linear % 32;
   const unsigned bit = 1u << lane;
@@ -422,6 +428,7 @@ uint64_t BlockRunner::warp_op(const WarpRequest& request, uint64_t value, int ar
   }
   op->value[lane] = value;
   op->arg[lane] = arg;
+  op->out[lane] = out;
   op->arrived |= bit;
   if (op->arrived != mask) {
     block_here(State::kInWarpOp, request.name(), where);
@@ -429,6 +436,16 @@ uint64_t BlockRunner::warp_op(const WarpRequest& request, uint64_t value, int ar
   }
   // Every lane of the mask is here: compute each lane's result and release the others.
   op->active = false;
+  if (request.kind == WarpOpKind::kGather) {
+    // Every lane's bytes and destination are on stacks of fibers suspended here (or this one's), so still valid.
+    for (int l = 0; l < 32; ++l) {
+      if (((mask >> l) & 1u) == 0) continue;
+      for (int from = 0; from < 32; ++from)
+        if ((mask >> from) & 1u)
+          std::memcpy(static_cast<char*>(op->out[l]) + static_cast<size_t>(from) * request.bytes,
+                      reinterpret_cast<const void*>(op->value[from]), request.bytes);
+    }
+  }
   uint64_t ballot = 0;
   if (request.kind == WarpOpKind::kVote) {
     for (int l = 0; l < 32; ++l)
@@ -565,6 +582,17 @@ unsigned vote(unsigned mask, int predicate, VoteKind kind, Where where) {
   r.vote = kind;
   r.mask = mask;
   return static_cast<unsigned>(running_block("a warp vote", where).warp_op(r, predicate != 0, 0, where));
+}
+
+void warp_gather(unsigned mask, const void* mine, void* all, unsigned bytes, Where where) {
+  if (bytes == 0 || bytes > kMaxGatherBytes)
+    fatal("a warp gather of " + std::to_string(bytes) + " bytes per lane at " + where_string(where) + " (1 to " +
+          std::to_string(kMaxGatherBytes) + ")");
+  WarpRequest r;
+  r.kind = WarpOpKind::kGather;
+  r.mask = mask;
+  r.bytes = bytes;
+  running_block("a warp gather", where).warp_op(r, reinterpret_cast<uintptr_t>(mine), 0, where, all);
 }
 
 unsigned active_mask() {

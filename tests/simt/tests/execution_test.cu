@@ -181,6 +181,49 @@ TEST(SimtExecution, VotesPerMaskGroup) {
   }
 }
 
+// ---- the layer's warp gather (the model of mma.sync and ldmatrix, not a CUDA call) ----------------------------
+
+struct GatherPayload {
+  uint32_t word;
+  float value;
+  uint16_t half[3];
+};
+
+// Two mask groups per warp (lanes 0..11 and 12..31) gather separately; a slot of a lane outside the group keeps the
+// marker it was given.
+__global__ void gather_groups(GatherPayload* out) {
+  const int lane = threadIdx.x % 32;
+  const unsigned mask = lane < 12 ? 0x00000fffu : 0xfffff000u;
+  const GatherPayload mine{1000u * threadIdx.x + 7u, 0.5f * static_cast<float>(threadIdx.x),
+                           {static_cast<uint16_t>(lane), static_cast<uint16_t>(threadIdx.x / 32), 0xBEEFu}};
+  GatherPayload all[32];
+  for (GatherPayload& p : all) p = GatherPayload{0xFFFFFFFFu, -1.0f, {0, 0, 0}};
+  qrt::simt::detail::warp_gather(mask, &mine, all, sizeof mine);
+  for (int l = 0; l < 32; ++l) out[threadIdx.x * 32 + l] = all[l];
+}
+
+TEST(SimtExecution, AWarpGatherHandsEveryLaneOfItsMaskEachLanesBytes) {
+  DeviceArray<GatherPayload> dout(64 * 32);
+  gather_groups<<<1, 64>>>(dout.ptr);
+  const auto got = dout.download();
+  for (int t = 0; t < 64; ++t) {
+    const bool low = t % 32 < 12;
+    for (int l = 0; l < 32; ++l) {
+      const GatherPayload& g = got[static_cast<size_t>(t * 32 + l)];
+      const int from = t / 32 * 32 + l;
+      if ((l < 12) == low) {
+        EXPECT_EQ(g.word, 1000u * from + 7u) << t << " " << l;
+        EXPECT_EQ(g.value, 0.5f * static_cast<float>(from)) << t << " " << l;
+        EXPECT_EQ(g.half[0], l);
+        EXPECT_EQ(g.half[1], t / 32);
+        EXPECT_EQ(g.half[2], 0xBEEFu);
+      } else {
+        EXPECT_EQ(g.word, 0xFFFFFFFFu) << "thread " << t << " got lane " << l << "'s bytes from outside its mask";
+      }
+    }
+  }
+}
+
 // ---- atomics ---------------------------------------------------------------------------------------------------
 
 __global__ void histogram(const uint32_t* values, int n, uint32_t* bins, unsigned long long* total, float* fsum) {

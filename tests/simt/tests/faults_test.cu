@@ -107,6 +107,24 @@ TEST_F(SimtFaults, AWarpSplitBetweenAShuffleAndABarrierNeverFinishes) {
                "block \\(0,0,0\\) can never finish: thread \\(0,0,0\\) waits in __shfl_sync.*waits in __syncthreads");
 }
 
+__global__ void gather_against_shuffle(int* out) {
+  const int lane = threadIdx.x % 32;
+  if (lane < 16) {
+    int all[32];
+    qrt::simt::detail::warp_gather(0xffffffffu, &lane, all, sizeof lane);
+    out[lane] = all[31 - lane];
+  } else {
+    out[lane] = __shfl_sync(0xffffffffu, lane, 0);
+  }
+}
+
+TEST_F(SimtFaults, AWarpGatherMetByAShuffle) {
+  DeviceArray<int> out(32);
+  EXPECT_DEATH(RUN_KERNEL(gather_against_shuffle<<<1, 32>>>(out.ptr)),
+               "thread \\(16,0,0\\).*__shfl_sync\\(mask 0xffffffff\\).*while lanes 0x0000ffff of its warp wait in a "
+               "warp gather.*must all make the same warp-synchronous call");
+}
+
 __global__ void misaligned_vector(const float* in, float* out) {
   const float4 v = *reinterpret_cast<const float4*>(in + 1);  // 4 bytes past a 16-byte boundary
   out[threadIdx.x] = v.x;

@@ -52,6 +52,12 @@ uint64_t shuffle(unsigned mask, uint64_t value, ShuffleKind kind, int arg, int w
 enum class VoteKind { kBallot, kAny, kAll };
 unsigned vote(unsigned mask, int predicate, VoteKind kind, Where where);
 unsigned active_mask();
+// Not a CUDA call: the layer's model of instructions whose operands cross lanes (mma.sync, ldmatrix). A warp-
+// synchronous operation like a shuffle (same mask rules): when every lane of `mask` has arrived, each finds lane l's
+// `bytes` (at most 256) at all + l * bytes; slots of lanes outside the mask are left as they were. One operation
+// where the shuffles modelling such an instruction would take dozens, each a round of every lane.
+void warp_gather(unsigned mask, const void* mine, void* all, unsigned bytes,
+                 Where where = std::source_location::current());
 
 // cp.async (sm_80+): the copy lands in shared memory only when the issuing thread waits for its group, so a kernel
 // that reads the destination too early reads stale bytes, as it might on a GPU.
