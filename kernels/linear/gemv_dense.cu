@@ -1,7 +1,10 @@
 // Fast decode GEMV for the dense formats F32, F16 and BF16 (the generic kernel reads them one element per lane
 // and step). A block of 128 threads owns 1 row (2 from 4096 rows, so x is read once for both); thread t takes the
 // row's 8-column items t, t + 128, ...: one 16-byte load of F16/BF16 (two of F32), the matching 8 floats of x per
-// batch row (two 16-byte loads, from L1/L2), fp32 FMAs, and the block reduction of gemv_rows_reduce.cuh.
+// batch row (two 16-byte loads, from L1/L2), fp32 FMAs, and the block reduction of gemv_rows_reduce.cuh. A row of
+// fewer than 128 items (under 1024 columns) gets the fewest warps that cover them (row_group_lanes: 32 or 64
+// threads) and a block 2 or 4 such groups, each with its own rows, so that no thread of the block idles; the sums
+// are unchanged (the idle threads only added zeros).
 // Bytes moved: W once (2 or 4 bytes per weight), x and y once per block from cache. Per 8 weights of BF16 at
 // batch 1: 1 + 2 loads, 8 conversions (a shift or mask) and 8 FMAs, about 2.5 instructions per weight for 2 bytes:
 // memory-bound with room to spare. Needs W's data and x 16-byte aligned and cols a multiple of 8; else gemv()
@@ -54,38 +57,20 @@ struct DenseParts {
   const uint8_t* data[kGemvMaxParts];
   int64_t rows[kGemvMaxParts];
   float* y[kGemvMaxParts];
+  int lanes = kThreads;  // threads per row group
 };
 
+// Thread `lane` of its row group's sums over items lane, lane + Stride, ... (Stride: the group's threads).
 template <quant::FormatId Id, int M, int R>
-__global__ void __launch_bounds__(kThreads) gemv_dense_kernel(const DenseParts p, int64_t cols,
-                                                              const float* __restrict__ x) {
-  __shared__ float partial[kThreads / 32][R * M];
-  constexpr int kElemBytes = Id == quant::FormatId::kF32 ? 4 : 2;
-  const int k = gemv_part_of_block(p.grid, static_cast<int64_t>(blockIdx.x));
-  const uint8_t* data = gemv_part_value(k, p.data);
-  const int64_t rows = gemv_part_value(k, p.rows);
-  float* y = gemv_part_value(k, p.y);
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) - gemv_part_value(k, p.grid.first_block)) * R;
-  const uint8_t* row_data[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r)  // past the end: a repeat, not stored
-    row_data[r] = data + min(row0 + r, rows - 1) * cols * kElemBytes;
-  // The weights start into L2 before x, the previous kernel's output, is waited for (programmatic_launch.cuh).
-  allow_next_grid();
-  if (threadIdx.x == 0) {
-    const int64_t held = rows - row0 < R ? rows - row0 : R;
-    prefetch_to_l2(row_data[0], static_cast<uint64_t>(held * cols * kElemBytes));
-  }
-  wait_for_previous_grid();
-  float acc[R][M];
+__device__ __forceinline__ void accumulate_dense(const uint8_t* const (&row_data)[R], const float* __restrict__ x,
+                                                 int64_t cols, int lane, int stride, float (&acc)[R][M]) {
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int i = 0; i < M; ++i) acc[r][i] = 0.0f;
-
   const int items = static_cast<int>(cols / kItemCols);
 #pragma unroll 2
-  for (int it = static_cast<int>(threadIdx.x); it < items; it += kThreads) {
+  for (int it = lane; it < items; it += stride) {
     float w[R][kItemCols];
 #pragma unroll
     for (int r = 0; r < R; ++r) load_weights<Id>(row_data[r], it, w[r]);
@@ -100,7 +85,39 @@ __global__ void __launch_bounds__(kThreads) gemv_dense_kernel(const DenseParts p
         for (int c = 0; c < kItemCols; ++c) acc[r][i] += w[r][c] * xv[c];
     }
   }
-  store_row_sums<kThreads, R, M>(acc, partial, row0, rows, y);
+}
+
+// Grouped: row groups of p.lanes threads (narrow rows, R = 1); otherwise the block is one group with a compile-time
+// stride, the registers of the common case left as they were (a runtime stride there cost 8-16 more per thread).
+template <quant::FormatId Id, int M, int R, bool Grouped>
+__global__ void __launch_bounds__(kThreads) gemv_dense_kernel(const DenseParts p, int64_t cols,
+                                                              const float* __restrict__ x) {
+  __shared__ float partial[kThreads / 32][R * M];
+  constexpr int kElemBytes = Id == quant::FormatId::kF32 ? 4 : 2;
+  const int k = gemv_part_of_block(p.grid, static_cast<int64_t>(blockIdx.x));
+  const uint8_t* data = gemv_part_value(k, p.data);
+  const int64_t rows = gemv_part_value(k, p.rows);
+  float* y = gemv_part_value(k, p.y);
+  // Without groups the row is the block's (uniform registers hold its addresses); with them each group has its own.
+  const int lanes = Grouped ? p.lanes : kThreads;
+  const int group = Grouped ? static_cast<int>(threadIdx.x) / lanes : 0;
+  const int lane = Grouped ? static_cast<int>(threadIdx.x) % lanes : static_cast<int>(threadIdx.x);
+  const int64_t row0 =
+      ((static_cast<int64_t>(blockIdx.x) - gemv_part_value(k, p.grid.first_block)) * (kThreads / lanes) + group) * R;
+  const uint8_t* row_data[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r)  // past the end: a repeat, not stored
+    row_data[r] = data + min(row0 + r, rows - 1) * cols * kElemBytes;
+  // The weights start into L2 before x, the previous kernel's output, is waited for (programmatic_launch.cuh).
+  allow_next_grid();
+  if (lane == 0 && row0 < rows) {
+    const int64_t held = rows - row0 < R ? rows - row0 : R;
+    prefetch_to_l2(row_data[0], static_cast<uint64_t>(held * cols * kElemBytes));
+  }
+  wait_for_previous_grid();
+  float acc[R][M];
+  accumulate_dense<Id, M, R>(row_data, x, cols, lane, lanes, acc);
+  store_row_sums<kThreads, R, M>(acc, partial, row0, rows, y, lanes);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -110,22 +127,27 @@ bool dense_applies(const quant::QuantView& w, const float* x) {
          w.cols > 0 && w.cols % kItemCols == 0 && w.cols / kItemCols < INT_MAX;
 }
 
-// The parts share cols (checked by the callers); plan_part_grid gives 2 rows per block when any part is tall.
+// The parts share cols (checked by the callers); plan_part_grid gives 2 rows per block when any part is tall (not
+// for narrow rows, whose blocks hold 2 or 4 row groups already).
 template <quant::FormatId Id>
 Status dense_launch(const char* name, std::span<const GemvPart> parts, const float* x, int m, cudaStream_t stream) {
-  DenseParts p{plan_part_grid(parts, kTallRows), {}, {}, {}};
+  const int64_t cols = parts[0].w.cols;
+  const int lanes = row_group_lanes(cols / kItemCols, kThreads);
+  const bool grouped = lanes < kThreads;
+  DenseParts p{plan_part_grid(parts, kTallRows, grouped ? 1 : 0, kThreads / lanes), {}, {}, {}, lanes};
   for (size_t j = 0; j < parts.size(); ++j) {
     p.data[j] = parts[j].w.data;
     p.rows[j] = parts[j].w.rows;
     p.y[j] = parts[j].y;
   }
   const unsigned blocks = static_cast<unsigned>(p.grid.blocks);
-  const int64_t cols = parts[0].w.cols;
   return with_batch(m, [&](auto batch) -> Status {
     constexpr int M = decltype(batch)::value;
+    if (grouped)
+      return launch_programmatic(name, gemv_dense_kernel<Id, M, 1, true>, blocks, kThreads, 0, stream, p, cols, x);
     if (p.grid.rows_per_block == 2)
-      return launch_programmatic(name, gemv_dense_kernel<Id, M, 2>, blocks, kThreads, 0, stream, p, cols, x);
-    return launch_programmatic(name, gemv_dense_kernel<Id, M, 1>, blocks, kThreads, 0, stream, p, cols, x);
+      return launch_programmatic(name, gemv_dense_kernel<Id, M, 2, false>, blocks, kThreads, 0, stream, p, cols, x);
+    return launch_programmatic(name, gemv_dense_kernel<Id, M, 1, false>, blocks, kThreads, 0, stream, p, cols, x);
   });
 }
 

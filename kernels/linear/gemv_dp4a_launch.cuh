@@ -208,11 +208,7 @@ struct Dp4aExperts {
 
 // Threads per row: the fewest warps (32, 64 or 128) that give each of a row's items a thread, so that narrow rows
 // (a 2048-column Q4_K row is 64 items) leave no thread of the block idle.
-inline int row_lanes(int items) {
-  int lanes = 32;
-  while (lanes < items && lanes < kThreads) lanes *= 2;
-  return lanes;
-}
+inline int row_lanes(int items) { return row_group_lanes(items, kThreads); }
 
 // Row `row` of expert `expert`'s matrix.
 __device__ __forceinline__ dp4a::RowRef expert_row(const Dp4aParams& p, const Dp4aExperts& e, int expert,

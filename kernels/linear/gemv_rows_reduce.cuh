@@ -13,6 +13,14 @@
 
 namespace qrt::kernels {
 
+// A row group's threads for rows of `items` work items in blocks of `threads`: the fewest warps (32, 64, ... up to
+// the block) that give each item a thread, so that narrow rows leave no thread of the block idle.
+inline int row_group_lanes(int64_t items, int threads) {
+  int lanes = 32;
+  while (lanes < items && lanes < threads) lanes *= 2;
+  return lanes;
+}
+
 template <int Threads, int R, int M>
 __device__ __forceinline__ void store_row_sums(float (&acc)[R][M], float (*partial)[R * M], int64_t row0,
                                                int64_t rows, float* y, int lanes = Threads) {
