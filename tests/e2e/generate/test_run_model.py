@@ -203,7 +203,8 @@ check_memory_report("gguf", GGUF, 300, layers=5, kv_dim=32)
 check_golden("hf", HF)
 dense_dir = write_uqff(os.path.join(WORK, "stories-uqff-f32"), mixed_dense_layer)
 check_golden("uqff dense", dense_dir)
-check_golden("uqff shard path", os.path.join(dense_dir, "stories-0.uqff"))
+if not EXTRA:  # which file names the export is the loader's business: the same weights reach any device
+    check_golden("uqff shard path", os.path.join(dense_dir, "stories-0.uqff"))
 
 q8_dir = write_uqff(os.path.join(WORK, "stories-uqff-q8_0"), q8_0_layer)
 r = run(q8_dir, "-p", PROMPT, "-n", "60", "--ids")
@@ -217,13 +218,14 @@ for a, b in zip(q8_ids, GOLD_IDS):
     matching += 1
 print(f"uqff q8_0: {matching} of 60 greedy tokens match the F32 golden before the first divergence")
 check("uqff q8_0 matching prefix", matching >= Q8_0_MIN_MATCHING_PREFIX, f"{matching} < {Q8_0_MIN_MATCHING_PREFIX}")
-r = run(q8_dir, "-p", PROMPT, "-n", "60")
-check("uqff q8_0 text exit", r.returncode == 0, r.stderr)
-words = r.stdout.split()
-# Readable: mostly ASCII letters and punctuation, real words, no byte soup.
-check("uqff q8_0 readable", len(words) >= 20 and all(c.isascii() for c in r.stdout)
-      and sum(w.strip(".,!?\"'").isalpha() for w in words) >= 0.9 * len(words), repr(r.stdout))
-print(f"uqff q8_0 text: {PROMPT}{r.stdout!r}")
+if not EXTRA:  # the text of ids checked above: once, on the CPU (a simulated device decodes about 6 tokens/s)
+    r = run(q8_dir, "-p", PROMPT, "-n", "60")
+    check("uqff q8_0 text exit", r.returncode == 0, r.stderr)
+    words = r.stdout.split()
+    # Readable: mostly ASCII letters and punctuation, real words, no byte soup.
+    check("uqff q8_0 readable", len(words) >= 20 and all(c.isascii() for c in r.stdout)
+          and sum(w.strip(".,!?\"'").isalpha() for w in words) >= 0.9 * len(words), repr(r.stdout))
+    print(f"uqff q8_0 text: {PROMPT}{r.stdout!r}")
 
 # ---- load progress: lines on a pipe for a load that takes longer than QRT_PROGRESS_AFTER (made 0 here; the
 # default second hides it for this model), none with --quiet or for a quick load ----
@@ -281,9 +283,12 @@ shutil.copytree(HF, chat_dir)
 with open(os.path.join(chat_dir, "chat_template.jinja"), "w") as f:
     f.write("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}{{ m['content'] }}. "
             "{% else %}{{ m['content'] }}{% endif %}{% endfor %}")
-r = run(chat_dir, "-p", PROMPT, "-n", "60", "--chat", "--ids")
+# The template is rendered on the host: on a device the first 10 golden ids show the prompt reached it whole.
+chat_tokens = 10 if EXTRA else 60
+r = run(chat_dir, "-p", PROMPT, "-n", str(chat_tokens), "--chat", "--ids")
 check("--chat exit", r.returncode == 0, r.stderr)
-check("--chat golden ids", parse_ids(r.stdout) == {"prompt_ids": GOLD_PROMPT, "generated_ids": GOLD_IDS}, r.stdout)
+check("--chat golden ids", parse_ids(r.stdout) == {"prompt_ids": GOLD_PROMPT, "generated_ids": GOLD_IDS[:chat_tokens]},
+      r.stdout)
 r = run(chat_dir, "-p", PROMPT, "-n", "10", "--chat", "--system", "Lily is kind", "--ids")
 sys_prompt = parse_ids(r.stdout).get("prompt_ids", [])
 check("--chat --system", r.returncode == 0 and len(sys_prompt) > len(GOLD_PROMPT) and sys_prompt[0] == 1
