@@ -60,7 +60,7 @@ struct DenseParts {
   int lanes = kThreads;  // threads per row group
 };
 
-// Thread `lane` of its row group's sums over items lane, lane + Stride, ... (Stride: the group's threads).
+// Thread `lane` of its row group's sums over items lane, lane + stride, ... (stride: the group's threads).
 template <quant::FormatId Id, int M, int R>
 __device__ __forceinline__ void accumulate_dense(const uint8_t* const (&row_data)[R], const float* __restrict__ x,
                                                  int64_t cols, int lane, int stride, float (&acc)[R][M]) {
@@ -87,8 +87,8 @@ __device__ __forceinline__ void accumulate_dense(const uint8_t* const (&row_data
   }
 }
 
-// Grouped: row groups of p.lanes threads (narrow rows, R = 1); otherwise the block is one group with a compile-time
-// stride, the registers of the common case left as they were (a runtime stride there cost 8-16 more per thread).
+// Grouped: row groups of p.lanes threads (narrow rows, R = 1); otherwise the block is one group, its index a constant
+// 0 and the stride compile-time (a per-thread group index had cost the common case 8-16 registers per thread).
 template <quant::FormatId Id, int M, int R, bool Grouped>
 __global__ void __launch_bounds__(kThreads) gemv_dense_kernel(const DenseParts p, int64_t cols,
                                                               const float* __restrict__ x) {
