@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace qrt::convert {
 namespace {
@@ -183,6 +184,11 @@ Result<ordered_json> spm_tokenizer_json(const SpmVocab& v) {
     return format_error("the GGUF vocabulary's tokens, scores and token types differ in length");
   ordered_json tok = tokenizer_json_skeleton();
   ordered_json vocab = ordered_json::object();
+  // Appended in id order, the first of repeated pieces kept: ordered_json's own lookups scan its entries, which for
+  // Gemma 3's 262144 pieces made writing the vocabulary take minutes.
+  auto& vocab_entries = vocab.get_ref<ordered_json::object_t&>();
+  vocab_entries.reserve(n);
+  std::unordered_set<std::string> in_vocab;
   std::unordered_map<std::string, int32_t> normal;  // the pieces merges are made of
   std::string unk;
   for (size_t i = 0; i < n; ++i) {
@@ -197,7 +203,7 @@ Result<ordered_json> spm_tokenizer_json(const SpmVocab& v) {
                                      {"special", type != kUserDefined}});
     if (type == kUnknown && unk.empty()) unk = v.tokens[i];
     if (type == kNormal) normal.emplace(v.tokens[i], static_cast<int32_t>(i));
-    if (!vocab.contains(v.tokens[i])) vocab[v.tokens[i]] = i;
+    if (in_vocab.insert(v.tokens[i]).second) vocab_entries.emplace_back(v.tokens[i], i);
   }
   // Every split of an ordinary token into two ordinary pieces, by the token's score, then the pieces' ids.
   std::vector<std::tuple<float, int32_t, int32_t>> merges;
