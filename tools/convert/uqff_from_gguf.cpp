@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <unordered_map>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -245,6 +246,11 @@ Result<ordered_json> gpt2_tokenizer_json(const GgufMetadata& md, const std::vect
   }
   ordered_json tok = tokenizer_json_skeleton();
   ordered_json vocab = ordered_json::object();
+  // Appended in id order through a hash index (a repeated piece keeps its first place and takes the last id, as
+  // operator[] did): ordered_json's own lookups scan its entries, quadratic in o200k's 200k pieces.
+  auto& vocab_entries = vocab.get_ref<ordered_json::object_t&>();
+  vocab_entries.reserve(tokens->size());
+  std::unordered_map<std::string, size_t> vocab_place;
   for (size_t i = 0; i < tokens->size(); ++i) {
     if (types[i] == 3 || types[i] == 4) {
       tok["added_tokens"].push_back({{"id", i},
@@ -256,7 +262,12 @@ Result<ordered_json> gpt2_tokenizer_json(const GgufMetadata& md, const std::vect
                                      {"special", types[i] == 3}});
       if (types[i] == 4) continue;  // user-defined: in the vocab only through added_tokens
     }
-    vocab[(*tokens)[i]] = i;
+    const auto [place, added] = vocab_place.emplace((*tokens)[i], vocab_entries.size());
+    if (added) {
+      vocab_entries.emplace_back((*tokens)[i], i);
+    } else {
+      std::next(vocab_entries.begin(), static_cast<std::ptrdiff_t>(place->second))->second = i;
+    }
   }
   tok["normalizer"] = nullptr;
   const bool gpt2_regex = regexes.size() == 1 && (pre == "gpt-2" || pre == "default" || pre == "phi-2");
