@@ -8,8 +8,8 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <unordered_map>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/quant/formats.hpp"
