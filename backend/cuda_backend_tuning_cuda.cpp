@@ -3,7 +3,7 @@
 //   - the integer-dot GEMV's rows per block, for one x row (1, 2, 4, 8) and for several (1, 2, timed at 8): more rows
 //     keep more bytes in flight per block and read x once for more rows (x's loads, not W's, are most of the
 //     kernel's L1 traffic), fewer give more blocks; every candidate gives the same sums bit for bit;
-//   - for one x row, then a looping grid of 4, 8 or 16 blocks per SM against a block per row group (the H200 showed
+//   - for one x row, then a looping grid of 4, 8, 16 or 32 blocks per SM against a block per row group (the H200 showed
 //     the one-row kernel at about 40% of the copy bandwidth with each block ending after one round of loads);
 //   - where the int8 tensor-core GEMM takes the format (and set_mma_gemm has not decided for every weight): it against
 //     the GEMV for 2..8 rows (timed at 8; the float GEMV for AFQ2/3/5/6, which have no integer-dot kernel), and
@@ -154,7 +154,7 @@ Status CudaBackend::tune_linear(Weight& w) {
   if (dp4a) {
     QRT_TRY(fastest_rows(1, {1, 2, 4, 8}, &t.dp4a_rows_one, &one_ms).with_context(what));
     // Then a grid of a few looping blocks per SM at those rows per block, kept where it is faster.
-    for (const int per_sm : {4, 8, 16}) {
+    for (const int per_sm : {4, 8, 16, 32}) {  // a block is 32, 64 or 128 threads (gemv_dp4a.hpp's work split)
       const int64_t blocks = int64_t{ctx_->props().sm_count} * per_sm;
       const auto looping = [&] {
         return kernels::gemv_dp4a_rows(w.format, view, {q.codes, q.scales}, 1, yp, stream, t.dp4a_rows_one, blocks);

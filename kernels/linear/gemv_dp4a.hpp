@@ -10,14 +10,13 @@
 // quantized once per call (a small kernel), its two limbs keep about 15 bits, so results stay within about 2e-5
 // (relative L2) of the float GEMV.
 //
-// Work split: a group of 32, 64 or 128 threads (the fewest warps that give each item of a row a thread) owns R
-// consecutive rows (R = 2 for tall matrices, else 1, so that 1024-row projections still give every SM several
-// blocks; launch tuning may choose others), and a block of 128 threads holds 128 / group such groups: rows of 128
-// items or more (4096 columns of Q4_K) take the whole block, narrower ones (a 1024-wide model's projections: 32
-// Q4_K items) share it instead of leaving threads idle. A group's threads take the rows' items
-// (gemv_dp4a_formats.cuh) in turn, load each item's weights once for all batch rows and each activation piece once
-// for all R rows, accumulate in fp32 and reduce through shuffles and shared memory. Bytes moved: W once from DRAM,
-// x's codes (2·m·cols bytes) and scales from L2/L1, y once.
+// Work split: a block of 32, 64 or 128 threads (the fewest warps that give each item of a row a thread: 128 for rows
+// of 128 items or more, 64 for 4096 columns of Q4_K, 32 for a 1024-wide model's projections) owns R consecutive
+// rows (R = 2 for tall matrices, else 1, so that 1024-row projections still give every SM several blocks; launch
+// tuning may choose others). Its threads take the rows' items (gemv_dp4a_formats.cuh) in turn, load each item's
+// weights once for all batch rows and each activation piece once for all R rows, accumulate in fp32 and reduce
+// through shuffles and shared memory. Bytes moved: W once from DRAM, x's codes (2·m·cols bytes) and scales from
+// L2/L1, y once.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -50,10 +49,9 @@ Status gemv_dp4a_parts(quant::FormatId format, std::span<const GemvPart> parts, 
                        cudaStream_t stream, int rows_per_block = 0, int64_t max_blocks = 0);
 
 // gemv_dp4a with the rows per block forced (1, 2, or 4 or 8 at batch 1; 0: the plan's choice), for measuring the
-// work split and for the backend's launch tuning, which times them per shape: one block of 128 threads issues each
-// thread's loads for all its rows at once, so more rows per block keep more bytes in flight per SM and read x once
-// for more rows, at the price of fewer blocks. The sums are gemv_dp4a's, bit for bit. (On narrow rows the count is
-// per thread group, a block holding several groups: see the work split above.) max_blocks > 0 (one x row only)
+// work split and for the backend's launch tuning, which times them per shape: a block issues each thread's loads
+// for all its rows at once, so more rows per block keep more bytes in flight per SM and read x once for more rows,
+// at the price of fewer blocks. The sums are gemv_dp4a's, bit for bit. max_blocks > 0 (one x row only)
 // launches at most that many blocks, each looping over the row groups of blocks b, b + max_blocks, ... with the next
 // one's rows prefetched to L2 (a grid of a few blocks per SM that keeps loading where a block per row group ends
 // after one round of loads); the sums are the same, bit for bit. 0: a block per row group.

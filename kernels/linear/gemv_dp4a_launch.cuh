@@ -79,15 +79,19 @@ __device__ __forceinline__ void accumulate_items(const dp4a::RowRef (&rows)[R], 
   }
 }
 
-// The R rows of thread group `group` in grid block b of part k (gemv_dp4a_looping_kernel).
+// A block is one row group: `p.lanes` threads (row_lanes) owning R consecutive rows. The group index is then the
+// constant 0 and the rows' addresses are the block's alone, which ptxas keeps in uniform registers; with several
+// groups per block (threadIdx.x / lanes) every thread held its own copies: 20-45 registers more per thread on
+// average over the formats, and most of the kernels' spills (bench/NOTES-gemv.md, "One row group per block").
+
+// The R rows of grid block b, in part k.
 template <int R>
-__device__ __forceinline__ int64_t block_rows(const Dp4aParams& p, int64_t b, int group, int k,
-                                              dp4a::RowRef (&rows)[R]) {
+__device__ __forceinline__ int64_t block_rows(const Dp4aParams& p, int64_t b, int k, dp4a::RowRef (&rows)[R]) {
   const uint8_t* data = gemv_part_value(k, p.data);
   const uint8_t* w_scales = gemv_part_value(k, p.w_scales);
   const uint8_t* w_biases = gemv_part_value(k, p.w_biases);
   const int64_t part_rows = gemv_part_value(k, p.rows);
-  const int64_t row0 = ((b - gemv_part_value(k, p.grid.first_block)) * (kThreads / p.lanes) + group) * R;
+  const int64_t row0 = (b - gemv_part_value(k, p.grid.first_block)) * R;
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int64_t row = min(row0 + r, part_rows - 1);  // past the end: a repeat, not stored
@@ -98,95 +102,62 @@ __device__ __forceinline__ int64_t block_rows(const Dp4aParams& p, int64_t b, in
   return row0;
 }
 
-// The sums of rows (from row0, of part k) for every batch row, stored (gemv_dp4a_looping_kernel).
+// The block's rows (from row0, of part k) summed for every batch row and stored.
 template <class P, int M, int R>
 __device__ __forceinline__ void sum_rows(const Dp4aParams& p, const dp4a::RowRef (&rows)[R], int64_t row0, int k,
-                                         int lane, float (*partial)[R * M]) {
+                                         float (*partial)[R * M]) {
   float acc[R][M];
-  float* const y = gemv_part_value(k, p.y);
-  const int64_t part_rows = gemv_part_value(k, p.rows);
-  if (p.lanes == kThreads) {  // compile-time strides for wide rows, the common case
-    accumulate_items<P, M, R>(rows, p.codes, p.scales, p.x_blocks, p.items, acc, lane, kThreads);
-    store_row_sums<kThreads, R, M>(acc, partial, row0, part_rows, y, kThreads);
-  } else {
-    accumulate_items<P, M, R>(rows, p.codes, p.scales, p.x_blocks, p.items, acc, lane, p.lanes);
-    store_row_sums<kThreads, R, M>(acc, partial, row0, part_rows, y, p.lanes);
-  }
+  accumulate_items<P, M, R>(rows, p.codes, p.scales, p.x_blocks, p.items, acc, static_cast<int>(threadIdx.x),
+                            p.lanes);
+  store_row_sums<kThreads, R, M>(acc, partial, row0, gemv_part_value(k, p.rows), gemv_part_value(k, p.y), p.lanes);
+}
+
+// Starts the R rows of grid block b into L2 (thread 0: one bulk prefetch; nothing past the grid).
+template <int R>
+__device__ __forceinline__ void prefetch_block_rows(const Dp4aParams& p, int64_t b) {
+  if (threadIdx.x != 0 || b >= p.grid.blocks) return;
+  const int k = gemv_part_of_block(p.grid, b);
+  const int64_t first = (b - gemv_part_value(k, p.grid.first_block)) * R;
+  const int64_t rows = gemv_part_value(k, p.rows);
+  const int64_t held = rows - first < R ? rows - first : R;  // the rows that exist
+  prefetch_to_l2(gemv_part_value(k, p.data) + first * p.row_bytes, static_cast<uint64_t>(held * p.row_bytes));
 }
 
 template <class P, int M, int R>
 __global__ void __launch_bounds__(kThreads) gemv_dp4a_kernel(const Dp4aParams p) {
   __shared__ float partial[kThreads / 32][R * M];
-  const int k = gemv_part_of_block(p.grid, static_cast<int64_t>(blockIdx.x));
-  const uint8_t* data = gemv_part_value(k, p.data);
-  const uint8_t* w_scales = gemv_part_value(k, p.w_scales);
-  const uint8_t* w_biases = gemv_part_value(k, p.w_biases);
-  const int64_t part_rows = gemv_part_value(k, p.rows);
-  // The block's threads form groups of p.lanes, each owning R rows (lanes: row_lanes; the whole block when a row has
-  // 128 items or more).
-  const int lanes = p.lanes;
-  const int group = static_cast<int>(threadIdx.x) / lanes, lane = static_cast<int>(threadIdx.x) % lanes;
-  const int64_t row0 =
-      ((static_cast<int64_t>(blockIdx.x) - gemv_part_value(k, p.grid.first_block)) * (kThreads / lanes) + group) * R;
+  const int64_t b = blockIdx.x;
+  const int k = gemv_part_of_block(p.grid, b);
   dp4a::RowRef rows[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const int64_t row = min(row0 + r, part_rows - 1);  // past the end: a repeat, not stored
-    const int64_t group_row = row * p.groups_per_row * p.scale_bytes;
-    rows[r] = {data + row * p.row_bytes, w_scales == nullptr ? nullptr : w_scales + group_row,
-               w_biases == nullptr ? nullptr : w_biases + group_row, p.group_shift, p.global_scale};
-  }
+  const int64_t row0 = block_rows<R>(p, b, k, rows);
   // The weights are no kernel's output: their rows start into L2 while the kernel before may still run, then x
   // (that kernel's output) is waited for (programmatic_launch.cuh).
   allow_next_grid();
-  if (lane == 0 && row0 < part_rows) {
-    const int64_t held = part_rows - row0 < R ? part_rows - row0 : R;  // the group's rows that exist
-    prefetch_to_l2(rows[0].data, static_cast<uint64_t>(held * p.row_bytes));
-  }
+  prefetch_block_rows<R>(p, b);
   wait_for_previous_grid();
-
-  float acc[R][M];
-  float* const y = gemv_part_value(k, p.y);
-  if (lanes == kThreads) {  // compile-time strides for wide rows, the common case
-    accumulate_items<P, M, R>(rows, p.codes, p.scales, p.x_blocks, p.items, acc, lane, kThreads);
-    store_row_sums<kThreads, R, M>(acc, partial, row0, part_rows, y, kThreads);
-  } else {
-    accumulate_items<P, M, R>(rows, p.codes, p.scales, p.x_blocks, p.items, acc, lane, lanes);
-    store_row_sums<kThreads, R, M>(acc, partial, row0, part_rows, y, lanes);
-  }
+  sum_rows<P, M, R>(p, rows, row0, k, partial);
 }
 
 // One x row over a grid smaller than the plan's blocks (launch tuning's choice, gemv_dp4a_rows' max_blocks): block
 // b, b + gridDim.x, ... in turn, the rows one step ahead prefetched to L2 by thread 0, so that an SM keeps loading
-// across what were block boundaries. Each row's sums are those of gemv_dp4a_kernel. (A separate kernel with its own
-// row setup (block_rows, sum_rows): a loop in gemv_dp4a_kernel, or those helpers in it, moved ptxas's register
-// choices for the batch kernels into spills.)
+// across what were block boundaries. Each row's sums are those of gemv_dp4a_kernel. (A separate kernel: the loop in
+// gemv_dp4a_kernel moved ptxas's register choices for the batch kernels into spills.)
 template <class P, int R>
 __global__ void __launch_bounds__(kThreads) gemv_dp4a_looping_kernel(const Dp4aParams p) {
   __shared__ float partial[kThreads / 32][R];
-  const int group = static_cast<int>(threadIdx.x) / p.lanes, lane = static_cast<int>(threadIdx.x) % p.lanes;
-  const int64_t rows_per_block = static_cast<int64_t>(kThreads / p.lanes) * R;
-  const auto prefetch_block = [&](int64_t b) {
-    if (threadIdx.x != 0 || b >= p.grid.blocks) return;
-    const int k = gemv_part_of_block(p.grid, b);
-    const int64_t first = (b - gemv_part_value(k, p.grid.first_block)) * rows_per_block;
-    const int64_t rows = gemv_part_value(k, p.rows);
-    const int64_t held = rows - first < rows_per_block ? rows - first : rows_per_block;
-    prefetch_to_l2(gemv_part_value(k, p.data) + first * p.row_bytes, static_cast<uint64_t>(held * p.row_bytes));
-  };
   allow_next_grid();
-  prefetch_block(blockIdx.x);
-  prefetch_block(static_cast<int64_t>(blockIdx.x) + gridDim.x);
+  prefetch_block_rows<R>(p, blockIdx.x);
+  prefetch_block_rows<R>(p, static_cast<int64_t>(blockIdx.x) + gridDim.x);
   wait_for_previous_grid();
   for (int64_t b = blockIdx.x; b < p.grid.blocks; b += gridDim.x) {
     if (b != blockIdx.x) {
       __syncthreads();  // the previous step's partial sums are read
-      prefetch_block(b + gridDim.x);
+      prefetch_block_rows<R>(p, b + gridDim.x);
     }
     const int k = gemv_part_of_block(p.grid, b);
     dp4a::RowRef rows[R];
-    const int64_t row0 = block_rows<R>(p, b, group, k, rows);
-    sum_rows<P, 1, R>(p, rows, row0, k, lane, partial);
+    const int64_t row0 = block_rows<R>(p, b, k, rows);
+    sum_rows<P, 1, R>(p, rows, row0, k, partial);
   }
 }
 
@@ -366,7 +337,7 @@ Status launch(const Dp4aLaunch& l) {
   const int lanes = row_lanes(items);
   Dp4aParams params{groups_per_row, scale_bytes, group_shift, blocks_per_row * P::kBlockBytes, items,
                     w.cols / kQ8BlockCols, x.codes, x.scales,
-                    plan_part_grid(parts, kTallRows, l.rows_per_block, kThreads / lanes), {}, {}, {}, {}, {}};
+                    plan_part_grid(parts, kTallRows, l.rows_per_block), {}, {}, {}, {}, {}};
   params.global_scale = w.params.global_scale;
   params.lanes = lanes;
   for (size_t j = 0; j < parts.size(); ++j) {
@@ -393,7 +364,7 @@ Status launch(const Dp4aLaunch& l) {
   return with_batch(m, [&](auto batch) -> Status {
     constexpr int M = decltype(batch)::value;
     const auto launch = [&](auto kernel) {
-      return launch_programmatic("gemv_dp4a_kernel", kernel, blocks, kThreads, 0, stream, params);
+      return launch_programmatic("gemv_dp4a_kernel", kernel, blocks, lanes, 0, stream, params);
     };
     if constexpr (M == 1) {
       if (blocks < params.grid.blocks) {  // max_blocks: the looping kernel

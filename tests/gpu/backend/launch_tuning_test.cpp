@@ -97,7 +97,7 @@ TEST_F(CudaLaunchTuning, OneChoicePerShapeAndRowsPerBlockChangeNoBits) {
     EXPECT_TRUE(t.dp4a_rows_batch == 1 || t.dp4a_rows_batch == 2) << t.dp4a_rows_batch;
     const int64_t sms = gpu_->device_props().sm_count;
     EXPECT_TRUE(t.dp4a_blocks_one == 0 || t.dp4a_blocks_one == 4 * sms || t.dp4a_blocks_one == 8 * sms ||
-                t.dp4a_blocks_one == 16 * sms)
+                t.dp4a_blocks_one == 16 * sms || t.dp4a_blocks_one == 32 * sms)
         << t.dp4a_blocks_one << " blocks for one row";
   }
   const CudaBackend::TunedLinear ta = gpu_->tuned_linear(wa.gpu), tb = gpu_->tuned_linear(wb.gpu);
