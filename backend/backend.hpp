@@ -343,6 +343,18 @@ class Backend {
   //   y: [tokens * top_k, out]
   virtual Status linear_experts(ConstF32View x, WeightHandle w, ConstI32View ids, F32View y) = 0;
 
+  // linear_experts() of each stack on the same x and ids (a layer's gate and up experts). Backends may run them as one
+  // operation (CUDA: one launch for one token when the stacks agree in format and shape); the values are those of the
+  // separate calls. No y may overlap x or another stack's y.
+  struct ExpertPart {
+    WeightHandle w;
+    F32View y;
+  };
+  virtual Status linear_experts_same_input(ConstF32View x, std::span<const ExpertPart> parts, ConstI32View ids) {
+    for (const ExpertPart& part : parts) QRT_TRY(linear_experts(x, part.w, ids, part.y));
+    return ok_status();
+  }
+
   // out[t] = sum_s weights[t, s] * y[t * top_k + s].  y: [tokens * top_k, d]; weights: [tokens, top_k];
   // out: [tokens, d].
   virtual Status moe_combine(ConstF32View y, ConstF32View weights, F32View out) = 0;

@@ -102,6 +102,7 @@ class CudaBackend final : public Backend {
   Status moe_route(ConstF32View logits, bool renormalize, I32View ids, F32View weights) override;
   Status moe_route_grouped(ConstF32View logits, const MoeRouting& routing, I32View ids, F32View weights) override;
   Status linear_experts(ConstF32View x, WeightHandle w, ConstI32View ids, F32View y) override;
+  Status linear_experts_same_input(ConstF32View x, std::span<const ExpertPart> parts, ConstI32View ids) override;
   Status moe_combine(ConstF32View y, ConstF32View weights, F32View out) override;
   Status argmax(ConstF32View logits, I32View ids) override;
   // kernels/sampling/sample.hpp; the draws and penalty pairs are copied in through the upload staging.

@@ -131,6 +131,42 @@ Status CudaBackend::linear_same_input(ConstF32View x, std::span<const LinearPart
   return ok_status();
 }
 
+// One token's stacks in one integer-dot launch when they agree in format, shape and per-expert layout (a layer's gate
+// and up experts); any other case is the separate linear_experts() calls, whose values these are.
+Status CudaBackend::linear_experts_same_input(ConstF32View x, std::span<const ExpertPart> parts, ConstI32View ids) {
+  const char* op = "linear_experts_same_input";
+  if (parts.size() < 2 || parts.size() > size_t{kernels::kGemvMaxParts} || ids.rows != 1 || !integer_gemv_ ||
+      kernels::q8_activation_bytes(x.rows, x.cols) > q8_bytes_)
+    return Backend::linear_experts_same_input(x, parts, ids);
+  std::vector<const Weight*> weights;
+  std::vector<kernels::GemvPart> stacks;
+  for (const ExpertPart& part : parts) {
+    QRT_ASSIGN_OR_RETURN(const Weight* w, find_weight(part.w, op, "weight"));
+    const Weight* first = weights.empty() ? w : weights[0];
+    const quant::PartSizes& a = w->matrix_parts;
+    const quant::PartSizes& b = first->matrix_parts;
+    if (w->format != first->format || w->shape != first->shape || a.data != b.data || a.scales != b.scales ||
+        a.biases != b.biases || w->shape.size() != 3 || w->shape[0] > INT_MAX || ids.cols > INT_MAX ||
+        !kernels::expert_gemv_dp4a_applies(w->format, w->first_matrix_view(), w->matrix_parts))
+      return Backend::linear_experts_same_input(x, parts, ids);
+    QRT_TRY(op_checks::linear_experts(x, WeightInfo{w->format, w->shape}, ids, part.y));
+    QRT_TRY(check_view(part.y, op, "y"));
+    weights.push_back(w);
+    stacks.push_back({w->first_matrix_view(), part.y.data});
+  }
+  QRT_TRY(check_view(x, op, "x"));
+  QRT_TRY(check_view(ids, op, "ids"));
+  QRT_ASSIGN_OR_RETURN(ScopedDevice scope, ctx_->activate());
+  const Weight& first = *weights[0];
+  const kernels::ExpertGemvShape shape{ids.rows, static_cast<int>(ids.cols), static_cast<int>(first.shape[0]),
+                                       x.rows == ids.rows};
+  QRT_ASSIGN_OR_RETURN(const kernels::Q8Activations q, quantized_input(x, x.cols));
+  QRT_TRY(kernels::expert_gemv_dp4a_stacks(first.format, stacks, first.matrix_parts, ids.data, shape,
+                                           {q.codes, q.scales}, ctx_->compute_stream()));
+  for (const ExpertPart& part : parts) QRT_TRY(finish_linear(nullptr, part.y));
+  return ok_status();
+}
+
 bool CudaBackend::fused_gemm_applies(const Weight& w) const {
   if (!fused_gemm_) return false;
   const int chunk = kernels::gemm_dequant_tc_chunk(w.format, w.view());

@@ -35,8 +35,8 @@ Status Transformer::moe_mlp(std::vector<ScopedBuffer>& scratch, int layer_index,
   }
   const F32View gate = f32(kGate, n * top_k, L.expert_ffn), up = f32(kUp, n * top_k, L.expert_ffn);
   const F32View expert_out = f32(kExpertOut, n * top_k, hidden);
-  QRT_TRY(be.linear_experts(h, L.gate_exps, ids, gate));
-  QRT_TRY(be.linear_experts(h, L.up_exps, ids, up));
+  const Backend::ExpertPart gate_up_exps[] = {{L.gate_exps, gate}, {L.up_exps, up}};
+  QRT_TRY(be.linear_experts_same_input(h, gate_up_exps, ids));
   const auto bias_table = [&](const ScopedBuffer& b, int64_t width) { return b.view<const float>(c.experts, width); };
   if (c.expert_bias) {
     QRT_TRY(be.add_indexed_rows(gate, bias_table(L.gate_exps_bias, L.expert_ffn), ids));

@@ -161,8 +161,9 @@ __global__ void __launch_bounds__(kThreads) gemv_dp4a_looping_kernel(const Dp4aP
   }
 }
 
-// Stacked experts (gemv_dp4a_experts): part 0 is expert 0's matrix, expert e's parts start e strides further;
-// grid.y is this launch's slots, each its expert's rows against its own x row. Expert matrices are often narrow
+// Stacked experts (gemv_dp4a_experts): part k is expert 0's matrix of stack k (gate and up may share a launch: grid.z),
+// expert e's parts start e strides further; grid.y is this launch's slots, each its expert's rows against its own x
+// row. Expert matrices are often narrow
 // (Qwen3-MoE's down projection: 768 columns, 24 Q4_K items a row), so a row gets `lanes` threads (32, 64 or 128:
 // the fewest warps that cover its items) and a block 128 / lanes rows, which keeps every thread loading.
 struct Dp4aExperts {
@@ -181,14 +182,16 @@ struct Dp4aExperts {
 // (a 2048-column Q4_K row is 64 items) leave no thread of the block idle.
 inline int row_lanes(int items) { return row_group_lanes(items, kThreads); }
 
-// Row `row` of expert `expert`'s matrix.
-__device__ __forceinline__ dp4a::RowRef expert_row(const Dp4aParams& p, const Dp4aExperts& e, int expert,
+// Row `row` of expert `expert`'s matrix in stack k.
+__device__ __forceinline__ dp4a::RowRef expert_row(const Dp4aParams& p, const Dp4aExperts& e, int k, int expert,
                                                    int64_t row) {
   const uint64_t ue = static_cast<uint64_t>(expert);
   const int64_t group_row = row * p.groups_per_row * p.scale_bytes;
-  return {p.data[0] + ue * e.data_stride + row * p.row_bytes,
-          p.w_scales[0] == nullptr ? nullptr : p.w_scales[0] + ue * e.scales_stride + group_row,
-          p.w_biases[0] == nullptr ? nullptr : p.w_biases[0] + ue * e.biases_stride + group_row, p.group_shift,
+  const uint8_t* w_scales = gemv_part_value(k, p.w_scales);
+  const uint8_t* w_biases = gemv_part_value(k, p.w_biases);
+  return {gemv_part_value(k, p.data) + ue * e.data_stride + row * p.row_bytes,
+          w_scales == nullptr ? nullptr : w_scales + ue * e.scales_stride + group_row,
+          w_biases == nullptr ? nullptr : w_biases + ue * e.biases_stride + group_row, p.group_shift,
           p.global_scale};
 }
 
@@ -198,16 +201,17 @@ __global__ void __launch_bounds__(kThreads) gemv_dp4a_experts_kernel(const Dp4aP
   allow_next_grid();
   wait_for_previous_grid();  // the expert ids and x are earlier kernels' (the rows to prefetch are not known before)
   const int64_t slot = e.first_slot + static_cast<int64_t>(blockIdx.y);
-  const int64_t rows_total = p.rows[0];
+  const int k = static_cast<int>(blockIdx.z);  // the stack
+  const int64_t rows_total = gemv_part_value(k, p.rows);
   const int lane = static_cast<int>(threadIdx.x) % e.lanes, warp = static_cast<int>(threadIdx.x >> 5);
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / e.lanes) + threadIdx.x / e.lanes;
-  float* y = p.y[0] + slot * rows_total;
+  float* y = gemv_part_value(k, p.y) + slot * rows_total;
   const int expert = e.ids[slot];
   if (expert < 0 || expert >= e.experts) {  // not reportable from here: the slot's rows become NaN
     if (lane == 0 && row < rows_total) y[row] = __int_as_float(0x7fc00000);
     return;
   }
-  const dp4a::RowRef rows[1] = {expert_row(p, e, expert, min(row, rows_total - 1))};  // past the end: not stored
+  const dp4a::RowRef rows[1] = {expert_row(p, e, k, expert, min(row, rows_total - 1))};  // past the end: not stored
   const int64_t x_row = e.shared_input ? slot / e.top_k : slot;
   float acc[1][1];
   accumulate_items<P, 1, 1>(rows, p.codes + x_row * p.x_blocks * kQ8BlockCodeBytes,
@@ -280,7 +284,7 @@ __global__ void __launch_bounds__(kThreads) gemv_dp4a_grouped_experts_kernel(con
   const int32_t begin = e.offsets[expert], end = e.offsets[expert + 1];
   if (begin == end) return;  // the whole block: an expert no slot chose
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / e.lanes) + threadIdx.x / e.lanes;
-  const dp4a::RowRef rows[1] = {expert_row(p, e, expert, min(row, p.rows[0] - 1))};  // past the end: not stored
+  const dp4a::RowRef rows[1] = {expert_row(p, e, 0, expert, min(row, p.rows[0] - 1))};  // past the end: not stored
   for (int32_t c = begin; c < end; c += kGroupedSlots) {
     const int n = min(end - c, kGroupedSlots);
     // A pass as wide as its slots (rounded up to a power of two): a lone slot costs what the per-slot kernel does.
@@ -303,8 +307,8 @@ struct Dp4aLaunch {
   int m;
   cudaStream_t stream;
   int rows_per_block;
-  // Set: one part, expert 0 of a stack; `slots` slots from e.first_slot (m unused, each slot has its x row), or with
-  // e.order the grouped kernel over e.experts experts (slots unused).
+  // Set: expert 0 of each stack (of one shape; the grouped kernel: one stack); `slots` slots from e.first_slot (m
+  // unused, each slot has its x row), or with e.order the grouped kernel over e.experts experts (slots unused).
   const Dp4aExperts* experts = nullptr;
   int64_t slots = 0;
   // > 0: at most this many blocks, each looping over the plan's (gemv_dp4a_kernel); 0: one block per row group.
@@ -357,7 +361,8 @@ Status launch(const Dp4aLaunch& l) {
       return launch_programmatic("gemv_dp4a_grouped_experts_kernel", gemv_dp4a_grouped_experts_kernel<P>,
                                  dim3(row_blocks, static_cast<unsigned>(e.experts)), kThreads, 0, stream, params, e);
     return launch_programmatic("gemv_dp4a_experts_kernel", gemv_dp4a_experts_kernel<P>,
-                               dim3(row_blocks, static_cast<unsigned>(l.slots)), kThreads, 0, stream, params, e);
+                               dim3(row_blocks, static_cast<unsigned>(l.slots), static_cast<unsigned>(parts.size())),
+                               kThreads, 0, stream, params, e);
   }
   const unsigned blocks = static_cast<unsigned>(
       l.max_blocks > 0 && l.max_blocks < params.grid.blocks ? l.max_blocks : params.grid.blocks);

@@ -5,7 +5,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
 
+#include "kernels/linear/gemv_batch.hpp"
 #include "kernels/linear/q8_activations.hpp"
 #include "kernels/quant/format_list.hpp"
 #include "qrt/status.hpp"
@@ -82,6 +84,12 @@ bool expert_gemv_dp4a_applies(quant::FormatId format, const quant::QuantView& ex
 Status expert_gemv_dp4a(quant::FormatId format, const quant::QuantView& expert0, const quant::PartSizes& per_expert,
                         const int32_t* ids, const ExpertGemvShape& shape, Q8ConstActivations x, float* y,
                         cudaStream_t stream);
+// Up to kGemvMaxParts stacks of one format and shape with the same per-expert sizes, on the same x and ids, in one
+// launch (a layer's gate and up experts: one launch and one tail instead of two): stack k's GemvPart is its expert
+// 0's matrix and its output. Each output is expert_gemv_dp4a's on that stack, bit for bit.
+Status expert_gemv_dp4a_stacks(quant::FormatId format, std::span<const GemvPart> stacks,
+                               const quant::PartSizes& per_expert, const int32_t* ids, const ExpertGemvShape& shape,
+                               Q8ConstActivations x, cudaStream_t stream);
 
 // Several tokens on integer dot products, grouped by expert: group_expert_slots, then a block per (expert, rows) runs
 // that expert's slots up to 8 at a time with each weight load serving all of them, so an expert's rows come from

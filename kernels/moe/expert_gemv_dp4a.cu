@@ -56,17 +56,36 @@ Status check_experts(const std::string& name, quant::FormatId format, const quan
 Status expert_gemv_dp4a(quant::FormatId format, const quant::QuantView& expert0, const quant::PartSizes& per_expert,
                         const int32_t* ids, const ExpertGemvShape& s, Q8ConstActivations x, float* y,
                         cudaStream_t stream) {
+  const GemvPart stack{expert0, y};
+  return expert_gemv_dp4a_stacks(format, {&stack, 1}, per_expert, ids, s, x, stream);
+}
+
+Status expert_gemv_dp4a_stacks(quant::FormatId format, std::span<const GemvPart> stacks,
+                               const quant::PartSizes& per_expert, const int32_t* ids, const ExpertGemvShape& s,
+                               Q8ConstActivations x, cudaStream_t stream) {
   const std::string name = "expert_gemv_dp4a " + std::string(quant::format_name(format));
-  QRT_TRY(check_experts(name, format, expert0, per_expert, ids, s, x, y));
+  if (stacks.empty() || stacks.size() > static_cast<size_t>(kGemvMaxParts))
+    return invalid_argument(name + ": " + std::to_string(stacks.size()) + " stacks in one launch (1.." +
+                            std::to_string(kGemvMaxParts) + ")");
+  const quant::QuantView& first = stacks[0].w;
+  for (const GemvPart& stack : stacks) {
+    QRT_TRY(check_experts(name, format, stack.w, per_expert, ids, s, x, stack.y));
+    const quant::QuantView& w = stack.w;
+    if (w.rows != first.rows || w.cols != first.cols || w.params.group_size != first.params.group_size ||
+        w.params.scale_type != first.params.scale_type || (w.scales == nullptr) != (first.scales == nullptr) ||
+        (w.biases == nullptr) != (first.biases == nullptr) || w.params.global_scale != first.params.global_scale)
+      return invalid_argument(name + ": the stacks of one launch differ in shape or group parameters ([" +
+                              std::to_string(w.rows) + ", " + std::to_string(w.cols) + "] after [" +
+                              std::to_string(first.rows) + ", " + std::to_string(first.cols) + "])");
+  }
   const int64_t slots = s.tokens * s.top_k;
-  const GemvPart part{expert0, y};
-  for (int64_t first = 0; first < slots; first += kMaxSlotsPerLaunch) {
-    const dp4a_launch::Dp4aExperts experts{ids,           first,           s.top_k,           s.experts,
+  for (int64_t slot0 = 0; slot0 < slots; slot0 += kMaxSlotsPerLaunch) {
+    const dp4a_launch::Dp4aExperts experts{ids,           slot0,           s.top_k,           s.experts,
                                            s.shared_input, per_expert.data, per_expert.scales, per_expert.biases,
                                            0};  // lanes: the launch picks them from the row's items
-    dp4a_launch::Dp4aLaunch launch{{&part, 1}, x, 1, stream, 0};
+    dp4a_launch::Dp4aLaunch launch{stacks, x, 1, stream, 0};
     launch.experts = &experts;
-    launch.slots = std::min(slots - first, kMaxSlotsPerLaunch);
+    launch.slots = std::min(slots - slot0, kMaxSlotsPerLaunch);
     QRT_TRY(launch_family(format, launch, name));
   }
   return ok_status();
