@@ -163,9 +163,9 @@ __global__ void __launch_bounds__(kThreads) gemv_dp4a_looping_kernel(const Dp4aP
 
 // Stacked experts (gemv_dp4a_experts): part k is expert 0's matrix of stack k (gate and up may share a launch: grid.z),
 // expert e's parts start e strides further; grid.y is this launch's slots, each its expert's rows against its own x
-// row. Expert matrices are often narrow
-// (Qwen3-MoE's down projection: 768 columns, 24 Q4_K items a row), so a row gets `lanes` threads (32, 64 or 128:
-// the fewest warps that cover its items) and a block 128 / lanes rows, which keeps every thread loading.
+// row. Expert matrices are often narrow (Qwen3-MoE's down projection: 768 columns, 12 Q4_K items a row), so a row
+// gets `lanes` threads (expert_row_lanes: 8 or 16 lanes of a warp, or the fewest warps that cover its items) and a
+// block 128 / lanes rows, which keeps most threads loading.
 struct Dp4aExperts {
   const int32_t* ids;
   int64_t first_slot;
@@ -181,6 +181,20 @@ struct Dp4aExperts {
 // Threads per row: the fewest warps (32, 64 or 128) that give each of a row's items a thread, so that narrow rows
 // (a 2048-column Q4_K row is 64 items) leave no thread of the block idle.
 inline int row_lanes(int items) { return row_group_lanes(items, kThreads); }
+
+// Threads per expert row: row_lanes, or 8 or 16 lanes of a warp for rows of 16 items or fewer, which would leave
+// most of a warp idle (Qwen3-30B-A3B's 768-column down projection: 12 Q4_K items, 12 of 32 lanes busy): the same
+// threads then hold twice or four times the rows, so twice or four times the bytes in flight.
+inline int expert_row_lanes(int items) { return items <= 8 ? 8 : (items <= 16 ? 16 : row_lanes(items)); }
+
+// The sum over a row's `lanes` threads (8 or 16: xor offsets under `lanes` stay inside each aligned group of a warp;
+// 32 or more: the whole warp, in warp_sum's order). lanes is the same for the whole grid.
+__device__ __forceinline__ float lanes_sum(float v, int lanes) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1)
+    if (offset < lanes) v += __shfl_xor_sync(kFullWarpMask, v, offset);
+  return v;
+}
 
 // Row `row` of expert `expert`'s matrix in stack k.
 __device__ __forceinline__ dp4a::RowRef expert_row(const Dp4aParams& p, const Dp4aExperts& e, int k, int expert,
@@ -217,7 +231,11 @@ __global__ void __launch_bounds__(kThreads) gemv_dp4a_experts_kernel(const Dp4aP
   accumulate_items<P, 1, 1>(rows, p.codes + x_row * p.x_blocks * kQ8BlockCodeBytes,
                             p.scales + x_row * p.x_blocks * kQ8BlockScaleFloats, p.x_blocks, p.items, acc, lane,
                             e.lanes);
-  const float v = warp_sum(acc[0][0]);
+  const float v = lanes_sum(acc[0][0], e.lanes);
+  if (e.lanes < 32) {  // the row's lanes are part of a warp: v is its sum
+    if (lane == 0 && row < rows_total) y[row] = v;
+    return;
+  }
   if ((threadIdx.x & 31) == 0) partial[warp] = v;
   __syncthreads();
   if (lane == 0 && row < rows_total) {  // the row's first warp sums its warps in order
@@ -254,9 +272,17 @@ __device__ __forceinline__ void grouped_pass(const Dp4aParams& p, const Dp4aExpe
   }
   float acc[1][M];
   accumulate_items<P, M, 1>(rows, p.codes, p.scales, p.x_blocks, p.items, acc, lane, e.lanes, x_rows);
+  if (e.lanes < 32) {  // the row's lanes are part of a warp: their sums are the row's (no shared memory)
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      const float v = lanes_sum(acc[0][i], e.lanes);
+      if (lane == 0 && row < rows_total && i < n) p.y[0][static_cast<int64_t>(order[i]) * rows_total + row] = v;
+    }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < M; ++i) {
-    const float v = warp_sum(acc[0][i]);
+    const float v = lanes_sum(acc[0][i], e.lanes);
     if ((threadIdx.x & 31) == 0) partial[warp][i] = v;
   }
   __syncthreads();
@@ -354,7 +380,7 @@ Status launch(const Dp4aLaunch& l) {
   }
   if (l.experts != nullptr) {
     Dp4aExperts e = *l.experts;
-    e.lanes = row_lanes(params.items);
+    e.lanes = expert_row_lanes(params.items);
     const int64_t rows_per_block = kThreads / e.lanes;
     const unsigned row_blocks = static_cast<unsigned>((w.rows + rows_per_block - 1) / rows_per_block);
     if (e.order != nullptr)

@@ -497,8 +497,8 @@ TEST_P(CudaLinearExperts, SharedAndPerSlotInputsMatchCpu) {
 // One token's experts on the integer-dot kernel: gate and up (the same x) quantize it once; an id outside the stack
 // gives that slot's rows NaN and every other slot the CPU's values; the float GEMV switch turns the kernel off.
 TEST_F(CudaBackendGroupedExperts, OneTokenOnTheIntegerDotKernel) {
-  // 37 rows: blocks of 4, 2 and 1 rows (512 and 2048 columns give rows of 16 to 128 items: 32, 64 or 128 threads
-  // each) end part-way through a block.
+  // 37 rows: blocks of 16, 8, 4 and 2 rows (512 and 2048 columns give rows of 8 to 64 items: 8, 16, 32 or 64
+  // threads each, the first two parts of a warp) end part-way through a block.
   const int64_t experts = 6, out = 37, top_k = 4;
   for (const auto& [format, in] : {std::pair{quant::FormatId::kQ4_K, int64_t{512}}, {quant::FormatId::kQ4_K, 2048},
                                    {quant::FormatId::kQ8_0, 512}, {quant::FormatId::kQ8_0, 2048},
@@ -630,8 +630,8 @@ TEST_F(CudaBackendGroupedExperts, GateAndUpOfOneTokenShareALaunch) {
 }
 
 // A decode batch of 8 tokens on the grouped integer-dot kernel: experts chosen by 1 to 8 slots (passes of 1, 2, 4
-// and 8 rows, the odd counts repeating a slot that is not stored), rows of 16, 64 and 128 items (32, 64 and 128
-// threads each); gate and up (the same x, which fits the decode buffer) quantize it once. Every token's rows are the
+// and 8 rows, the odd counts repeating a slot that is not stored), rows of 8, 16, 32 and 64 items (as many threads
+// each); gate and up (the same x, which fits the decode buffer) quantize it once. Every token's rows are the
 // bits it gets alone on the per-slot kernel.
 TEST_F(CudaBackendGroupedExperts, ABatchOnTheIntegerDotKernel) {
   const int64_t experts = 8, out = 37, tokens = 8, top_k = 4;
