@@ -609,6 +609,23 @@ TEST_F(CudaBackendGroupedExperts, GateAndUpOfOneTokenShareALaunch) {
               << name << (y == &gate ? " gate" : " up") << " slot " << slot << " row " << r;
     }
   }
+  // The kernel's entry refuses stacks of different shapes, naming them (the backend takes the separate calls then).
+  quant::QuantView a = integer_gemv_probe(256), b = integer_gemv_probe(256);
+  b.rows = 2;
+  const auto sizes = cpu::part_sizes(FormatId::kQ4_K, 1, 256, test::default_params(FormatId::kQ4_K));
+  ASSERT_TRUE(sizes.ok());
+  const auto ids = input_values(std::vector<int32_t>{0}, 1, 1);
+  float y[2] = {};
+  const kernels::GemvPart stacks[] = {{a, y}, {b, y}};
+  const kernels::ExpertGemvShape shape{1, 1, 1, true};
+  const Status refused = kernels::expert_gemv_dp4a_stacks(FormatId::kQ4_K, stacks, *sizes, ids.gpu.data, shape,
+                                                          {reinterpret_cast<const int8_t*>(a.data),
+                                                           reinterpret_cast<const float*>(a.data)},
+                                                          nullptr);
+  EXPECT_NE(refused.to_string().find("stacks of one launch differ in shape or group parameters ([2, 256] after [1, "
+                                     "256])"),
+            std::string::npos)
+      << refused.to_string();
 }
 
 // A decode batch of 8 tokens on the grouped integer-dot kernel: experts chosen by 1 to 8 slots (passes of 1, 2, 4
