@@ -24,7 +24,7 @@ struct GemvPart {
 // The grid of a launch over parts: part k owns blocks [first_block[k], first_block[k + 1]) (the last up to
 // blocks), each block `groups` groups of rows_per_block rows: rows_per_block 2 when any part has at least tall_rows
 // rows (x read once for both), else 1, or the caller's choice; groups 1 unless the kernel splits its threads
-// between several row groups (the integer-dot GEMV on narrow rows).
+// between several row groups (the dense GEMV on narrow rows).
 struct GemvPartGrid {
   int parts = 0;
   int rows_per_block = 1;
