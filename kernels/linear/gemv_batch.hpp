@@ -22,25 +22,21 @@ struct GemvPart {
 };
 
 // The grid of a launch over parts: part k owns blocks [first_block[k], first_block[k + 1]) (the last up to
-// blocks), each block `groups` groups of rows_per_block rows: rows_per_block 2 when any part has at least tall_rows
-// rows (x read once for both), else 1, or the caller's choice; groups 1 unless the kernel splits its threads
-// between several row groups (the dense GEMV on narrow rows).
+// blocks), each block rows_per_block rows: 2 when any part has at least tall_rows rows (x read once for both), else
+// 1, or the caller's choice.
 struct GemvPartGrid {
   int parts = 0;
   int rows_per_block = 1;
-  int groups = 1;
   int64_t first_block[kGemvMaxParts] = {};
   int64_t blocks = 0;
 };
-inline GemvPartGrid plan_part_grid(std::span<const GemvPart> parts, int64_t tall_rows, int rows_per_block = 0,
-                                   int groups = 1) {
+inline GemvPartGrid plan_part_grid(std::span<const GemvPart> parts, int64_t tall_rows, int rows_per_block = 0) {
   GemvPartGrid g;
   g.parts = static_cast<int>(parts.size());
-  g.groups = groups;
   for (const GemvPart& part : parts)
     if (part.w.rows >= tall_rows) g.rows_per_block = 2;
   if (rows_per_block > 0) g.rows_per_block = rows_per_block;
-  const int64_t block_rows = int64_t{g.rows_per_block} * groups;
+  const int64_t block_rows = g.rows_per_block;
   for (size_t j = 0; j < parts.size(); ++j) {
     g.first_block[j] = g.blocks;
     g.blocks += (parts[j].w.rows + block_rows - 1) / block_rows;

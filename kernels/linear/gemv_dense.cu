@@ -3,8 +3,7 @@
 // row's 8-column items t, t + 128, ...: one 16-byte load of F16/BF16 (two of F32), the matching 8 floats of x per
 // batch row (two 16-byte loads, from L1/L2), fp32 FMAs, and the block reduction of gemv_rows_reduce.cuh. A row of
 // fewer than 128 items (under 1024 columns) gets the fewest warps that cover them (row_group_lanes: 32 or 64
-// threads) and a block 2 or 4 such groups, each with its own rows, so that no thread of the block idles; the sums
-// are unchanged (the idle threads only added zeros).
+// threads) as its block, so that no thread idles; the sums are unchanged (the idle threads only added zeros).
 // Bytes moved: W once (2 or 4 bytes per weight), x and y once per block from cache. Per 8 weights of BF16 at
 // batch 1: 1 + 2 loads, 8 conversions (a shift or mask) and 8 FMAs, about 2.5 instructions per weight for 2 bytes:
 // memory-bound with room to spare. Needs W's data and x 16-byte aligned and cols a multiple of 8; else gemv()
@@ -57,7 +56,7 @@ struct DenseParts {
   const uint8_t* data[kGemvMaxParts];
   int64_t rows[kGemvMaxParts];
   float* y[kGemvMaxParts];
-  int lanes = kThreads;  // threads per row group
+  int lanes = kThreads;  // threads per block
 };
 
 // Thread `lane` of its row group's sums over items lane, lane + stride, ... (stride: the group's threads).
@@ -87,9 +86,10 @@ __device__ __forceinline__ void accumulate_dense(const uint8_t* const (&row_data
   }
 }
 
-// Grouped: row groups of p.lanes threads (narrow rows, R = 1); otherwise the block is one group, its index a constant
-// 0 and the stride compile-time (a per-thread group index had cost the common case 8-16 registers per thread).
-template <quant::FormatId Id, int M, int R, bool Grouped>
+// Narrow: blocks of p.lanes threads (narrow rows, R = 1), the stride a kernel argument; otherwise of kThreads, the
+// stride compile-time. Either way a block owns its rows alone, so their addresses are the block's (uniform registers:
+// a per-thread row group index had cost 8-16 registers per thread).
+template <quant::FormatId Id, int M, int R, bool Narrow>
 __global__ void __launch_bounds__(kThreads) gemv_dense_kernel(const DenseParts p, int64_t cols,
                                                               const float* __restrict__ x) {
   __shared__ float partial[kThreads / 32][R * M];
@@ -98,12 +98,9 @@ __global__ void __launch_bounds__(kThreads) gemv_dense_kernel(const DenseParts p
   const uint8_t* data = gemv_part_value(k, p.data);
   const int64_t rows = gemv_part_value(k, p.rows);
   float* y = gemv_part_value(k, p.y);
-  // Without groups the row is the block's (uniform registers hold its addresses); with them each group has its own.
-  const int lanes = Grouped ? p.lanes : kThreads;
-  const int group = Grouped ? static_cast<int>(threadIdx.x) / lanes : 0;
-  const int lane = Grouped ? static_cast<int>(threadIdx.x) % lanes : static_cast<int>(threadIdx.x);
-  const int64_t row0 =
-      ((static_cast<int64_t>(blockIdx.x) - gemv_part_value(k, p.grid.first_block)) * (kThreads / lanes) + group) * R;
+  const int lanes = Narrow ? p.lanes : kThreads;
+  const int lane = static_cast<int>(threadIdx.x);
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) - gemv_part_value(k, p.grid.first_block)) * R;
   const uint8_t* row_data[R];
 #pragma unroll
   for (int r = 0; r < R; ++r)  // past the end: a repeat, not stored
@@ -128,13 +125,13 @@ bool dense_applies(const quant::QuantView& w, const float* x) {
 }
 
 // The parts share cols (checked by the callers); plan_part_grid gives 2 rows per block when any part is tall (not
-// for narrow rows, whose blocks hold 2 or 4 row groups already).
+// for narrow rows, whose small blocks are many already).
 template <quant::FormatId Id>
 Status dense_launch(const char* name, std::span<const GemvPart> parts, const float* x, int m, cudaStream_t stream) {
   const int64_t cols = parts[0].w.cols;
   const int lanes = row_group_lanes(cols / kItemCols, kThreads);
-  const bool grouped = lanes < kThreads;
-  DenseParts p{plan_part_grid(parts, kTallRows, grouped ? 1 : 0, kThreads / lanes), {}, {}, {}, lanes};
+  const bool narrow = lanes < kThreads;
+  DenseParts p{plan_part_grid(parts, kTallRows, narrow ? 1 : 0), {}, {}, {}, lanes};
   for (size_t j = 0; j < parts.size(); ++j) {
     p.data[j] = parts[j].w.data;
     p.rows[j] = parts[j].w.rows;
@@ -143,8 +140,8 @@ Status dense_launch(const char* name, std::span<const GemvPart> parts, const flo
   const unsigned blocks = static_cast<unsigned>(p.grid.blocks);
   return with_batch(m, [&](auto batch) -> Status {
     constexpr int M = decltype(batch)::value;
-    if (grouped)
-      return launch_programmatic(name, gemv_dense_kernel<Id, M, 1, true>, blocks, kThreads, 0, stream, p, cols, x);
+    if (narrow)
+      return launch_programmatic(name, gemv_dense_kernel<Id, M, 1, true>, blocks, lanes, 0, stream, p, cols, x);
     if (p.grid.rows_per_block == 2)
       return launch_programmatic(name, gemv_dense_kernel<Id, M, 2, false>, blocks, kThreads, 0, stream, p, cols, x);
     return launch_programmatic(name, gemv_dense_kernel<Id, M, 1, false>, blocks, kThreads, 0, stream, p, cols, x);
